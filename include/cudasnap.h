@@ -1,0 +1,271 @@
+/* cudasnap: checkpoint and restore every CUDA process of a container as one
+ * transaction, through the NVIDIA driver's checkpoint API.
+ *
+ * Conventions: functions return 0 on success and a negative cs_status on
+ * failure, and fill the caller's cs_error with a message and a hint. */
+#ifndef CUDASNAP_H
+#define CUDASNAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ------------------------------------------------------------ */
+
+typedef enum cs_status {
+	CS_OK = 0,
+	CS_EUSAGE = 1,   /* bad arguments */
+	CS_EENV = 2,     /* environment: no driver, too old, no privileges */
+	CS_EDRIVER = 3,  /* the driver returned an error */
+	CS_EPROC = 4,    /* a process vanished, was reused, or is unreadable */
+	CS_ESYS = 5,     /* a system call failed */
+	CS_ESTATE = 6,   /* state files: manifest, lock */
+	CS_EINTR = 7,    /* interrupted by a signal */
+} cs_status;
+
+typedef struct cs_error {
+	int status;       /* cs_status */
+	int cu;           /* CUresult when status == CS_EDRIVER, else 0 */
+	int sys;          /* errno when relevant, else 0 */
+	char message[512];
+	char hint[512];
+} cs_error;
+
+/* Fills err (if not NULL) and returns -status. */
+int cs_error_set(cs_error *err, int status, const char *hint, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Same, with errno appended to the message as ": strerror". */
+int cs_error_errno(cs_error *err, int status, int errnum, const char *hint, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+void cs_error_clear(cs_error *err);
+const char *cs_status_name(int status);
+
+/* ---- the driver -------------------------------------------------------- */
+
+typedef enum cs_state {
+	CS_STATE_RUNNING = 0,
+	CS_STATE_LOCKED = 1,
+	CS_STATE_CHECKPOINTED = 2,
+	CS_STATE_FAILED = 3,
+	CS_STATE_UNKNOWN = -1,
+} cs_state;
+
+const char *cs_state_name(int state); /* "running", ..., or NULL if unknown */
+int cs_state_parse(const char *word);  /* inverse; CS_STATE_UNKNOWN if none */
+
+/* CUresult values cudasnap reasons about (numbers are the driver's). */
+enum {
+	CS_CU_SUCCESS = 0,
+	CS_CU_INVALID_VALUE = 1,
+	CS_CU_OUT_OF_MEMORY = 2,
+	CS_CU_NOT_INITIALIZED = 3,
+	CS_CU_NO_DEVICE = 100,
+	CS_CU_INVALID_DEVICE = 101,
+	CS_CU_OPERATING_SYSTEM = 304,
+	CS_CU_ILLEGAL_STATE = 401,
+	CS_CU_NOT_FOUND = 500,
+	CS_CU_NOT_READY = 600,
+	CS_CU_NOT_PERMITTED = 800,
+	CS_CU_NOT_SUPPORTED = 801,
+	CS_CU_UNKNOWN = 999,
+};
+
+/* The checkpoint API appeared in R570 (CUDA 12.8); GPU remapping in R580. */
+#define CS_DRIVER_MIN_VERSION 12080
+#define CS_DRIVER_REMAP_VERSION 13000
+
+typedef struct cs_driver cs_driver;
+
+typedef struct cs_gpu_pair {
+	uint8_t old_uuid[16];
+	uint8_t new_uuid[16];
+} cs_gpu_pair;
+
+/* Loads libcuda.so.1 (or $CUDASNAP_LIBCUDA) with dlopen. Always returns an
+ * object in *out (free with cs_driver_free); returns <0 and fills err when the
+ * driver cannot be used, and cs_driver_loaded() is then false. */
+int cs_driver_open(cs_driver **out, cs_error *err);
+void cs_driver_free(cs_driver *d);
+bool cs_driver_loaded(const cs_driver *d);
+int cs_driver_version(const cs_driver *d); /* e.g. 13000; 0 when unknown */
+const char *cs_driver_path(const cs_driver *d);
+const cs_error *cs_driver_error(const cs_driver *d); /* why it is not loaded */
+bool cs_driver_can_remap(const cs_driver *d);
+
+/* The six calls and cuInit. Return the raw CUresult. */
+int cs_cu_init(cs_driver *d);
+int cs_cu_get_state(cs_driver *d, pid_t pid, int *state);
+int cs_cu_get_restore_tid(cs_driver *d, pid_t pid, pid_t *tid);
+int cs_cu_lock(cs_driver *d, pid_t pid, unsigned timeout_ms);
+int cs_cu_checkpoint(cs_driver *d, pid_t pid);
+int cs_cu_restore(cs_driver *d, pid_t pid, const cs_gpu_pair *pairs, unsigned npairs);
+int cs_cu_unlock(cs_driver *d, pid_t pid);
+/* cuGetErrorName / cuGetErrorString, with fallbacks when the driver is absent. */
+const char *cs_cu_name(const cs_driver *d, int res);
+const char *cs_cu_string(const cs_driver *d, int res);
+
+/* ---- processes --------------------------------------------------------- */
+
+typedef enum cs_class {
+	CS_CLASS_NONE = 0,       /* no GPU relation */
+	CS_CLASS_CUDA,           /* the driver knows it */
+	CS_CLASS_DEVICE_HOLDER,  /* holds device references; the driver does not know it */
+	CS_CLASS_UNKNOWN,        /* no driver to ask, maps libcuda, holds no device reference */
+} cs_class;
+
+const char *cs_class_name(int cls);
+
+typedef enum cs_ref_kind { CS_REF_FD, CS_REF_MAP } cs_ref_kind;
+
+/* One reference to a GPU device file. */
+typedef struct cs_devref {
+	cs_ref_kind kind;
+	int fd;                   /* CS_REF_FD */
+	unsigned long start, end; /* CS_REF_MAP */
+	bool fd_open;             /* CS_REF_MAP: an fd to the same file is open */
+	char path[64];
+} cs_devref;
+
+typedef struct cs_proc {
+	pid_t pid, ppid;
+	uid_t uid;
+	unsigned long long start_time; /* clock ticks since boot (stat field 22) */
+	char comm[64];                 /* sanitized: non-printable bytes as '?' */
+	int device_fds, device_maps;
+	bool maps_libcuda;
+	bool maps_nvml;
+	cs_class cls;
+	int state;          /* cs_state, CS_STATE_UNKNOWN when not asked or not known */
+	pid_t restore_tid;  /* 0 when unknown */
+	int cu_result;      /* the driver's answer to GetState, -1 when not asked */
+	cs_devref *refs;
+	size_t nrefs;
+	size_t refcap; /* private */
+} cs_proc;
+
+typedef struct cs_unreadable {
+	pid_t pid;
+	int errnum;
+} cs_unreadable;
+
+typedef struct cs_link {
+	pid_t pid, ppid;
+} cs_link;
+
+typedef struct cs_ptable {
+	cs_proc *procs;   /* GPU-related processes only, sorted by pid */
+	size_t n;
+	cs_link *links;   /* parent of every process scanned, sorted by pid */
+	size_t nlinks;
+	cs_unreadable *unreadable;
+	size_t nunreadable;
+	size_t scanned;   /* processes looked at */
+	pid_t self;
+} cs_ptable;
+
+typedef struct cs_scan_opts {
+	const char *proc_dir; /* NULL: "/proc" (or $CUDASNAP_PROC_DIR) */
+	const char *dev_dir;  /* NULL: "/dev" (or $CUDASNAP_DEV_DIR) */
+	bool keep_all;        /* keep every process, not only GPU-related ones */
+} cs_scan_opts;
+
+/* Scans the PID namespace and classifies every GPU-related process, asking
+ * the driver (may be NULL or unloaded) for states and restore threads.
+ * Processes that vanish during the scan are skipped. */
+int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error *err);
+void cs_ptable_free(cs_ptable *t);
+const cs_proc *cs_ptable_find(const cs_ptable *t, pid_t pid);
+/* Parent of any scanned process, 0 when unknown. */
+pid_t cs_ptable_parent(const cs_ptable *t, pid_t pid);
+/* Nearest ancestor of pid that is in t->procs, 0 when none. */
+pid_t cs_ptable_listed_ancestor(const cs_ptable *t, pid_t pid);
+/* Whether anc is pid or one of its ancestors. */
+bool cs_ptable_descends(const cs_ptable *t, pid_t pid, pid_t anc);
+
+/* ---- transactions ------------------------------------------------------ */
+
+typedef enum cs_op {
+	CS_OP_CHECKPOINT, /* running -> lock -> checkpoint */
+	CS_OP_RESTORE,    /* checkpointed -> restore -> unlock */
+	CS_OP_LOCK,       /* running -> lock */
+	CS_OP_UNLOCK,     /* locked -> unlock */
+} cs_op;
+
+const char *cs_op_name(cs_op op);
+
+typedef enum cs_step { CS_STEP_LOCK, CS_STEP_CHECKPOINT, CS_STEP_RESTORE, CS_STEP_UNLOCK, CS_STEP_COUNT } cs_step;
+const char *cs_step_name(cs_step s);
+
+/* One process of a transaction. Fill pid, start_time, comm and order; the
+ * engine fills the rest. */
+typedef struct cs_target {
+	pid_t pid;
+	unsigned long long start_time;
+	char comm[64];
+	int order;             /* dispatch order; ties broken by pid */
+	int initial_state;     /* state when the command began */
+	int state;             /* last known state; CS_STATE_UNKNOWN once exited */
+	bool skipped;          /* left as it was (already in, or past, the goal) */
+	bool exited;           /* vanished during the command */
+	bool failed;           /* a step of this process failed */
+	bool rollback_failed;  /* could not be returned to initial_state */
+	double seconds[CS_STEP_COUNT]; /* driver time of each step done, forward */
+	unsigned long long rss_before, rss_after; /* bytes, around checkpoint/restore */
+	unsigned long long bytes;  /* GPU bytes moved (resident-memory growth or shrink) */
+	char visible_devices[128]; /* CUDA_VISIBLE_DEVICES of the target, "" when unset */
+	cs_error error;        /* why it failed, when failed */
+	/* private */
+	unsigned long seq[CS_STEP_COUNT];
+	bool done[CS_STEP_COUNT];
+} cs_target;
+
+typedef enum cs_outcome {
+	CS_OUTCOME_DONE = 0,
+	CS_OUTCOME_ROLLED_BACK = 1,
+	CS_OUTCOME_INCOMPLETE = 3,
+} cs_outcome;
+
+typedef void (*cs_progress_fn)(void *ctx, const cs_target *t, cs_step step, bool undo, int res,
+			       double seconds);
+
+typedef struct cs_txn_opts {
+	cs_op op;
+	unsigned timeout_ms;   /* lock timeout; 0 waits forever */
+	unsigned jobs;         /* concurrent driver calls; 0 = one per process up to 8 */
+	bool sequential;       /* one process at a time, in order */
+	const cs_gpu_pair *pairs; /* restore only */
+	unsigned npairs;
+	volatile int *interrupted; /* set by a signal handler: stop and roll back */
+	cs_progress_fn progress;
+	void *progress_ctx;
+	/* Called after every forward step succeeded; returning <0 (with err
+	 * filled) rolls the whole transaction back, as --strict needs. */
+	int (*post_check)(void *ctx, cs_target *targets, size_t n, cs_error *err);
+	void *post_ctx;
+} cs_txn_opts;
+
+typedef struct cs_txn_result {
+	cs_outcome outcome;
+	double wall_seconds;
+	unsigned long long bytes;
+	size_t acted, skipped;
+	cs_error error;        /* the first failure */
+} cs_txn_result;
+
+/* Runs op over targets as one transaction: every target reaches the goal, or
+ * every target is returned to the state it had, newest change first. */
+int cs_txn_run(cs_driver *d, const cs_txn_opts *opts, cs_target *targets, size_t n, cs_txn_result *res);
+
+/* The resolved device directory ($CUDASNAP_DEV_DIR or /dev). */
+const char *cs_dev_dir(void);
+const char *cs_proc_dir(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,118 @@
+#include "devmap.h"
+#include "util.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HINT_MAP "Write --device-map OLD=NEW,... with GPU UUIDs (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) " \
+	"or GPU indices, one pair for every GPU the process can see; 'cudasnap doctor' lists the GPUs."
+
+static int side(const char *s, const cs_nvml_gpu *gpus, size_t ngpus, uint8_t out[16], cs_error *err)
+{
+	if (cs_gpu_uuid_parse(s, out) == 0)
+		return 0;
+	long idx;
+	if (cs_parse_long(s, 0, INT_MAX, &idx) < 0)
+		return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map: '%s' is neither a GPU UUID nor a GPU index", s);
+	for (size_t i = 0; i < ngpus; i++)
+		if (gpus[i].index == (unsigned)idx && cs_gpu_uuid_parse(gpus[i].uuid, out) == 0)
+			return 0;
+	return cs_error_set(err, CS_EUSAGE, ngpus ? HINT_MAP : "GPU indices need NVML (libnvidia-ml.so.1); "
+			    "give GPU UUIDs instead.", "--device-map: there is no GPU %ld here", idx);
+}
+
+int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_pair **pairs,
+		    unsigned *npairs, cs_error *err)
+{
+	*pairs = NULL;
+	*npairs = 0;
+	_cleanup_free_ char *copy = strdup(spec);
+	size_t cap = 1;
+	for (const char *c = spec; *c; c++)
+		cap += *c == ',';
+	cs_gpu_pair *v = calloc(cap, sizeof(*v));
+	if (!copy || !v) {
+		free(v);
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	}
+	unsigned n = 0;
+	char *save = NULL;
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq || strchr(eq + 1, '=')) {
+			free(v);
+			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map: '%s' is not OLD=NEW", tok);
+		}
+		*eq = '\0';
+		int r = side(tok, gpus, ngpus, v[n].old_uuid, err);
+		if (r == 0)
+			r = side(eq + 1, gpus, ngpus, v[n].new_uuid, err);
+		for (unsigned k = 0; r == 0 && k < n; k++)
+			if (memcmp(v[k].old_uuid, v[n].old_uuid, 16) == 0)
+				r = cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map: GPU %s is mapped twice", tok);
+		if (r < 0) {
+			free(v);
+			return r;
+		}
+		n++;
+	}
+	if (n == 0) {
+		free(v);
+		return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map is empty");
+	}
+	*pairs = v;
+	*npairs = n;
+	return 0;
+}
+
+static bool mapped(const cs_gpu_pair *pairs, unsigned n, const char *uuid)
+{
+	uint8_t u[16];
+	if (cs_gpu_uuid_parse(uuid, u) < 0)
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (memcmp(pairs[i].old_uuid, u, 16) == 0)
+			return true;
+	return false;
+}
+
+/* The GPU that one CUDA_VISIBLE_DEVICES entry names, or NULL. */
+static const cs_nvml_gpu *visible_entry(const char *e, size_t len, const cs_nvml_gpu *gpus, size_t ngpus)
+{
+	char buf[96];
+	if (len == 0 || len >= sizeof(buf))
+		return NULL;
+	memcpy(buf, e, len);
+	buf[len] = '\0';
+	long idx;
+	bool is_idx = cs_parse_long(buf, 0, INT_MAX, &idx) == 0;
+	for (size_t i = 0; i < ngpus; i++) {
+		if (is_idx ? gpus[i].index == (unsigned)idx : strncasecmp(gpus[i].uuid, buf, len) == 0)
+			return &gpus[i];
+	}
+	return NULL;
+}
+
+int cs_devmap_covers(const cs_gpu_pair *pairs, unsigned npairs, const char *visible, const cs_nvml_gpu *gpus,
+		     size_t ngpus, const cs_target *t, cs_error *err)
+{
+	if (ngpus == 0)
+		return 1;
+	bool all = !visible || !*visible;
+	for (size_t i = 0; all && i < ngpus; i++)
+		if (!mapped(pairs, npairs, gpus[i].uuid))
+			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map leaves out GPU %u (%s), which "
+					    "process %d (%s) can see (it has no CUDA_VISIBLE_DEVICES)", gpus[i].index,
+					    gpus[i].uuid, (int)t->pid, t->comm);
+	for (const char *e = visible; !all && *e;) {
+		size_t len = strcspn(e, ",");
+		const cs_nvml_gpu *g = visible_entry(e, len, gpus, ngpus);
+		if (g && !mapped(pairs, npairs, g->uuid))
+			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map leaves out GPU %u (%s), which "
+					    "process %d (%s) can see (CUDA_VISIBLE_DEVICES=%s)", g->index, g->uuid,
+					    (int)t->pid, t->comm, visible);
+		e += len + (e[len] == ',');
+	}
+	return 0;
+}

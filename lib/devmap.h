@@ -1,0 +1,18 @@
+/* --device-map OLD=NEW,...: GPU pairs for restore, checked before the driver sees them. */
+#ifndef CS_DEVMAP_H
+#define CS_DEVMAP_H
+
+#include "cudasnap.h"
+#include "nvml.h"
+
+/* Each side is a GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) or an
+ * index into gpus (NVML order). *pairs is malloc'd. */
+int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_pair **pairs,
+		    unsigned *npairs, cs_error *err);
+/* Rejects a map that leaves out a GPU the target can see: the GPUs named by
+ * its CUDA_VISIBLE_DEVICES (indices or UUID prefixes), or every GPU. Returns
+ * 1 when coverage could not be decided (no GPU list), 0 when covered. */
+int cs_devmap_covers(const cs_gpu_pair *pairs, unsigned npairs, const char *visible, const cs_nvml_gpu *gpus,
+		     size_t ngpus, const cs_target *t, cs_error *err);
+
+#endif

@@ -1,0 +1,252 @@
+/* Process table -> GPU-related processes, classified by asking the driver. */
+#include "cudasnap.h"
+#include "proc.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *cs_dev_dir(void)
+{
+	const char *e = getenv("CUDASNAP_DEV_DIR");
+	return e && *e ? e : "/dev";
+}
+
+const char *cs_proc_dir(void)
+{
+	const char *e = getenv("CUDASNAP_PROC_DIR");
+	return e && *e ? e : "/proc";
+}
+
+const char *cs_class_name(int cls)
+{
+	switch (cls) {
+	case CS_CLASS_CUDA: return "cuda";
+	case CS_CLASS_DEVICE_HOLDER: return "device-holder";
+	case CS_CLASS_UNKNOWN: return "unknown";
+	default: return "none";
+	}
+}
+
+typedef struct scan_ctx {
+	const char *devdir;
+	bool keep_all;
+	cs_ptable *t;
+	size_t cap, ucap, lcap;
+} scan_ctx;
+
+static bool vanished(int e)
+{
+	return e == ENOENT || e == ESRCH;
+}
+
+static int note_unreadable(scan_ctx *c, pid_t pid, int errnum)
+{
+	cs_ptable *t = c->t;
+	if (cs_grow(&t->unreadable, &c->ucap, t->nunreadable + 1, sizeof(*t->unreadable)) < 0)
+		return -ENOMEM;
+	t->unreadable[t->nunreadable++] = (cs_unreadable){ .pid = pid, .errnum = errnum };
+	return 0;
+}
+
+/* Marks mappings whose file is also open through an fd. */
+static void link_refs(cs_proc *p)
+{
+	for (size_t i = 0; i < p->nrefs; i++) {
+		cs_devref *m = &p->refs[i];
+		if (m->kind != CS_REF_MAP)
+			continue;
+		for (size_t j = 0; j < p->nrefs && !m->fd_open; j++)
+			if (p->refs[j].kind == CS_REF_FD && strcmp(p->refs[j].path, m->path) == 0)
+				m->fd_open = true;
+	}
+}
+
+/* Reads one process; returns 1 when kept, 0 when skipped, <0 on fatal error. */
+static int scan_one(scan_ctx *c, int procfd, const char *name, pid_t pid)
+{
+	_cleanup_close_ int pdir = openat(procfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pdir < 0)
+		return vanished(errno) ? 0 : note_unreadable(c, pid, errno);
+	cs_stat st;
+	int r = cs_proc_read_stat(pdir, &st);
+	if (r < 0)
+		return vanished(-r) ? 0 : note_unreadable(c, pid, r == -EINVAL ? EIO : -r);
+	struct stat sb;
+	if (fstat(pdir, &sb) < 0)
+		return 0;
+	cs_ptable *t = c->t;
+	if (cs_grow(&t->links, &c->lcap, t->nlinks + 1, sizeof(*t->links)) < 0)
+		return -ENOMEM;
+	t->links[t->nlinks++] = (cs_link){ .pid = pid, .ppid = st.ppid };
+	cs_proc p = { .pid = pid, .ppid = st.ppid, .uid = sb.st_uid, .start_time = st.start_time,
+		      .state = CS_STATE_UNKNOWN, .cu_result = -1 };
+	memcpy(p.comm, st.comm, sizeof(p.comm));
+	int rf = cs_proc_scan_fds(pdir, c->devdir, &p);
+	int rm = rf == -ENOMEM ? 0 : cs_proc_scan_maps(pdir, c->devdir, &p);
+	if (rf == -ENOMEM || rm == -ENOMEM) {
+		cs_proc_clear(&p);
+		return -ENOMEM;
+	}
+	int bad = rf < 0 && !vanished(-rf) ? -rf : rm < 0 && !vanished(-rm) ? -rm : 0;
+	/* Kernel threads have no maps and no fds worth reading. */
+	if (bad && st.ppid != 2 && pid != 2) {
+		cs_proc_clear(&p);
+		return note_unreadable(c, pid, bad);
+	}
+	if (!c->keep_all && p.nrefs == 0 && !p.maps_libcuda) {
+		cs_proc_clear(&p);
+		return 0;
+	}
+	link_refs(&p);
+	if (cs_grow(&t->procs, &c->cap, t->n + 1, sizeof(p)) < 0) {
+		cs_proc_clear(&p);
+		return -ENOMEM;
+	}
+	t->procs[t->n++] = p;
+	return 1;
+}
+
+static int scan(scan_ctx *c, const char *procdir, cs_error *err)
+{
+	_cleanup_close_ int procfd = open(procdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (procfd < 0)
+		return cs_error_errno(err, CS_EENV, errno, "Mount procfs on /proc.", "cannot open %s", procdir);
+	int dfd = dup(procfd);
+	if (dfd < 0)
+		return cs_error_errno(err, CS_ESYS, errno, NULL, "dup");
+	_cleanup_closedir_ DIR *dir = fdopendir(dfd);
+	if (!dir) {
+		close(dfd);
+		return cs_error_errno(err, CS_ESYS, errno, NULL, "cannot list %s", procdir);
+	}
+	pid_t self = getpid();
+	for (struct dirent *de; (de = readdir(dir));) {
+		long pid;
+		if (cs_parse_long(de->d_name, 1, INT_MAX, &pid) < 0 || pid == self)
+			continue;
+		c->t->scanned++;
+		if (scan_one(c, procfd, de->d_name, (pid_t)pid) < 0)
+			return cs_error_set(err, CS_ESYS, NULL, "out of memory while scanning %s", procdir);
+	}
+	return 0;
+}
+
+/* Asks the driver what it knows of p and sets class, state and restore tid. */
+static void classify(cs_proc *p, cs_driver *d)
+{
+	bool holds = p->nrefs > 0;
+	if (!cs_driver_loaded(d)) {
+		p->cls = holds ? CS_CLASS_DEVICE_HOLDER : p->maps_libcuda ? CS_CLASS_UNKNOWN : CS_CLASS_NONE;
+		return;
+	}
+	int state;
+	p->cu_result = cs_cu_get_state(d, p->pid, &state);
+	if (p->cu_result == CS_CU_SUCCESS) {
+		p->cls = CS_CLASS_CUDA;
+		p->state = state;
+		pid_t tid;
+		if (cs_cu_get_restore_tid(d, p->pid, &tid) == CS_CU_SUCCESS)
+			p->restore_tid = tid;
+	} else if (p->cu_result == CS_CU_NOT_INITIALIZED) {
+		/* Loaded libcuda but never initialized it: no GPU relation. */
+		p->cls = holds ? CS_CLASS_DEVICE_HOLDER : CS_CLASS_NONE;
+	} else {
+		p->cls = CS_CLASS_UNKNOWN;
+	}
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	const cs_proc *x = a, *y = b;
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+static int by_link(const void *a, const void *b)
+{
+	const cs_link *x = a, *y = b;
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	out->self = getpid();
+	scan_ctx c = {
+		.devdir = opts && opts->dev_dir ? opts->dev_dir : cs_dev_dir(),
+		.keep_all = opts && opts->keep_all,
+		.t = out,
+	};
+	const char *procdir = opts && opts->proc_dir ? opts->proc_dir : cs_proc_dir();
+	int r = scan(&c, procdir, err);
+	if (r < 0) {
+		cs_ptable_free(out);
+		return r;
+	}
+	size_t kept = 0;
+	for (size_t i = 0; i < out->n; i++) {
+		cs_proc *p = &out->procs[i];
+		if (p->nrefs || p->maps_libcuda)
+			classify(p, d);
+		if (p->cls == CS_CLASS_NONE && !c.keep_all) {
+			cs_proc_clear(p);
+			continue;
+		}
+		out->procs[kept++] = *p;
+	}
+	out->n = kept;
+	qsort(out->procs, out->n, sizeof(*out->procs), by_pid);
+	qsort(out->links, out->nlinks, sizeof(*out->links), by_link);
+	return 0;
+}
+
+void cs_ptable_free(cs_ptable *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->n; i++)
+		cs_proc_clear(&t->procs[i]);
+	free(t->procs);
+	free(t->unreadable);
+	free(t->links);
+	memset(t, 0, sizeof(*t));
+}
+
+const cs_proc *cs_ptable_find(const cs_ptable *t, pid_t pid)
+{
+	cs_proc key = { .pid = pid };
+	return bsearch(&key, t->procs, t->n, sizeof(*t->procs), by_pid);
+}
+
+pid_t cs_ptable_parent(const cs_ptable *t, pid_t pid)
+{
+	cs_link key = { .pid = pid };
+	const cs_link *l = bsearch(&key, t->links, t->nlinks, sizeof(*t->links), by_link);
+	return l ? l->ppid : 0;
+}
+
+pid_t cs_ptable_listed_ancestor(const cs_ptable *t, pid_t pid)
+{
+	/* Bounded: a PID namespace cannot nest deeper than its process count. */
+	for (size_t hops = 0; hops <= t->nlinks; hops++) {
+		pid = cs_ptable_parent(t, pid);
+		if (pid <= 0)
+			return 0;
+		if (cs_ptable_find(t, pid))
+			return pid;
+	}
+	return 0;
+}
+
+bool cs_ptable_descends(const cs_ptable *t, pid_t pid, pid_t anc)
+{
+	for (size_t hops = 0; hops <= t->nlinks && pid > 0; hops++) {
+		if (pid == anc)
+			return true;
+		pid = cs_ptable_parent(t, pid);
+	}
+	return false;
+}

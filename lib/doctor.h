@@ -1,0 +1,74 @@
+/* cudasnap doctor: checks of the driver, the GPUs, the sandbox and every CUDA
+ * process, each a pass, a warning or a failure with what to do about it. */
+#ifndef CS_DOCTOR_H
+#define CS_DOCTOR_H
+
+#include "cudasnap.h"
+#include "nvml.h"
+#include "sandbox.h"
+
+typedef enum cs_check_status {
+	CS_CHECK_PASS = 0,
+	CS_CHECK_WARN = 1,
+	CS_CHECK_FAIL = 2,
+} cs_check_status;
+
+typedef struct cs_check {
+	char name[32];
+	int status;       /* cs_check_status */
+	pid_t pid;        /* the process it is about; 0 for the others */
+	char message[1024];
+	char fix[512];    /* "" when there is nothing to do */
+} cs_check;
+
+/* One GPU a process can see: an NVML index, or -1 with the entry as written
+ * (a MIG instance, or a GPU that NVML does not list). */
+typedef struct cs_visible_gpu {
+	int index;
+	char id[CS_NVML_UUID_SIZE];
+} cs_visible_gpu;
+
+typedef struct cs_doctor_proc {
+	pid_t pid;
+	uid_t uid;
+	char comm[64];
+	char comm_libs[256];     /* communication libraries mapped, ", "-separated */
+	bool mps, ipc, mig;      /* hints, each explained in a check */
+	bool environ_read;
+	bool visible_set;        /* CUDA_VISIBLE_DEVICES present in its environment */
+	char visible_env[256];   /* its value */
+	cs_visible_gpu *visible; /* when !visible_set: every GPU NVML lists */
+	size_t nvisible;
+} cs_doctor_proc;
+
+typedef struct cs_doctor_report {
+	cs_check *checks;
+	size_t nchecks, cap;
+	size_t counts[3];        /* by cs_check_status */
+	cs_sandbox env;
+	cs_hostmem mem;
+	bool nvml_present;
+	char nvml_driver_version[CS_NVML_VERSION_SIZE];
+	cs_nvml_gpu *gpus;
+	size_t ngpus;
+	cs_doctor_proc *procs;   /* CUDA processes, by pid */
+	size_t nprocs;
+	size_t pcap;
+} cs_doctor_report;
+
+typedef struct cs_doctor_opts {
+	const char *root;           /* NULL: cs_sandbox_root() */
+	const cs_scan_opts *scan;   /* NULL: defaults */
+} cs_doctor_opts;
+
+/* Runs every check. Returns <0 only when out of memory; a missing driver,
+ * NVML or procfs is a failed or warned check, not an error. */
+int cs_doctor_run(const cs_doctor_opts *opts, cs_doctor_report *out, cs_error *err);
+void cs_doctor_report_free(cs_doctor_report *r);
+const char *cs_check_status_name(int status); /* "pass", "warn", "fail" */
+
+/* Used by the process checks (lib/doctor.c); exposed for tests and reuse. */
+int cs_doctor_add(cs_doctor_report *r, const char *name, int status, pid_t pid, const char *fix,
+		  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+#endif

@@ -1,0 +1,18 @@
+/* JSON renderings of library objects, shared by the commands. */
+#ifndef CS_JSON_H
+#define CS_JSON_H
+
+#include "cudasnap.h"
+
+#include <json-c/json.h>
+
+json_object *cs_json_driver(const cs_driver *d);
+json_object *cs_json_proc(const cs_proc *p, const cs_driver *d);
+json_object *cs_json_error(const cs_error *e);
+/* Adds key -> int, or null when !valid. */
+void cs_json_add_int_or_null(json_object *o, const char *key, long long v, bool valid);
+void cs_json_add_str_or_null(json_object *o, const char *key, const char *s);
+/* Prints o on stdout with a newline, and releases it. */
+int cs_json_print(json_object *o);
+
+#endif

@@ -1,0 +1,162 @@
+#include "manifest.h"
+#include "json.h"
+#include "state.h"
+#include "proc.h"
+#include "util.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define HINT_CORRUPT "Remove the manifest (restore then discovers checkpointed processes itself), " \
+	"or pass --ignore-manifest."
+
+static int by_ckpt_seq(const void *a, const void *b)
+{
+	const cs_target *x = *(const cs_target *const *)a, *y = *(const cs_target *const *)b;
+	unsigned long p = x->seq[CS_STEP_CHECKPOINT], q = y->seq[CS_STEP_CHECKPOINT];
+	return (p > q) - (p < q);
+}
+
+static json_object *entry_json(const cs_target *t, int order)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "pid", json_object_new_int(t->pid));
+	json_object_object_add(o, "start_time", json_object_new_uint64(t->start_time));
+	json_object_object_add(o, "comm", json_object_new_string(t->comm));
+	json_object_object_add(o, "order", json_object_new_int(order));
+	cs_json_add_str_or_null(o, "cuda_visible_devices", t->visible_devices[0] ? t->visible_devices : NULL);
+	json_object_object_add(o, "bytes", json_object_new_uint64(t->bytes));
+	json_object *tm = json_object_new_object();
+	for (int s = 0; s < CS_STEP_COUNT; s++)
+		if (t->done[s])
+			json_object_object_add(tm, cs_step_name((cs_step)s), json_object_new_double(t->seconds[s]));
+	json_object_object_add(o, "seconds", tm);
+	return o;
+}
+
+char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, double wall)
+{
+	const cs_target **v = calloc(n ? n : 1, sizeof(*v));
+	if (!v)
+		return NULL;
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (t[i].done[CS_STEP_CHECKPOINT] && t[i].state == CS_STATE_CHECKPOINTED)
+			v[m++] = &t[i];
+	qsort(v, m, sizeof(*v), by_ckpt_seq);
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "version", json_object_new_int(1));
+	char when[40];
+	time_t now = time(NULL);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	json_object_object_add(o, "created", json_object_new_string(when));
+	json_object_object_add(o, "driver_version", json_object_new_int(cs_driver_version(d)));
+	json_object_object_add(o, "wall_seconds", json_object_new_double(wall));
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < m; i++)
+		json_object_array_add(arr, entry_json(v[i], (int)i));
+	json_object_object_add(o, "processes", arr);
+	char *s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+	json_object_put(o);
+	free(v);
+	return s;
+}
+
+static bool get_int(json_object *o, const char *key, long long min, long long max, long long *out)
+{
+	json_object *v;
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+		return false;
+	errno = 0;
+	long long x = json_object_get_int64(v);
+	if (errno || x < min || x > max)
+		return false;
+	*out = x;
+	return true;
+}
+
+static bool get_str(json_object *o, const char *key, char *dst, size_t n, bool optional)
+{
+	json_object *v;
+	if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null)) {
+		dst[0] = '\0';
+		return optional;
+	}
+	if (!json_object_is_type(v, json_type_string))
+		return false;
+	const char *s = json_object_get_string(v);
+	cs_sanitize(dst, n, s, (size_t)json_object_get_string_len(v));
+	return true;
+}
+
+static int parse_entry(json_object *o, cs_manifest_entry *e)
+{
+	long long pid, order, start;
+	if (!json_object_is_type(o, json_type_object) || !get_int(o, "pid", 1, INT_MAX, &pid) ||
+	    !get_int(o, "order", 0, INT_MAX, &order) || !get_int(o, "start_time", 0, LLONG_MAX, &start) ||
+	    !get_str(o, "comm", e->comm, sizeof(e->comm), false) ||
+	    !get_str(o, "cuda_visible_devices", e->visible_devices, sizeof(e->visible_devices), true))
+		return -1;
+	e->pid = (pid_t)pid;
+	e->order = (int)order;
+	e->start_time = (unsigned long long)start;
+	long long bytes;
+	e->bytes = get_int(o, "bytes", 0, LLONG_MAX, &bytes) ? (unsigned long long)bytes : 0;
+	return 0;
+}
+
+static int parse_root(json_object *root, cs_manifest *m, cs_error *err)
+{
+	long long version, dv;
+	json_object *arr;
+	if (!json_object_is_type(root, json_type_object) || !get_int(root, "version", 1, 1, &version) ||
+	    !json_object_object_get_ex(root, "processes", &arr) || !json_object_is_type(arr, json_type_array))
+		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest %s/%s is not a cudasnap manifest "
+				    "of version 1", cs_state_dir(), CS_MANIFEST_NAME);
+	m->version = 1;
+	m->driver_version = get_int(root, "driver_version", 0, INT_MAX, &dv) ? (int)dv : 0;
+	get_str(root, "created", m->created, sizeof(m->created), true);
+	size_t n = json_object_array_length(arr);
+	m->e = calloc(n ? n : 1, sizeof(*m->e));
+	if (!m->e)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	for (size_t i = 0; i < n; i++, m->n++)
+		if (parse_entry(json_object_array_get_idx(arr, i), &m->e[i]) < 0)
+			return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest %s/%s has a malformed "
+					    "entry (#%zu)", cs_state_dir(), CS_MANIFEST_NAME, i);
+	return 0;
+}
+
+int cs_manifest_parse(const char *buf, size_t len, cs_manifest *m, cs_error *err)
+{
+	memset(m, 0, sizeof(*m));
+	if (len > CS_MANIFEST_MAX || len > INT_MAX)
+		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest is too large");
+	json_tokener *tok = json_tokener_new_ex(16);
+	if (!tok)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	json_object *root = json_tokener_parse_ex(tok, buf, (int)len);
+	enum json_tokener_error je = json_tokener_get_error(tok);
+	size_t end = json_tokener_get_parse_end(tok);
+	bool trailing = root && end < len && strspn(buf + end, " \t\r\n") != len - end;
+	json_tokener_free(tok);
+	if (!root || je != json_tokener_success || trailing) {
+		json_object_put(root);
+		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest %s/%s is corrupt or truncated (%s)",
+				    cs_state_dir(), CS_MANIFEST_NAME,
+				    je != json_tokener_success ? json_tokener_error_desc(je) : "trailing bytes");
+	}
+	int r = parse_root(root, m, err);
+	json_object_put(root);
+	if (r < 0)
+		cs_manifest_free(m);
+	return r;
+}
+
+void cs_manifest_free(cs_manifest *m)
+{
+	free(m->e);
+	memset(m, 0, sizeof(*m));
+}

@@ -1,0 +1,36 @@
+/* The manifest: what the last checkpoint did, for restore's order and its
+ * PID-reuse check. JSON, written atomically in the state directory. */
+#ifndef CS_MANIFEST_H
+#define CS_MANIFEST_H
+
+#include "cudasnap.h"
+
+#define CS_MANIFEST_NAME "manifest.json"
+#define CS_MANIFEST_MAX (16u << 20)
+
+typedef struct cs_manifest_entry {
+	pid_t pid;
+	unsigned long long start_time;
+	char comm[64];
+	int order;
+	char visible_devices[128];
+	unsigned long long bytes;
+	double seconds[CS_STEP_COUNT];
+} cs_manifest_entry;
+
+typedef struct cs_manifest {
+	int version;
+	int driver_version;
+	char created[40];
+	cs_manifest_entry *e;
+	size_t n;
+} cs_manifest;
+
+/* Renders the targets that this checkpoint left checkpointed, in the order
+ * their checkpoints completed. Returns a malloc'd string or NULL. */
+char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, double wall_seconds);
+/* Parses untrusted text; a corrupt manifest is an error with a hint. */
+int cs_manifest_parse(const char *buf, size_t len, cs_manifest *out, cs_error *err);
+void cs_manifest_free(cs_manifest *m);
+
+#endif

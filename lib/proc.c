@@ -1,0 +1,399 @@
+#include "proc.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static bool vanished(int e)
+{
+	return e == ENOENT || e == ESRCH;
+}
+
+static int utf8_len(const unsigned char *s, size_t left)
+{
+	int n = *s >= 0xf0 && *s <= 0xf4 ? 4 : *s >= 0xe0 ? 3 : *s >= 0xc2 && *s < 0xe0 ? 2 : 0;
+	if (n == 0 || (size_t)n > left)
+		return 0;
+	for (int i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+void cs_sanitize(char *dst, size_t dstsize, const char *s, size_t len)
+{
+	size_t o = 0;
+	if (dstsize == 0)
+		return;
+	for (size_t i = 0; i < len && s[i] && o + 1 < dstsize;) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x80) {
+			int n = utf8_len((const unsigned char *)s + i, len - i);
+			if (n > 0 && o + (size_t)n < dstsize) {
+				memcpy(dst + o, s + i, (size_t)n);
+				o += (size_t)n;
+				i += (size_t)n;
+				continue;
+			}
+			dst[o++] = '?';
+			i++;
+			continue;
+		}
+		dst[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+		i++;
+	}
+	dst[o] = '\0';
+}
+
+/* Parses an unsigned decimal at *p, advancing it. */
+static bool take_ull(const char **p, const char *end, unsigned long long *v)
+{
+	const char *s = *p;
+	unsigned long long x = 0;
+	if (s >= end || *s < '0' || *s > '9')
+		return false;
+	while (s < end && *s >= '0' && *s <= '9') {
+		unsigned d = (unsigned)(*s - '0');
+		if (x > (ULLONG_MAX - d) / 10)
+			return false;
+		x = x * 10 + d;
+		s++;
+	}
+	*p = s;
+	*v = x;
+	return true;
+}
+
+static bool take_ll(const char **p, const char *end, long long *v)
+{
+	bool neg = *p < end && **p == '-';
+	if (neg)
+		(*p)++;
+	unsigned long long u;
+	if (!take_ull(p, end, &u) || u > LLONG_MAX)
+		return false;
+	*v = neg ? -(long long)u : (long long)u;
+	return true;
+}
+
+int cs_parse_stat(const char *buf, size_t len, cs_stat *out)
+{
+	const char *end = buf + len;
+	const char *open = memchr(buf, '(', len);
+	const char *close = NULL;
+	for (const char *c = end; c > buf; c--)
+		if (c[-1] == ')') {
+			close = c - 1;
+			break;
+		}
+	if (!open || !close || close < open)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	const char *p = buf;
+	long long pid;
+	if (!take_ll(&p, open, &pid) || pid <= 0 || pid > INT_MAX)
+		return -EINVAL;
+	out->pid = (pid_t)pid;
+	cs_sanitize(out->comm, sizeof(out->comm), open + 1, (size_t)(close - open - 1));
+	p = close + 1;
+	/* Fields after comm: 3 state, 4 ppid, ..., 22 starttime. */
+	for (int field = 3; field <= 22; field++) {
+		if (p >= end || *p != ' ')
+			return -EINVAL;
+		p++;
+		if (field == 3) {
+			if (p >= end)
+				return -EINVAL;
+			out->state = *p++;
+			continue;
+		}
+		long long v;
+		if (!take_ll(&p, end, &v))
+			return -EINVAL;
+		if (field == 4) {
+			if (v < 0 || v > INT_MAX)
+				return -EINVAL;
+			out->ppid = (pid_t)v;
+		} else if (field == 22) {
+			if (v < 0)
+				return -EINVAL;
+			out->start_time = (unsigned long long)v;
+		}
+	}
+	return 0;
+}
+
+int cs_parse_status_field(const char *buf, const char *key, long *out)
+{
+	size_t klen = strlen(key);
+	for (const char *line = buf; line && *line;) {
+		if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+			const char *p = line + klen + 1;
+			while (*p == ' ' || *p == '\t')
+				p++;
+			const char *end = p + strcspn(p, "\n");
+			long long v;
+			if (!take_ll(&p, end, &v) || v < LONG_MIN || v > LONG_MAX)
+				return -EINVAL;
+			*out = (long)v;
+			return 0;
+		}
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return -ENOENT;
+}
+
+static bool take_hex(const char **p, const char *end, unsigned long *v)
+{
+	const char *s = *p;
+	unsigned long x = 0;
+	int n = 0;
+	for (; s < end; s++, n++) {
+		int d = *s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : -1;
+		if (d < 0)
+			break;
+		if (x > (ULONG_MAX >> 4))
+			return false;
+		x = (x << 4) | (unsigned long)d;
+	}
+	if (n == 0)
+		return false;
+	*p = s;
+	*v = x;
+	return true;
+}
+
+/* Skips one space-delimited field followed by spaces. */
+static bool skip_field(const char **p, const char *end)
+{
+	const char *s = *p;
+	if (s >= end || *s == ' ')
+		return false;
+	while (s < end && *s != ' ')
+		s++;
+	while (s < end && *s == ' ')
+		s++;
+	*p = s;
+	return true;
+}
+
+int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out)
+{
+	const char *p = line, *end = line + len;
+	if (!take_hex(&p, end, &out->start) || p >= end || *p++ != '-' ||
+	    !take_hex(&p, end, &out->end) || p >= end || *p++ != ' ')
+		return -EINVAL;
+	/* perms, offset, dev, inode */
+	for (int i = 0; i < 4; i++)
+		if (!skip_field(&p, end))
+			return -EINVAL;
+	out->path = p;
+	out->path_len = (size_t)(end - p);
+	return 0;
+}
+
+const char *cs_environ_get(const char *buf, size_t len, const char *name)
+{
+	size_t nlen = strlen(name);
+	for (size_t i = 0; i < len;) {
+		const char *e = buf + i;
+		size_t elen = strnlen(e, len - i);
+		if (elen > nlen && memcmp(e, name, nlen) == 0 && e[nlen] == '=' && i + elen < len)
+			return e + nlen + 1;
+		i += elen + 1;
+	}
+	return NULL;
+}
+
+bool cs_path_is_device(const char *path, size_t len, const char *devdir)
+{
+	size_t dlen = strlen(devdir);
+	while (dlen > 1 && devdir[dlen - 1] == '/')
+		dlen--;
+	return len > dlen + 7 && memcmp(path, devdir, dlen) == 0 &&
+	       memcmp(path + dlen, "/nvidia", 7) == 0 && !memchr(path + dlen + 1, '/', len - dlen - 1);
+}
+
+static bool basename_starts(const char *path, size_t len, const char *prefix)
+{
+	const char *base = path;
+	for (size_t i = 0; i < len; i++)
+		if (path[i] == '/')
+			base = path + i + 1;
+	size_t blen = len - (size_t)(base - path), plen = strlen(prefix);
+	return blen >= plen && memcmp(base, prefix, plen) == 0;
+}
+
+bool cs_path_is_libcuda(const char *path, size_t len)
+{
+	return basename_starts(path, len, "libcuda.so");
+}
+
+bool cs_path_is_nvml(const char *path, size_t len)
+{
+	return basename_starts(path, len, "libnvidia-ml.so");
+}
+
+int cs_proc_read_stat(int pdir, cs_stat *out)
+{
+	char buf[1024];
+	ssize_t n = cs_read_at(pdir, "stat", buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	if (n == 0)
+		return -ESRCH;
+	return cs_parse_stat(buf, (size_t)n, out);
+}
+
+int cs_proc_add_ref(cs_proc *p, const cs_devref *ref)
+{
+	if (cs_grow(&p->refs, &p->refcap, p->nrefs + 1, sizeof(*ref)) < 0)
+		return -ENOMEM;
+	p->refs[p->nrefs++] = *ref;
+	if (ref->kind == CS_REF_FD)
+		p->device_fds++;
+	else
+		p->device_maps++;
+	return 0;
+}
+
+void cs_proc_clear(cs_proc *p)
+{
+	free(p->refs);
+	p->refs = NULL;
+	p->nrefs = p->refcap = 0;
+}
+
+int cs_proc_scan_fds(int pdir, const char *devdir, cs_proc *p)
+{
+	int fdd = openat(pdir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fdd < 0)
+		return -errno;
+	_cleanup_closedir_ DIR *dir = fdopendir(fdd);
+	if (!dir) {
+		int e = errno;
+		close(fdd);
+		return -e;
+	}
+	errno = 0;
+	for (struct dirent *de; (de = readdir(dir));) {
+		long fd;
+		if (cs_parse_long(de->d_name, 0, INT_MAX, &fd) < 0)
+			continue;
+		char target[PATH_MAX];
+		ssize_t n = readlinkat(fdd, de->d_name, target, sizeof(target) - 1);
+		if (n < 0)
+			continue; /* closed meanwhile */
+		if (!cs_path_is_device(target, (size_t)n, devdir))
+			continue;
+		cs_devref ref = { .kind = CS_REF_FD, .fd = (int)fd };
+		cs_sanitize(ref.path, sizeof(ref.path), target, (size_t)n);
+		if (cs_proc_add_ref(p, &ref) < 0)
+			return -ENOMEM;
+	}
+	return errno && !vanished(errno) ? -errno : 0;
+}
+
+static int maps_line(cs_proc *p, const char *devdir, const char *line, size_t len)
+{
+	cs_map_entry m;
+	if (cs_parse_maps_line(line, len, &m) < 0 || m.path_len == 0 || m.path[0] != '/')
+		return 0;
+	if (cs_path_is_libcuda(m.path, m.path_len))
+		p->maps_libcuda = true;
+	else if (cs_path_is_nvml(m.path, m.path_len))
+		p->maps_nvml = true;
+	else if (cs_path_is_device(m.path, m.path_len, devdir)) {
+		cs_devref ref = { .kind = CS_REF_MAP, .fd = -1, .start = m.start, .end = m.end };
+		cs_sanitize(ref.path, sizeof(ref.path), m.path, m.path_len);
+		return cs_proc_add_ref(p, &ref);
+	}
+	return 0;
+}
+
+int cs_proc_scan_maps(int pdir, const char *devdir, cs_proc *p)
+{
+	_cleanup_close_ int fd = openat(pdir, "maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/* Streams the file: a process may have hundreds of thousands of mappings. */
+	enum { BUF = 64 * 1024 };
+	_cleanup_free_ char *buf = malloc(BUF);
+	if (!buf)
+		return -ENOMEM;
+	size_t have = 0;
+	bool skipping = false; /* inside a line longer than the buffer */
+	for (;;) {
+		ssize_t r = read(fd, buf + have, BUF - have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return vanished(errno) ? 0 : -errno;
+		if (r == 0 && have == 0)
+			return 0;
+		size_t len = have + (size_t)r, start = 0;
+		for (size_t i = have; i < len; i++) {
+			if (buf[i] != '\n')
+				continue;
+			if (!skipping && maps_line(p, devdir, buf + start, i - start) < 0)
+				return -ENOMEM;
+			skipping = false;
+			start = i + 1;
+		}
+		if (r == 0) { /* last line without newline */
+			if (!skipping && start < len && maps_line(p, devdir, buf + start, len - start) < 0)
+				return -ENOMEM;
+			return 0;
+		}
+		have = len - start;
+		if (have == BUF) {
+			skipping = true;
+			have = 0;
+		} else {
+			memmove(buf, buf + start, have);
+		}
+	}
+}
+
+int cs_tid_to_tgid(const char *procdir, pid_t tid, pid_t *tgid)
+{
+	char path[64], buf[4096];
+	if (tid <= 0)
+		return -ESRCH;
+	snprintf(path, sizeof(path), "%d/status", (int)tid);
+	_cleanup_close_ int dfd = open(procdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	ssize_t n = cs_read_at(dfd, path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	long v;
+	int r = cs_parse_status_field(buf, "Tgid", &v);
+	if (r < 0)
+		return r == -ENOENT ? -EINVAL : r;
+	if (v <= 0 || v > INT_MAX)
+		return -EINVAL;
+	*tgid = (pid_t)v;
+	return 0;
+}
+
+int cs_proc_start_time(const char *procdir, pid_t pid, unsigned long long *start)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%s/%d", procdir, (int)pid);
+	_cleanup_close_ int pdir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pdir < 0)
+		return -errno;
+	cs_stat st;
+	int r = cs_proc_read_stat(pdir, &st);
+	if (r < 0)
+		return r;
+	*start = st.start_time;
+	return 0;
+}

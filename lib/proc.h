@@ -1,0 +1,52 @@
+/* Parsers of /proc text. Every function tolerates truncated input, odd bytes
+ * and processes that vanish between two reads (-ENOENT / -ESRCH). */
+#ifndef CS_PROC_H
+#define CS_PROC_H
+
+#include "cudasnap.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct cs_stat {
+	pid_t pid, ppid;
+	char state;
+	unsigned long long start_time;
+	char comm[64];
+} cs_stat;
+
+typedef struct cs_map_entry {
+	unsigned long start, end;
+	const char *path;  /* points into the parsed line; "" for anonymous */
+	size_t path_len;
+} cs_map_entry;
+
+/* /proc/PID/stat: comm is whatever lies between the first '(' and the last ')'. */
+int cs_parse_stat(const char *buf, size_t len, cs_stat *out);
+/* The first number after "Key:" at the start of a line of /proc/PID/status. */
+int cs_parse_status_field(const char *buf, const char *key, long *out);
+/* One line of /proc/PID/maps (without its newline). */
+int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out);
+/* Value of NAME in a NUL-separated environ block; NULL when absent. */
+const char *cs_environ_get(const char *buf, size_t len, const char *name);
+/* Copies s into dst, replacing control bytes and invalid UTF-8 with '?'. */
+void cs_sanitize(char *dst, size_t dstsize, const char *s, size_t len);
+
+bool cs_path_is_device(const char *path, size_t len, const char *devdir);
+bool cs_path_is_libcuda(const char *path, size_t len);
+bool cs_path_is_nvml(const char *path, size_t len);
+
+/* Readers over an open /proc/PID directory. */
+int cs_proc_read_stat(int pdir, cs_stat *out);
+int cs_proc_scan_fds(int pdir, const char *devdir, cs_proc *p);
+int cs_proc_scan_maps(int pdir, const char *devdir, cs_proc *p);
+/* Thread id (any thread, visible in /proc) -> its process id. */
+int cs_tid_to_tgid(const char *procdir, pid_t tid, pid_t *tgid);
+/* Start time (stat field 22) of PID, for detecting PID reuse. */
+int cs_proc_start_time(const char *procdir, pid_t pid, unsigned long long *start);
+
+int cs_proc_add_ref(cs_proc *p, const cs_devref *ref);
+void cs_proc_clear(cs_proc *p);
+
+#endif

@@ -1,0 +1,424 @@
+/* Detection of gVisor, containers and PID namespaces, and the host memory
+ * left, from files under a root directory (/ in real use).
+ *
+ * gVisor (runsc) implements its own /proc, so its signals are files no Linux
+ * kernel has, or text it never changes:
+ *   - /proc/sentry-meminfo exists (only the gVisor Sentry's procfs has it);
+ *   - the kernel version is "#1 SMP Sun Jan 10 15:06:54 PST 2016", gVisor's
+ *     fixed build stamp in every release (release 4.4.0, later 4.19.0-gvisor);
+ *   - the kernel release contains "gvisor".
+ * A container shows itself by /.dockerenv, /run/.containerenv,
+ * /run/systemd/container, container= in the environment of this process or
+ * of PID 1, a Kubernetes service variable, a cgroup path of a container
+ * runtime, or a root filesystem from a container runtime's storage. None is
+ * certain; each is what the runtimes themselves leave for this purpose. */
+#include "sandbox.h"
+#include "proc.h"
+#include "util.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#define GVISOR_STAMP "#1 SMP Sun Jan 10 15:06:54 PST 2016"
+#define CAP_SYS_PTRACE_BIT 19
+
+const char *cs_sandbox_root(void)
+{
+	const char *e = getenv("CUDASNAP_ROOT");
+	return e && *e ? e : "/";
+}
+
+const char *cs_pidns_name(int ns)
+{
+	switch (ns) {
+	case CS_PIDNS_HOST: return "host";
+	case CS_PIDNS_CHILD: return "child";
+	default: return "unknown";
+	}
+}
+
+static bool real_root(const char *root)
+{
+	return strcmp(root, "/") == 0;
+}
+
+/* Reads root/rel (rel without a leading slash) into buf; length or -errno. */
+static ssize_t read_rel(int rootfd, const char *rel, char *buf, size_t size)
+{
+	if (rootfd < 0)
+		return -EBADF;
+	return cs_read_at(rootfd, rel, buf, size);
+}
+
+static bool exists_rel(int rootfd, const char *rel)
+{
+	return rootfd >= 0 && faccessat(rootfd, rel, F_OK, 0) == 0;
+}
+
+static void set_signal(char *dst, const char *fmt, const char *arg)
+{
+	char s[CS_SIGNAL_SIZE];
+	snprintf(s, sizeof(s), fmt, arg);
+	cs_sanitize(dst, CS_SIGNAL_SIZE, s, strlen(s));
+}
+
+static void read_kernel(int rootfd, const char *root, char *release, size_t rsize, char *version,
+			size_t vsize)
+{
+	char buf[512];
+	release[0] = version[0] = '\0';
+	if (read_rel(rootfd, "proc/sys/kernel/osrelease", buf, sizeof(buf)) > 0)
+		snprintf(release, rsize, "%.*s", (int)strcspn(buf, "\n"), buf);
+	if (read_rel(rootfd, "proc/version", buf, sizeof(buf)) > 0)
+		snprintf(version, vsize, "%.*s", (int)strcspn(buf, "\n"), buf);
+	struct utsname u;
+	/* Without procfs only uname(2) is left, and it only speaks for the real root. */
+	if (real_root(root) && (!release[0] || !version[0]) && uname(&u) == 0) {
+		if (!release[0])
+			snprintf(release, rsize, "%s", u.release);
+		if (!version[0])
+			snprintf(version, vsize, "%s", u.version);
+	}
+}
+
+static void detect_gvisor(int rootfd, const char *root, cs_sandbox *s)
+{
+	char version[512];
+	read_kernel(rootfd, root, s->kernel_release, sizeof(s->kernel_release), version, sizeof(version));
+	if (exists_rel(rootfd, "proc/sentry-meminfo"))
+		set_signal(s->gvisor_signal, "%s", "/proc/sentry-meminfo exists (only gVisor's procfs has it)");
+	else if (strstr(version, GVISOR_STAMP))
+		set_signal(s->gvisor_signal, "kernel version '%s' is gVisor's fixed build stamp", GVISOR_STAMP);
+	else if (strstr(s->kernel_release, "gvisor"))
+		set_signal(s->gvisor_signal, "kernel release '%s'", s->kernel_release);
+	s->gvisor = s->gvisor_signal[0] != '\0';
+}
+
+/* Value of name in a process's environ file under root, copied to val. */
+static bool environ_value(int rootfd, const char *rel, const char *name, char *val, size_t vsize)
+{
+	size_t size = 256 * 1024;
+	_cleanup_free_ char *buf = malloc(size);
+	if (!buf)
+		return false;
+	ssize_t n = read_rel(rootfd, rel, buf, size);
+	if (n <= 0)
+		return false;
+	const char *v = cs_environ_get(buf, (size_t)n, name);
+	if (!v)
+		return false;
+	cs_sanitize(val, vsize, v, strnlen(v, (size_t)n - (size_t)(v - buf)));
+	return true;
+}
+
+/* A path segment that a container runtime names its cgroups by. */
+static const char *runtime_marker(const char *s)
+{
+	static const char *const marks[] = {
+		"docker", "kubepods", "containerd", "libpod", "podman", "crio", "lxc", "garden",
+	};
+	for (size_t i = 0; i < CS_ARRAY_SIZE(marks); i++)
+		if (strstr(s, marks[i]))
+			return marks[i];
+	return NULL;
+}
+
+static bool cgroup_signal(int rootfd, cs_sandbox *s)
+{
+	char buf[8192];
+	if (read_rel(rootfd, "proc/self/cgroup", buf, sizeof(buf)) <= 0)
+		return false;
+	char *save = NULL;
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *path = strchr(line, ':');
+		path = path ? strchr(path + 1, ':') : NULL;
+		if (path && runtime_marker(path + 1)) {
+			set_signal(s->container_signal, "cgroup %s", path + 1);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The root mount's source in a runtime's image store: overlay upperdir=... */
+static bool rootfs_signal(int rootfd, cs_sandbox *s)
+{
+	static const char *const stores[] = {
+		"/var/lib/docker/", "io.containerd.", "/containers/storage/", "/var/lib/kubelet/",
+	};
+	if (rootfd < 0)
+		return false;
+	int fd = openat(rootfd, "proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	_cleanup_fclose_ FILE *f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return false;
+	}
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, f) > 0) {
+		/* id parent major:minor root mountpoint ... */
+		char mnt[8];
+		if (sscanf(line, "%*s %*s %*s %*s %7s", mnt) != 1 || strcmp(mnt, "/") != 0)
+			continue;
+		for (size_t i = 0; i < CS_ARRAY_SIZE(stores); i++)
+			if (strstr(line, stores[i])) {
+				set_signal(s->container_signal, "root filesystem from %s", stores[i]);
+				return true;
+			}
+	}
+	return false;
+}
+
+static void detect_container(int rootfd, cs_sandbox *s)
+{
+	char val[96], sig[160];
+	if (s->gvisor)
+		set_signal(s->container_signal, "%s", "gVisor runs every sandbox as an OCI container");
+	else if (exists_rel(rootfd, ".dockerenv"))
+		set_signal(s->container_signal, "%s", "/.dockerenv (Docker)");
+	else if (exists_rel(rootfd, "run/.containerenv"))
+		set_signal(s->container_signal, "%s", "/run/.containerenv (Podman)");
+	else if (read_rel(rootfd, "run/systemd/container", val, sizeof(val)) > 0) {
+		val[strcspn(val, "\n")] = '\0';
+		set_signal(s->container_signal, "/run/systemd/container says '%s'", val);
+	} else if (environ_value(rootfd, "proc/self/environ", "container", val, sizeof(val)) ||
+		   environ_value(rootfd, "proc/1/environ", "container", val, sizeof(val))) {
+		snprintf(sig, sizeof(sig), "container=%s in the environment", val);
+		set_signal(s->container_signal, "%s", sig);
+	} else if (environ_value(rootfd, "proc/self/environ", "KUBERNETES_SERVICE_HOST", val, sizeof(val)))
+		set_signal(s->container_signal, "%s", "KUBERNETES_SERVICE_HOST is set (a Kubernetes pod)");
+	else if (!cgroup_signal(rootfd, s))
+		rootfs_signal(rootfd, s);
+	s->container = s->container_signal[0] != '\0';
+}
+
+/* What follows "key:" on a line of a status file, or NULL. */
+static const char *status_line(const char *status, const char *key)
+{
+	size_t klen = strlen(key);
+	for (const char *l = status; l && *l;) {
+		if (strncmp(l, key, klen) == 0 && l[klen] == ':')
+			return l + klen + 1;
+		l = strchr(l, '\n');
+		if (l)
+			l++;
+	}
+	return NULL;
+}
+
+/* Entries on the NSpid line, 0 when absent. */
+static int nspid_depth(const char *status)
+{
+	const char *p = status_line(status, "NSpid");
+	int n = 0;
+	while (p && *p && *p != '\n') {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p < '0' || *p > '9')
+			break;
+		n++;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	return n;
+}
+
+/* Kernel threads exist only in the initial PID namespace, and kthreadd is PID 2. */
+static bool kthreadd_visible(int rootfd)
+{
+	char buf[1024];
+	ssize_t n = read_rel(rootfd, "proc/2/stat", buf, sizeof(buf));
+	cs_stat st;
+	return n > 0 && cs_parse_stat(buf, (size_t)n, &st) == 0 && st.ppid == 0 &&
+	       strcmp(st.comm, "kthreadd") == 0;
+}
+
+/* "pid:[4026531836]" -> 4026531836 */
+static bool parse_ns_link(const char *link, unsigned long *ino)
+{
+	if (strncmp(link, "pid:[", 5) != 0)
+		return false;
+	const char *p = link + 5;
+	size_t digits = strspn(p, "0123456789");
+	if (digits == 0 || digits > 19 || strcmp(p + digits, "]") != 0)
+		return false;
+	*ino = strtoul(p, NULL, 10);
+	return true;
+}
+
+static void detect_pidns(int rootfd, const char *status, cs_sandbox *s)
+{
+	char link[64], sig[CS_SIGNAL_SIZE];
+	unsigned long ino;
+	s->nspid_depth = status ? nspid_depth(status) : 0;
+	ssize_t n = rootfd < 0 ? -1 : readlinkat(rootfd, "proc/self/ns/pid", link, sizeof(link) - 1);
+	if (n > 0)
+		link[n] = '\0';
+	if (s->gvisor) {
+		s->pid_ns = CS_PIDNS_CHILD;
+		set_signal(s->pid_ns_signal, "%s", "gVisor: the sandbox's PIDs are never the host's");
+	} else if (n > 0 && parse_ns_link(link, &ino)) {
+		s->pid_ns = ino == CS_PIDNS_INIT_INO ? CS_PIDNS_HOST : CS_PIDNS_CHILD;
+		snprintf(sig, sizeof(sig), "namespace %s %s the initial one (pid:[%lu])", link,
+			 ino == CS_PIDNS_INIT_INO ? "is" : "is not", CS_PIDNS_INIT_INO);
+		set_signal(s->pid_ns_signal, "%s", sig);
+	} else if (s->nspid_depth > 1) {
+		s->pid_ns = CS_PIDNS_CHILD;
+		snprintf(sig, sizeof(sig), "NSpid lists %d nested namespaces", s->nspid_depth);
+		set_signal(s->pid_ns_signal, "%s", sig);
+	} else if (kthreadd_visible(rootfd)) {
+		s->pid_ns = CS_PIDNS_HOST;
+		set_signal(s->pid_ns_signal, "%s", "kernel threads are visible (kthreadd is PID 2)");
+	} else {
+		s->pid_ns = CS_PIDNS_UNKNOWN;
+		set_signal(s->pid_ns_signal, "%s", "/proc/self/ns/pid is unreadable and no other signal decides");
+	}
+}
+
+/* "Key:\t<a>\t<b>...": the idx-th number (0-based), decimal or hex. */
+static bool status_number(const char *status, const char *key, int idx, int base, unsigned long long *out)
+{
+	const char *p = status_line(status, key);
+	for (int i = 0; p && i <= idx; i++) {
+		char *end;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		/* strtoull would also take a sign */
+		if (base == 16 ? !isxdigit((unsigned char)*p) : !isdigit((unsigned char)*p))
+			return false;
+		errno = 0;
+		unsigned long long v = strtoull(p, &end, base);
+		if (end == p || errno)
+			return false;
+		*out = v;
+		p = end;
+	}
+	return p != NULL;
+}
+
+static void detect_privileges(const char *status, cs_sandbox *s)
+{
+	unsigned long long v;
+	s->euid = status && status_number(status, "Uid", 1, 10, &v) && v <= UINT32_MAX ? (uid_t)v : geteuid();
+	s->caps_known = status && status_number(status, "CapEff", 0, 16, &v);
+	s->cap_sys_ptrace = s->caps_known && (v >> CAP_SYS_PTRACE_BIT & 1);
+}
+
+void cs_sandbox_detect(const char *root, cs_sandbox *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!root)
+		root = cs_sandbox_root();
+	_cleanup_close_ int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char status[8192];
+	bool have_status = read_rel(rootfd, "proc/self/status", status, sizeof(status)) > 0;
+	detect_gvisor(rootfd, root, out);
+	detect_container(rootfd, out);
+	detect_pidns(rootfd, have_status ? status : NULL, out);
+	detect_privileges(have_status ? status : NULL, out);
+}
+
+static long long meminfo_available(int rootfd)
+{
+	char buf[8192];
+	unsigned long long kb;
+	if (read_rel(rootfd, "proc/meminfo", buf, sizeof(buf)) <= 0 ||
+	    !status_number(buf, "MemAvailable", 0, 10, &kb) || kb > (unsigned long long)LLONG_MAX / 1024)
+		return -1;
+	return (long long)kb * 1024;
+}
+
+/* A memory cgroup file: bytes, or -1 for "max", a v1 "unlimited" or unreadable. */
+static long long cgroup_bytes(int rootfd, const char *dir, const char *file)
+{
+	char rel[PATH_MAX], buf[64];
+	if (snprintf(rel, sizeof(rel), "%s/%s", dir, file) >= (int)sizeof(rel))
+		return -1;
+	if (read_rel(rootfd, rel, buf, sizeof(buf)) <= 0)
+		return -1;
+	buf[strcspn(buf, "\n")] = '\0';
+	long v;
+	if (cs_parse_long(buf, 0, LONG_MAX, &v) < 0 || v >= (1L << 62))
+		return -1;
+	return v;
+}
+
+/* The memory cgroup of this process: v1 "N:...memory...:/path" wins over v2 "0::/path". */
+static bool memory_cgroup(int rootfd, char *path, size_t size, bool *v1)
+{
+	char buf[8192];
+	bool found = false;
+	if (read_rel(rootfd, "proc/self/cgroup", buf, sizeof(buf)) <= 0)
+		return false;
+	char *save = NULL;
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *ctl = strchr(line, ':');
+		char *p = ctl ? strchr(ctl + 1, ':') : NULL;
+		if (!p || p[1] != '/')
+			continue;
+		*ctl++ = '\0';
+		*p++ = '\0';
+		bool unified = strcmp(line, "0") == 0 && *ctl == '\0';
+		bool mem = false;
+		for (char *c = ctl, *s2 = NULL, *tok; (tok = strtok_r(c, ",", &s2)); c = NULL)
+			mem |= strcmp(tok, "memory") == 0;
+		if (mem || (unified && !found)) {
+			snprintf(path, size, "%s", p);
+			*v1 = mem;
+			found = true;
+			if (mem)
+				break;
+		}
+	}
+	return found;
+}
+
+static void cgroup_room(int rootfd, cs_hostmem *m)
+{
+	char path[PATH_MAX], dir[PATH_MAX + 32];
+	bool v1 = false;
+	if (!memory_cgroup(rootfd, path, sizeof(path), &v1))
+		return;
+	/* The tightest limit may sit on any ancestor; inside a container the
+	 * path from /proc may not exist under /sys/fs/cgroup, but a shorter one does. */
+	for (int depth = 0; depth < 64; depth++) {
+		snprintf(dir, sizeof(dir), "sys/fs/cgroup%s%s", v1 ? "/memory" : "", strcmp(path, "/") ? path : "");
+		long long limit = cgroup_bytes(rootfd, dir, v1 ? "memory.limit_in_bytes" : "memory.max");
+		long long usage = cgroup_bytes(rootfd, dir, v1 ? "memory.usage_in_bytes" : "memory.current");
+		if (limit >= 0 && usage >= 0) {
+			long long room = limit > usage ? limit - usage : 0;
+			if (m->cgroup_room < 0 || room < m->cgroup_room) {
+				m->cgroup_room = room;
+				m->cgroup_limit = limit;
+				snprintf(m->cgroup_path, sizeof(m->cgroup_path), "%s", path);
+			}
+		}
+		char *slash = strrchr(path, '/');
+		if (!slash || strcmp(path, "/") == 0)
+			break;
+		if (slash == path)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+	}
+}
+
+void cs_host_memory(const char *root, cs_hostmem *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->cgroup_room = out->cgroup_limit = -1;
+	if (!root)
+		root = cs_sandbox_root();
+	_cleanup_close_ int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	out->mem_available = meminfo_available(rootfd);
+	cgroup_room(rootfd, out);
+}

@@ -1,0 +1,172 @@
+#include "select.h"
+#include "proc.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HINT_HOST_PID "PIDs from nvidia-smi or NVML are host PIDs, which mean nothing inside a " \
+	"container or sandbox. Run 'cudasnap ps' here to see the PIDs of this namespace, or leave out " \
+	"--pid to act on every CUDA process."
+
+bool cs_selection_empty(const cs_selection *sel)
+{
+	return !sel || (sel->npids == 0 && sel->ntrees == 0 && !sel->cgroup);
+}
+
+void cs_visible_devices(pid_t pid, char *buf, size_t n)
+{
+	char path[64];
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "%d/environ", (int)pid);
+	_cleanup_close_ int dfd = open(cs_proc_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	enum { MAX = 1 << 20 };
+	_cleanup_free_ char *env = malloc(MAX);
+	ssize_t len;
+	if (dfd < 0 || !env || (len = cs_read_at(dfd, path, env, MAX)) <= 0)
+		return;
+	const char *v = cs_environ_get(env, (size_t)len, "CUDA_VISIBLE_DEVICES");
+	if (v)
+		cs_sanitize(buf, n, v, strnlen(v, (size_t)len - (size_t)(v - env)));
+}
+
+/* Whether a line of /proc/PID/cgroup names want or a cgroup below it. */
+static bool cgroup_line_matches(const char *line, size_t len, const char *want, size_t wlen)
+{
+	const char *c1 = memchr(line, ':', len);
+	const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
+	if (!c2)
+		return false;
+	const char *path = c2 + 1;
+	size_t plen = len - (size_t)(path - line);
+	if (wlen == 1 && want[0] == '/')
+		return true;
+	return plen >= wlen && memcmp(path, want, wlen) == 0 && (plen == wlen || path[wlen] == '/');
+}
+
+static bool in_cgroup(pid_t pid, const char *cg)
+{
+	/* Accept the path as /proc/PID/cgroup shows it, or under /sys/fs/cgroup. */
+	const char *want = cg;
+	if (strncmp(want, "/sys/fs/cgroup", 14) == 0 && (want[14] == '/' || want[14] == '\0'))
+		want = want[14] ? want + 14 : "/";
+	size_t wlen = strlen(want);
+	while (wlen > 1 && want[wlen - 1] == '/')
+		wlen--;
+	const char *v1 = strchr(want + 1, '/'); /* cgroup v1: drop the controller directory */
+	char path[64], buf[8192];
+	snprintf(path, sizeof(path), "%d/cgroup", (int)pid);
+	_cleanup_close_ int dfd = open(cs_proc_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ssize_t n = dfd < 0 ? -1 : cs_read_at(dfd, path, buf, sizeof(buf));
+	for (ssize_t i = 0; i < n;) {
+		size_t l = strcspn(buf + i, "\n");
+		if (cgroup_line_matches(buf + i, l, want, wlen) ||
+		    (v1 && (size_t)(v1 - want) < wlen &&
+		     cgroup_line_matches(buf + i, l, v1, wlen - (size_t)(v1 - want))))
+			return true;
+		i += (ssize_t)l + 1;
+	}
+	return false;
+}
+
+bool cs_selection_covers(const cs_ptable *t, const cs_selection *sel, pid_t pid)
+{
+	if (cs_selection_empty(sel))
+		return true;
+	for (size_t i = 0; i < sel->npids; i++) {
+		pid_t tg = sel->pids[i];
+		cs_tid_to_tgid(cs_proc_dir(), sel->pids[i], &tg);
+		if (cs_ptable_descends(t, pid, tg))
+			return true;
+	}
+	for (size_t i = 0; i < sel->ntrees; i++)
+		if (cs_ptable_descends(t, pid, sel->trees[i]))
+			return true;
+	return sel->cgroup && in_cgroup(pid, sel->cgroup);
+}
+
+static int check_visible(pid_t pid, const char *opt, pid_t *tgid, cs_error *err)
+{
+	if (cs_tid_to_tgid(cs_proc_dir(), pid, tgid) < 0)
+		return cs_error_set(err, CS_EUSAGE, HINT_HOST_PID,
+				    "%s %d: no such process in this PID namespace", opt, (int)pid);
+	return 0;
+}
+
+static const char *why_not_cuda(const cs_proc *p)
+{
+	if (!p)
+		return "it holds no GPU device file and has not loaded the CUDA driver";
+	if (p->cls == CS_CLASS_DEVICE_HOLDER)
+		return "it holds GPU device files but the driver does not know it (forked from a CUDA process "
+		       "without exec, or it opened the device files itself)";
+	return "the driver gave no state for it (see 'cudasnap ps')";
+}
+
+static int explicit_pids(const cs_ptable *t, const cs_selection *sel, bool *want, cs_error *err)
+{
+	for (size_t i = 0; i < sel->npids; i++) {
+		pid_t tg;
+		int r = check_visible(sel->pids[i], "--pid", &tg, err);
+		if (r < 0)
+			return r;
+		const cs_proc *p = cs_ptable_find(t, tg);
+		if (!p || p->cls != CS_CLASS_CUDA)
+			return cs_error_set(err, CS_EUSAGE, "Only processes listed as 'cuda' by 'cudasnap ps' can "
+					    "be checkpointed.", "--pid %d is not a CUDA process: %s", (int)sel->pids[i],
+					    why_not_cuda(p));
+		want[p - t->procs] = true;
+	}
+	for (size_t i = 0; i < sel->ntrees; i++) {
+		pid_t tg;
+		int r = check_visible(sel->trees[i], "--tree", &tg, err);
+		if (r < 0)
+			return r;
+		sel->trees[i] = tg;
+	}
+	return 0;
+}
+
+int cs_select(const cs_ptable *t, const cs_selection *sel, cs_target **out, size_t *n, cs_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	_cleanup_free_ bool *want = calloc(t->n ? t->n : 1, sizeof(bool));
+	if (!want)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	int r = cs_selection_empty(sel) ? 0 : explicit_pids(t, sel, want, err);
+	if (r < 0)
+		return r;
+	size_t m = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		const cs_proc *p = &t->procs[i];
+		if (p->cls != CS_CLASS_CUDA)
+			continue;
+		if (cs_selection_empty(sel))
+			want[i] = true;
+		for (size_t k = 0; k < (sel ? sel->ntrees : 0) && !want[i]; k++)
+			want[i] = cs_ptable_descends(t, p->pid, sel->trees[k]);
+		if (!want[i] && sel && sel->cgroup)
+			want[i] = in_cgroup(p->pid, sel->cgroup);
+		m += want[i];
+	}
+	cs_target *v = calloc(m ? m : 1, sizeof(*v));
+	if (!v)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	size_t k = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		if (!want[i])
+			continue;
+		const cs_proc *p = &t->procs[i];
+		v[k] = (cs_target){ .pid = p->pid, .start_time = p->start_time, .order = (int)k,
+				    .state = p->state, .initial_state = p->state };
+		memcpy(v[k].comm, p->comm, sizeof(v[k].comm));
+		cs_visible_devices(p->pid, v[k].visible_devices, sizeof(v[k].visible_devices));
+		k++;
+	}
+	*out = v;
+	*n = m;
+	return 0;
+}

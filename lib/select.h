@@ -1,0 +1,24 @@
+/* Which processes a command acts on: --pid, --tree, --cgroup, or all. */
+#ifndef CS_SELECT_H
+#define CS_SELECT_H
+
+#include "cudasnap.h"
+
+typedef struct cs_selection {
+	pid_t *pids;       /* --pid, as given (thread ids allowed) */
+	size_t npids;
+	pid_t *trees;      /* --tree */
+	size_t ntrees;
+	const char *cgroup; /* --cgroup */
+} cs_selection;
+
+/* Validates user PIDs against this PID namespace before any driver call, and
+ * returns the selected CUDA processes as targets (order = by pid). */
+int cs_select(const cs_ptable *t, const cs_selection *sel, cs_target **out, size_t *n, cs_error *err);
+bool cs_selection_empty(const cs_selection *sel);
+/* Whether pid falls inside the selection's scope (for leftover checks). */
+bool cs_selection_covers(const cs_ptable *t, const cs_selection *sel, pid_t pid);
+/* CUDA_VISIBLE_DEVICES of pid into buf ("" when unset or unreadable). */
+void cs_visible_devices(pid_t pid, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,24 @@
+/* The state directory: the manifest of the last checkpoint and the lock that
+ * lets one mutating command run at a time. */
+#ifndef CS_STATE_H
+#define CS_STATE_H
+
+#include "cudasnap.h"
+
+/* $CUDASNAP_STATE_DIR or /run/cudasnap. */
+const char *cs_state_dir(void);
+/* Creates the directory (0700) if needed and refuses one that is a symlink,
+ * group- or world-writable, or owned by another user than root or us.
+ * Returns an O_DIRECTORY fd or <0 with err filled. */
+int cs_state_open(cs_error *err);
+/* Takes the exclusive lock (non-blocking). On success returns the lock fd,
+ * which holds the lock until closed. When another cudasnap holds it, fails
+ * naming that process and its command. */
+int cs_state_lock(int dirfd, const char *command, cs_error *err);
+/* Writes data to name inside dirfd atomically (temp file, fsync, rename), mode 0600. */
+int cs_state_write(int dirfd, const char *name, const char *data, size_t len, cs_error *err);
+/* Reads name (at most max bytes) into a malloc'd NUL-terminated buffer.
+ * Refuses symlinks. Returns length, -ENOENT when absent, <0 otherwise. */
+ssize_t cs_state_read(int dirfd, const char *name, size_t max, char **out, cs_error *err);
+
+#endif

@@ -1,0 +1,18 @@
+/* GPU device references that remain, with their owner and the reason. */
+#ifndef CS_VERIFY_H
+#define CS_VERIFY_H
+
+#include "cudasnap.h"
+
+typedef struct cs_leftover {
+	const cs_proc *proc;
+	const cs_devref *ref;
+	pid_t cuda_ancestor;   /* a CUDA process it was forked from, 0 if none */
+	char reason[256];
+} cs_leftover;
+
+/* Lists every device reference in t (cudasnap's own process is never in t).
+ * *out is malloc'd; entries point into t. */
+int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n);
+
+#endif

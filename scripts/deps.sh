@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the Debian/Ubuntu packages needed to build and test cudasnap.
+# Does nothing when they are all present, so it is cheap to call often.
+set -eu
+pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc"
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "cudasnap: missing packages:$missing (run as root, or: sudo apt-get install$missing)" >&2
+	exit 2
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,38 @@
+/* cudasnap checkpoint: lock and checkpoint every selected CUDA process. */
+#include "txncli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s checkpoint [OPTIONS]\n"
+		"Lock every selected CUDA process, checkpoint them all concurrently (GPU memory\n"
+		"moves into each process's host memory and its device files are released), then\n"
+		"check that no GPU device reference is left. On any failure, a lock timeout, a\n"
+		"process that exits, or SIGINT/SIGTERM, every process is returned to the state it\n"
+		"had, newest change first. Processes already locked or checkpointed are left as\n"
+		"they are. A manifest is written to the state directory for restore.\n\n", cs_prog);
+	txn_cli_selection_help(f);
+	fprintf(f,
+		"\nOptions:\n"
+		"  -t, --timeout MS  driver lock timeout in milliseconds (default 10000; 0 waits\n"
+		"                    forever behind running GPU work)\n"
+		"  -j, --jobs N      concurrent checkpoints (default: one per process, up to 8)\n"
+		"      --sequential  one process at a time, in a stable order (pid)\n"
+		"      --strict      fail and roll back when device references remain (CRIU and\n"
+		"                    older gVisor cannot save them); default: warn\n"
+		"      --json        print the result as one JSON object on stdout\n"
+		"  -h, --help        show this help\n"
+		"\nEnvironment: CUDASNAP_STATE_DIR (default /run/cudasnap), CUDASNAP_LIBCUDA.\n"
+		"Exit status: 0 done; 1 failed, everything rolled back; 2 usage or environment\n"
+		"error (nothing changed); 3 failed and rollback incomplete (named on stderr).\n");
+}
+
+int cmd_checkpoint(int argc, char **argv)
+{
+	txn_cli c = { .cmd = "checkpoint", .op = CS_OP_CHECKPOINT, .usage = usage };
+	int r = txn_cli_parse(&c, argc, argv);
+	if (r < 0)
+		r = txn_cli_execute(&c);
+	txn_cli_free(&c);
+	return r;
+}

@@ -1,0 +1,41 @@
+/* Shared pieces of the command line. */
+#ifndef CS_CLI_H
+#define CS_CLI_H
+
+#include "cudasnap.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Exit statuses, documented in cudasnap(1). */
+enum {
+	EXIT_DONE = 0,
+	EXIT_FAILED = 1,      /* failed, everything rolled back */
+	EXIT_USAGE = 2,       /* usage or environment error */
+	EXIT_INCOMPLETE = 3,  /* failed, rollback incomplete */
+};
+
+typedef struct cs_command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+} cs_command;
+
+extern const char *cs_prog;
+
+/* Prints "cudasnap: message" and the hint on stderr. */
+void cli_error(const cs_error *e);
+void cli_errorf(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Reports an unknown option or missing argument and returns EXIT_USAGE. */
+int cli_usage_error(const char *cmd);
+/* The exit status for a library error. */
+int cli_exit_for(const cs_error *e);
+
+int cmd_ps(int argc, char **argv);
+int cmd_checkpoint(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+int cmd_lock(int argc, char **argv);
+int cmd_unlock(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+
+#endif

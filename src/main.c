@@ -1,0 +1,89 @@
+/* cudasnap: the command line. Each command lives in its own file. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *cs_prog = "cudasnap";
+
+static const cs_command commands[] = {
+	{ "ps", cmd_ps, "list every GPU-related process, its class and checkpoint state" },
+	{ "checkpoint", cmd_checkpoint, "lock and checkpoint CUDA processes as one transaction" },
+	{ "restore", cmd_restore, "restore and unlock checkpointed processes as one transaction" },
+	{ "lock", cmd_lock, "pause the GPU work of CUDA processes (memory stays on the GPU)" },
+	{ "unlock", cmd_unlock, "resume locked processes" },
+	{ "verify", cmd_verify, "list GPU device references that remain, and why" },
+};
+
+void cli_error(const cs_error *e)
+{
+	fprintf(stderr, "%s: error: %s\n", cs_prog, e->message);
+	if (e->hint[0])
+		fprintf(stderr, "%s: hint: %s\n", cs_prog, e->hint);
+}
+
+void cli_errorf(const char *hint, const char *fmt, ...)
+{
+	cs_error e = { .status = CS_EUSAGE };
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e.message, sizeof(e.message), fmt, ap);
+	va_end(ap);
+	snprintf(e.hint, sizeof(e.hint), "%s", hint ? hint : "");
+	cli_error(&e);
+}
+
+int cli_usage_error(const char *cmd)
+{
+	fprintf(stderr, "Try '%s %s --help'.\n", cs_prog, cmd);
+	return EXIT_USAGE;
+}
+
+int cli_exit_for(const cs_error *e)
+{
+	return e->status == CS_EUSAGE || e->status == CS_EENV ? EXIT_USAGE : EXIT_FAILED;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s COMMAND [OPTIONS]\n"
+		"Checkpoint and restore the GPU state of every CUDA process in a container,\n"
+		"sandbox or process tree, as one transaction.\n\nCommands:\n", cs_prog);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f,
+		"\nOptions:\n"
+		"  -h, --help     show this help; '%s COMMAND --help' shows a command's\n"
+		"  -V, --version  show the version\n"
+		"\nEnvironment:\n"
+		"  CUDASNAP_LIBCUDA   path of the driver library (default: libcuda.so.1)\n"
+		"  CUDASNAP_DEV_DIR   directory whose nvidia* files are GPU devices (default: /dev)\n"
+		"\nExit status: 0 done; 1 failed (everything rolled back); 2 usage or environment\n"
+		"error; 3 failed and rollback incomplete.\n", cs_prog);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+		usage(stdout);
+		return EXIT_DONE;
+	}
+	if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("cudasnap %s\n", CUDASNAP_VERSION);
+		return EXIT_DONE;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(cmd, commands[i].name) == 0)
+			return commands[i].run(argc - 1, argv + 1);
+	cli_errorf(NULL, "unknown command '%s'", cmd);
+	fprintf(stderr, "Try '%s --help'.\n", cs_prog);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,167 @@
+/* cudasnap ps: every GPU-related process, as a tree, with its class and state. */
+#include "cli.h"
+#include "json.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void ps_usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s ps [--json]\n"
+		"List every process of this PID namespace that holds a GPU device file\n"
+		"(/dev/nvidia*, as an fd or a mapping) or has the driver library loaded, and\n"
+		"ask the driver what it knows of each:\n"
+		"  cuda           the driver knows it; STATE is running, locked, checkpointed\n"
+		"                 or failed, RESTORE-TID the driver's helper thread in it\n"
+		"  device-holder  holds device files but the driver cannot checkpoint it (a\n"
+		"                 child forked after CUDA init, a program that opened them itself)\n"
+		"  unknown        the driver gave another answer (shown), or no driver is loaded\n"
+		"                 and the process holds no device file\n"
+		"Related processes are shown as a tree.\n\n"
+		"Options:\n"
+		"  --json      print one JSON object on stdout\n"
+		"  -h, --help  show this help\n", cs_prog);
+}
+
+typedef struct ps_row {
+	const cs_proc *p;
+	pid_t anc;
+	int depth;
+} ps_row;
+
+/* Orders rows depth-first from the roots, children by pid. */
+static size_t tree_order(ps_row *rows, size_t n, const ps_row *all, pid_t parent, int depth, size_t at,
+			 unsigned char *done)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (done[i] || all[i].anc != parent)
+			continue;
+		done[i] = 1;
+		rows[at] = all[i];
+		rows[at++].depth = depth;
+		at = tree_order(rows, n, all, all[i].p->pid, depth + 1, at, done);
+	}
+	return at;
+}
+
+static void print_summary(const cs_ptable *t, const cs_driver *d)
+{
+	size_t cls[4] = { 0 }, st[4] = { 0 };
+	for (size_t i = 0; i < t->n; i++) {
+		cls[t->procs[i].cls]++;
+		if (t->procs[i].state >= 0 && t->procs[i].state <= 3)
+			st[t->procs[i].state]++;
+	}
+	printf("%zu GPU process%s: %zu cuda (%zu running, %zu locked, %zu checkpointed, %zu failed), "
+	       "%zu device-holder, %zu unknown; %zu processes scanned",
+	       t->n, t->n == 1 ? "" : "es", cls[CS_CLASS_CUDA], st[0], st[1], st[2], st[3],
+	       cls[CS_CLASS_DEVICE_HOLDER], cls[CS_CLASS_UNKNOWN], t->scanned);
+	if (t->nunreadable)
+		printf(", %zu unreadable (run as root or with CAP_SYS_PTRACE to see them)", t->nunreadable);
+	printf("\n");
+	int v = cs_driver_version(d);
+	if (cs_driver_loaded(d))
+		printf("driver: CUDA %d.%d (%d) from %s\n", v / 1000, v % 1000 / 10, v, cs_driver_path(d));
+	else
+		printf("driver: not loaded, so no checkpoint states are shown: %s\n  hint: %s\n",
+		       cs_driver_error(d)->message, cs_driver_error(d)->hint);
+}
+
+static void print_table(const cs_ptable *t, const cs_driver *d)
+{
+	ps_row *all = calloc(t->n + 1, sizeof(*all)), *rows = calloc(t->n + 1, sizeof(*rows));
+	unsigned char *done = calloc(t->n + 1, 1);
+	if (!all || !rows || !done) {
+		free(all), free(rows), free(done);
+		fprintf(stderr, "%s: out of memory\n", cs_prog);
+		return;
+	}
+	for (size_t i = 0; i < t->n; i++)
+		all[i] = (ps_row){ .p = &t->procs[i], .anc = cs_ptable_listed_ancestor(t, t->procs[i].pid) };
+	size_t n = tree_order(rows, t->n, all, 0, 0, 0, done);
+	printf("%-8s %-8s %-24s %-14s %-13s %-11s %4s %5s\n",
+	       "PID", "PPID", "COMMAND", "CLASS", "STATE", "RESTORE-TID", "FDS", "MAPS");
+	for (size_t i = 0; i < n; i++) {
+		const cs_proc *p = rows[i].p;
+		char name[96], tid[16], state[40];
+		int depth = rows[i].depth > 8 ? 8 : rows[i].depth;
+		snprintf(name, sizeof(name), "%*s%s%s", depth * 2, "", depth ? "\\_ " : "", p->comm);
+		snprintf(tid, sizeof(tid), p->restore_tid > 0 ? "%d" : "-", (int)p->restore_tid);
+		if (cs_state_name(p->state))
+			snprintf(state, sizeof(state), "%s", cs_state_name(p->state));
+		else if (p->cu_result > 0 && p->cls == CS_CLASS_UNKNOWN)
+			snprintf(state, sizeof(state), "%s", cs_cu_name(d, p->cu_result));
+		else
+			snprintf(state, sizeof(state), "-");
+		printf("%-8d %-8d %-24s %-14s %-13s %-11s %4d %5d\n", (int)p->pid, (int)p->ppid, name,
+		       cs_class_name(p->cls), state, tid, p->device_fds, p->device_maps);
+	}
+	free(all), free(rows), free(done);
+}
+
+static int print_json(const cs_ptable *t, const cs_driver *d)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "driver", cs_json_driver(d));
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < t->n; i++) {
+		json_object *p = cs_json_proc(&t->procs[i], d);
+		pid_t anc = cs_ptable_listed_ancestor(t, t->procs[i].pid);
+		cs_json_add_int_or_null(p, "parent", anc, anc > 0);
+		json_object_array_add(arr, p);
+	}
+	json_object_object_add(o, "processes", arr);
+	json_object *un = json_object_new_array();
+	for (size_t i = 0; i < t->nunreadable; i++) {
+		json_object *u = json_object_new_object();
+		json_object_object_add(u, "pid", json_object_new_int(t->unreadable[i].pid));
+		json_object_object_add(u, "error", json_object_new_string(strerror(t->unreadable[i].errnum)));
+		json_object_array_add(un, u);
+	}
+	json_object_object_add(o, "unreadable", un);
+	json_object_object_add(o, "scanned", json_object_new_int64((int64_t)t->scanned));
+	return cs_json_print(o);
+}
+
+int cmd_ps(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	bool json = false;
+	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+		switch (c) {
+		case 'j': json = true; break;
+		case 'h': ps_usage(stdout); return EXIT_DONE;
+		default: return cli_usage_error("ps");
+		}
+	}
+	if (optind < argc) {
+		cli_errorf(NULL, "ps takes no arguments ('%s')", argv[optind]);
+		return cli_usage_error("ps");
+	}
+	cs_driver *d = NULL;
+	cs_error err = { 0 };
+	cs_driver_open(&d, &err); /* no driver is not an error for ps: it says so */
+	cs_ptable t;
+	if (cs_discover(NULL, d, &t, &err) < 0) {
+		cli_error(&err);
+		cs_driver_free(d);
+		return cli_exit_for(&err);
+	}
+	int rc = EXIT_DONE;
+	if (json) {
+		if (print_json(&t, d) < 0)
+			rc = EXIT_FAILED;
+	} else {
+		print_table(&t, d);
+		print_summary(&t, d);
+	}
+	cs_ptable_free(&t);
+	cs_driver_free(d);
+	return rc;
+}

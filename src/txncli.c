@@ -1,0 +1,126 @@
+#include "txncli.h"
+#include "util.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OPT_PID = 'p', OPT_TREE = 256, OPT_CGROUP, OPT_TIMEOUT, OPT_JOBS, OPT_SEQ, OPT_JSON, OPT_STRICT,
+       OPT_MAP, OPT_NOINIT, OPT_NOMANIFEST };
+
+void txn_cli_selection_help(FILE *f)
+{
+	fprintf(f,
+		"Selection (default: every CUDA process in this PID namespace):\n"
+		"  -p, --pid PID       this process (repeatable; a thread id names its process)\n"
+		"      --tree PID      this process and all its descendants (repeatable)\n"
+		"      --cgroup PATH   the processes of this cgroup and its sub-cgroups\n"
+		"                      (as /proc/PID/cgroup shows it, or under /sys/fs/cgroup)\n"
+		"PIDs are those of this PID namespace, as 'cudasnap ps' shows them; PIDs from\n"
+		"nvidia-smi are host PIDs and are rejected when they do not exist here.\n");
+}
+
+static int add_pid(pid_t **v, size_t *n, size_t *cap, const char *arg, const char *opt)
+{
+	long pid;
+	if (cs_parse_long(arg, 1, INT_MAX, &pid) < 0) {
+		cli_errorf(NULL, "%s: '%s' is not a process id", opt, arg);
+		return -1;
+	}
+	if (cs_grow(v, cap, *n + 1, sizeof(**v)) < 0)
+		return -1;
+	(*v)[(*n)++] = (pid_t)pid;
+	return 0;
+}
+
+static int parse_uint(const char *arg, const char *opt, long max, unsigned *out)
+{
+	long v;
+	if (cs_parse_long(arg, 0, max, &v) < 0) {
+		cli_errorf(NULL, "%s: '%s' is not a whole number from 0 to %ld", opt, arg, max);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_one(txn_cli *c, int opt, const char *arg)
+{
+	switch (opt) {
+	case OPT_PID: return add_pid(&c->sel.pids, &c->sel.npids, &c->pcap, arg, "--pid");
+	case OPT_TREE: return add_pid(&c->sel.trees, &c->sel.ntrees, &c->tcap, arg, "--tree");
+	case OPT_CGROUP:
+		if (arg[0] != '/') {
+			cli_errorf(NULL, "--cgroup: '%s' is not an absolute cgroup path", arg);
+			return -1;
+		}
+		c->sel.cgroup = arg;
+		return 0;
+	case OPT_TIMEOUT: return parse_uint(arg, "--timeout", INT_MAX, &c->timeout_ms);
+	case OPT_JOBS:
+		if (parse_uint(arg, "--jobs", 1024, &c->jobs) < 0 || c->jobs == 0) {
+			if (c->jobs == 0)
+				cli_errorf(NULL, "--jobs must be at least 1");
+			return -1;
+		}
+		return 0;
+	case OPT_SEQ: c->sequential = true; return 0;
+	case OPT_JSON: c->json = true; return 0;
+	case OPT_STRICT: c->strict = true; return 0;
+	case OPT_MAP: c->device_map = arg; return 0;
+	case OPT_NOINIT: c->no_init = true; return 0;
+	case OPT_NOMANIFEST: c->ignore_manifest = true; return 0;
+	default: return -1;
+	}
+}
+
+int txn_cli_parse(txn_cli *c, int argc, char **argv)
+{
+	static const struct option common[] = {
+		{ "pid", required_argument, NULL, OPT_PID },
+		{ "tree", required_argument, NULL, OPT_TREE },
+		{ "cgroup", required_argument, NULL, OPT_CGROUP },
+		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "jobs", required_argument, NULL, OPT_JOBS },
+		{ "sequential", no_argument, NULL, OPT_SEQ },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "help", no_argument, NULL, 'h' },
+	}, checkpoint[] = {
+		{ "strict", no_argument, NULL, OPT_STRICT },
+	}, restore[] = {
+		{ "device-map", required_argument, NULL, OPT_MAP },
+		{ "no-init", no_argument, NULL, OPT_NOINIT },
+		{ "ignore-manifest", no_argument, NULL, OPT_NOMANIFEST },
+	};
+	struct option opts[CS_ARRAY_SIZE(common) + CS_ARRAY_SIZE(restore) + 1];
+	size_t n = CS_ARRAY_SIZE(common);
+	memcpy(opts, common, sizeof(common));
+	if (c->op == CS_OP_CHECKPOINT)
+		memcpy(opts + n, checkpoint, sizeof(checkpoint)), n += CS_ARRAY_SIZE(checkpoint);
+	if (c->op == CS_OP_RESTORE)
+		memcpy(opts + n, restore, sizeof(restore)), n += CS_ARRAY_SIZE(restore);
+	memset(&opts[n], 0, sizeof(opts[n]));
+	c->timeout_ms = 10000;
+	const char *shortopts = c->op == CS_OP_RESTORE ? "hp:t:j:d:" : "hp:t:j:";
+	for (int o; (o = getopt_long(argc, argv, shortopts, opts, NULL)) != -1;) {
+		if (o == 'h') {
+			c->usage(stdout);
+			return EXIT_DONE;
+		}
+		o = o == 't' ? OPT_TIMEOUT : o == 'j' ? OPT_JOBS : o == 'd' ? OPT_MAP : o;
+		if (o == '?' || parse_one(c, o, optarg) < 0)
+			return cli_usage_error(c->cmd);
+	}
+	if (optind < argc) {
+		cli_errorf("Name processes with --pid.", "unexpected argument '%s'", argv[optind]);
+		return cli_usage_error(c->cmd);
+	}
+	return -1;
+}
+
+void txn_cli_free(txn_cli *c)
+{
+	free(c->sel.pids);
+	free(c->sel.trees);
+}

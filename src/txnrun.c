@@ -1,0 +1,299 @@
+/* The flow shared by checkpoint, restore, lock and unlock. */
+#include "txncli.h"
+#include "json.h"
+#include "manifest.h"
+#include "state.h"
+#include "util.h"
+#include "verify.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile int interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static void catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+static double gib(unsigned long long b) { return (double)b / (1024.0 * 1024 * 1024); }
+
+static void progress(void *ctx, const cs_target *t, cs_step s, bool undo, int res, double secs)
+{
+	txn_ctx *x = ctx;
+	const char *what = undo ? "rollback " : "";
+	if (res != CS_CU_SUCCESS) {
+		fprintf(stderr, "%s: %d (%s) %s%s FAILED after %.3f s: %s\n", cs_prog, (int)t->pid, t->comm, what,
+			cs_step_name(s), secs, cs_cu_name(x->d, res));
+		return;
+	}
+	if ((s == CS_STEP_CHECKPOINT || s == CS_STEP_RESTORE) && !undo)
+		fprintf(stderr, "%s: %d (%s) %s: %.2f GiB in %.3f s\n", cs_prog, (int)t->pid, t->comm,
+			cs_step_name(s), gib(t->bytes), secs);
+	else
+		fprintf(stderr, "%s: %d (%s) %s%s: ok in %.3f s\n", cs_prog, (int)t->pid, t->comm, what,
+			cs_step_name(s), secs);
+}
+
+/* Leftover device references after a checkpoint: warnings, or with --strict
+ * a failure that rolls the transaction back. */
+static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
+{
+	txn_ctx *x = ctx;
+	cs_error e;
+	if (cs_discover(NULL, x->d, &x->after, &e) < 0 || cs_verify(&x->after, &x->left, &x->nleft) < 0)
+		return x->c->strict ? cs_error_set(err, CS_ESYS, NULL, "cannot check for leftover device "
+						   "references: %s", e.message) : 0;
+	for (size_t i = 0; i < x->nleft; i++)
+		x->nleft_scope += cs_selection_covers(&x->after, &x->c->sel, x->left[i].proc->pid);
+	for (size_t i = 0; i < x->nleft; i++)
+		fprintf(stderr, "%s: %s: %d (%s) still holds %s %s: %s\n", cs_prog, x->c->strict ? "error" : "warning",
+			(int)x->left[i].proc->pid, x->left[i].proc->comm,
+			x->left[i].ref->kind == CS_REF_FD ? "fd of" : "a mapping of", x->left[i].ref->path,
+			x->left[i].reason);
+	if (x->nleft_scope && x->c->strict)
+		return cs_error_set(err, CS_EPROC, "gVisor (older runsc) and CRIU cannot save processes that hold "
+				    "GPU device files. Stop those processes, or checkpoint without --strict if the "
+				    "snapshot engine can save them.",
+				    "%zu GPU device reference%s remain after the checkpoint (--strict)", x->nleft_scope,
+				    x->nleft_scope == 1 ? "" : "s");
+	(void)targets, (void)n;
+	return 0;
+}
+
+static const char *state_word(const cs_target *t)
+{
+	return t->exited ? "exited" : cs_state_name(t->state) ? cs_state_name(t->state) : "unknown";
+}
+
+static const char *outcome_word(const cs_txn_result *r, size_t n)
+{
+	if (n == 0)
+		return "nothing-to-do";
+	return r->outcome == CS_OUTCOME_DONE ? "done" : r->outcome == CS_OUTCOME_ROLLED_BACK ? "rolled-back" :
+	       "incomplete";
+}
+
+static void print_human(txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r)
+{
+	const char *cmd = x->c->cmd;
+	for (size_t i = 0; i < n; i++)
+		if (t[i].skipped)
+			fprintf(stderr, "%s: %d (%s) left as it was: %s\n", cs_prog, (int)t[i].pid, t[i].comm,
+				state_word(&t[i]));
+	if (r->outcome == CS_OUTCOME_DONE) {
+		double gbps = r->wall_seconds > 0 ? (double)r->bytes / r->wall_seconds / 1e9 : 0;
+		fprintf(stderr, "%s: %s done: %zu process%s, %.2f GiB in %.3f s (%.2f GB/s)%s\n", cs_prog, cmd,
+			r->acted, r->acted == 1 ? "" : "es", gib(r->bytes), r->wall_seconds, gbps,
+			x->nleft ? "; device references remain (see warnings)" : "");
+		return;
+	}
+	cli_error(&r->error);
+	fprintf(stderr, "%s: %s FAILED; %s\n", cs_prog, cmd, r->outcome == CS_OUTCOME_ROLLED_BACK ?
+		"every process is back in its state before the command:" : "rollback INCOMPLETE:");
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].skipped)
+			continue;
+		fprintf(stderr, "  %d (%s): %s (was %s)%s\n", (int)t[i].pid, t[i].comm, state_word(&t[i]),
+			cs_state_name(t[i].initial_state) ? cs_state_name(t[i].initial_state) : "unknown",
+			t[i].rollback_failed ? "  <- LEFT BEHIND" : "");
+		if (t[i].rollback_failed && t[i].error.message[0])
+			fprintf(stderr, "      %s\n", t[i].error.message);
+	}
+}
+
+static json_object *target_json(const cs_target *t)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "pid", json_object_new_int(t->pid));
+	json_object_object_add(o, "comm", json_object_new_string(t->comm));
+	cs_json_add_str_or_null(o, "initial_state", cs_state_name(t->initial_state));
+	json_object_object_add(o, "final_state", json_object_new_string(state_word(t)));
+	json_object_object_add(o, "skipped", json_object_new_boolean(t->skipped));
+	json_object_object_add(o, "failed", json_object_new_boolean(t->failed));
+	json_object_object_add(o, "rollback_failed", json_object_new_boolean(t->rollback_failed));
+	json_object_object_add(o, "bytes", json_object_new_uint64(t->bytes));
+	json_object *secs = json_object_new_object();
+	for (int s = 0; s < CS_STEP_COUNT; s++)
+		if (t->done[s])
+			json_object_object_add(secs, cs_step_name((cs_step)s), json_object_new_double(t->seconds[s]));
+	json_object_object_add(o, "seconds", secs);
+	json_object_object_add(o, "error", t->error.message[0] ? cs_json_error(&t->error) : NULL);
+	return o;
+}
+
+static json_object *leftovers_json(const txn_ctx *x)
+{
+	json_object *a = json_object_new_array();
+	for (size_t i = 0; i < x->nleft; i++) {
+		const cs_leftover *l = &x->left[i];
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "pid", json_object_new_int(l->proc->pid));
+		json_object_object_add(o, "comm", json_object_new_string(l->proc->comm));
+		json_object_object_add(o, "class", json_object_new_string(cs_class_name(l->proc->cls)));
+		json_object_object_add(o, "kind", json_object_new_string(l->ref->kind == CS_REF_FD ? "fd" : "mapping"));
+		json_object_object_add(o, "file", json_object_new_string(l->ref->path));
+		json_object_object_add(o, "reason", json_object_new_string(l->reason));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+static int exit_status(const cs_txn_result *r, int rc)
+{
+	if (r->outcome == CS_OUTCOME_INCOMPLETE)
+		return EXIT_INCOMPLETE;
+	return rc < 0 ? EXIT_FAILED : EXIT_DONE;
+}
+
+static void print_json(txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r, int status)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "command", json_object_new_string(x->c->cmd));
+	json_object_object_add(o, "outcome", json_object_new_string(outcome_word(r, n)));
+	json_object_object_add(o, "exit_status", json_object_new_int(status));
+	json_object_object_add(o, "wall_seconds", json_object_new_double(r->wall_seconds));
+	json_object_object_add(o, "bytes", json_object_new_uint64(r->bytes));
+	json_object_object_add(o, "gb_per_s", json_object_new_double(r->wall_seconds > 0 ?
+		(double)r->bytes / r->wall_seconds / 1e9 : 0));
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(arr, target_json(&t[i]));
+	json_object_object_add(o, "processes", arr);
+	json_object_object_add(o, "leftovers", leftovers_json(x));
+	json_object_object_add(o, "error", r->error.message[0] ? cs_json_error(&r->error) : NULL);
+	cs_json_print(o);
+}
+
+/* An error before the transaction began: nothing was changed. */
+static int early_error(txn_ctx *x, const cs_error *e)
+{
+	cli_error(e);
+	if (x->c->json) {
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "command", json_object_new_string(x->c->cmd));
+		json_object_object_add(o, "outcome", json_object_new_string("error"));
+		json_object_object_add(o, "exit_status", json_object_new_int(EXIT_USAGE));
+		json_object_object_add(o, "processes", json_object_new_array());
+		json_object_object_add(o, "error", cs_json_error(e));
+		cs_json_print(o);
+	}
+	return e->status == CS_EDRIVER || e->status == CS_EPROC ? EXIT_FAILED : EXIT_USAGE;
+}
+
+static void save_manifest(txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r)
+{
+	_cleanup_free_ char *s = cs_manifest_render(t, n, x->d, r->wall_seconds);
+	cs_error e;
+	if (!s || cs_state_write(x->state_fd, CS_MANIFEST_NAME, s, strlen(s), &e) < 0)
+		fprintf(stderr, "%s: warning: the manifest was not written%s%s; restore will discover the "
+			"checkpointed processes instead\n", cs_prog, s ? ": " : "", s ? e.message : "");
+}
+
+static int run_txn(txn_ctx *x, cs_target *t, size_t n)
+{
+	txn_cli *c = x->c;
+	cs_txn_opts o = { .op = c->op, .timeout_ms = c->timeout_ms, .jobs = c->jobs, .sequential = c->sequential,
+			  .interrupted = &interrupted, .progress = progress, .progress_ctx = x };
+	if (c->op == CS_OP_CHECKPOINT) {
+		o.post_check = post_check;
+		o.post_ctx = x;
+	}
+	_cleanup_free_ cs_gpu_pair *pairs = NULL;
+	cs_error err = { 0 };
+	if (c->op == CS_OP_RESTORE && txn_prepare_restore(x, t, n, &o, &pairs, &err) < 0)
+		return early_error(x, &err);
+	cs_txn_result r;
+	int rc = cs_txn_run(x->d, &o, t, n, &r);
+	int status = exit_status(&r, rc);
+	if (rc == 0 && c->op == CS_OP_CHECKPOINT && r.acted)
+		save_manifest(x, t, n, &r);
+	if (rc == 0 && c->op == CS_OP_RESTORE && r.acted)
+		unlinkat(x->state_fd, CS_MANIFEST_NAME, 0);
+	print_human(x, t, n, &r);
+	if (c->json)
+		print_json(x, t, n, &r, status);
+	return status;
+}
+
+/* For restore and unlock, only processes in the starting state belong to
+ * the set; checkpoint and lock report the others as left as they were. */
+static size_t keep_relevant(const txn_cli *c, cs_target *t, size_t n)
+{
+	if (c->op != CS_OP_RESTORE && c->op != CS_OP_UNLOCK)
+		return n;
+	int want = c->op == CS_OP_RESTORE ? CS_STATE_CHECKPOINTED : CS_STATE_LOCKED;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (t[i].state == want)
+			t[k++] = t[i];
+	return k;
+}
+
+static int nothing_to_do(txn_ctx *x)
+{
+	fprintf(stderr, "%s: no CUDA process selected%s; nothing to %s\n", cs_prog,
+		x->c->op == CS_OP_RESTORE ? " is checkpointed" : x->c->op == CS_OP_UNLOCK ? " is locked" : "",
+		x->c->cmd);
+	if (x->c->json) {
+		cs_txn_result r = { 0 };
+		print_json(x, NULL, 0, &r, EXIT_DONE);
+	}
+	return EXIT_DONE;
+}
+
+static int with_driver(txn_ctx *x)
+{
+	cs_error err = { 0 };
+	x->state_fd = cs_state_open(&err);
+	if (x->state_fd < 0)
+		return early_error(x, &err);
+	_cleanup_close_ int lock = cs_state_lock(x->state_fd, x->c->cmd, &err);
+	if (lock < 0)
+		return early_error(x, &err);
+	cs_ptable t;
+	if (cs_discover(NULL, x->d, &t, &err) < 0)
+		return early_error(x, &err);
+	cs_target *targets = NULL;
+	size_t n = 0;
+	int status;
+	if (cs_select(&t, &x->c->sel, &targets, &n, &err) < 0)
+		status = early_error(x, &err);
+	else if ((n = keep_relevant(x->c, targets, n)) == 0)
+		status = nothing_to_do(x);
+	else
+		status = run_txn(x, targets, n);
+	free(targets);
+	cs_ptable_free(&t);
+	return status;
+}
+
+int txn_cli_execute(txn_cli *c)
+{
+	txn_ctx x = { .c = c, .state_fd = -1 };
+	cs_error err = { 0 };
+	catch_signals();
+	if (cs_driver_open(&x.d, &err) < 0) {
+		int s = early_error(&x, &err);
+		cs_driver_free(x.d);
+		return s;
+	}
+	int status = with_driver(&x);
+	free(x.left);
+	cs_ptable_free(&x.after);
+	if (x.state_fd >= 0)
+		close(x.state_fd);
+	cs_driver_free(x.d);
+	return status;
+}

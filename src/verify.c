@@ -1,0 +1,117 @@
+/* cudasnap verify: every GPU device reference left in this PID namespace. */
+#include "cli.h"
+#include "json.h"
+#include "verify.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s verify [--json]\n"
+		"List every GPU device reference (/dev/nvidia* fds and mappings, also mappings\n"
+		"whose fd was closed) still held in this PID namespace, with the process and the\n"
+		"reason it was not released. Run it after 'cudasnap checkpoint' and before the\n"
+		"snapshot: gVisor and CRIU fail on such references ('frontendFD is not\n"
+		"saveable', 'Can't save pma ...'). cudasnap's own process is left out.\n\n"
+		"Options:\n"
+		"  --json      print one JSON object on stdout\n"
+		"  -h, --help  show this help\n"
+		"\nExit status: 0 no reference remains; 1 some remain; 2 usage or environment error.\n",
+		cs_prog);
+}
+
+static void print_human(const cs_leftover *l, size_t n)
+{
+	if (n == 0) {
+		printf("No GPU device reference remains in this PID namespace.\n");
+		return;
+	}
+	printf("%-8s %-16s %-14s %-8s %-22s %s\n", "PID", "COMMAND", "CLASS", "KIND", "FILE", "REASON");
+	for (size_t i = 0; i < n; i++) {
+		const cs_devref *r = l[i].ref;
+		char kind[16];
+		snprintf(kind, sizeof(kind), r->kind == CS_REF_FD ? "fd %d" : r->fd_open ? "map" : "map!", r->fd);
+		printf("%-8d %-16s %-14s %-8s %-22s %s%s\n", (int)l[i].proc->pid, l[i].proc->comm,
+		       cs_class_name(l[i].proc->cls), kind, r->path, l[i].reason,
+		       r->kind == CS_REF_MAP && !r->fd_open ? " (mapping without an open fd)" : "");
+	}
+	printf("%zu GPU device reference%s remain%s.\n", n, n == 1 ? "" : "s", n == 1 ? "s" : "");
+}
+
+static int print_json(const cs_leftover *l, size_t n, const cs_driver *d)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "driver", cs_json_driver(d));
+	json_object *a = json_object_new_array();
+	for (size_t i = 0; i < n; i++) {
+		const cs_devref *r = l[i].ref;
+		json_object *e = json_object_new_object();
+		json_object_object_add(e, "pid", json_object_new_int(l[i].proc->pid));
+		json_object_object_add(e, "comm", json_object_new_string(l[i].proc->comm));
+		json_object_object_add(e, "class", json_object_new_string(cs_class_name(l[i].proc->cls)));
+		cs_json_add_str_or_null(e, "state", cs_state_name(l[i].proc->state));
+		json_object_object_add(e, "kind", json_object_new_string(r->kind == CS_REF_FD ? "fd" : "mapping"));
+		cs_json_add_int_or_null(e, "fd", r->fd, r->kind == CS_REF_FD);
+		json_object_object_add(e, "file", json_object_new_string(r->path));
+		if (r->kind == CS_REF_MAP) {
+			char range[48];
+			snprintf(range, sizeof(range), "%lx-%lx", r->start, r->end);
+			json_object_object_add(e, "range", json_object_new_string(range));
+			json_object_object_add(e, "fd_open", json_object_new_boolean(r->fd_open));
+		}
+		cs_json_add_int_or_null(e, "forked_from", l[i].cuda_ancestor, l[i].cuda_ancestor > 0);
+		json_object_object_add(e, "reason", json_object_new_string(l[i].reason));
+		json_object_array_add(a, e);
+	}
+	json_object_object_add(o, "leftovers", a);
+	json_object_object_add(o, "count", json_object_new_int64((int64_t)n));
+	return cs_json_print(o);
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	bool json = false;
+	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+		if (c == 'h') {
+			usage(stdout);
+			return EXIT_DONE;
+		}
+		if (c != 'j')
+			return cli_usage_error("verify");
+		json = true;
+	}
+	if (optind < argc) {
+		cli_errorf(NULL, "verify takes no arguments ('%s')", argv[optind]);
+		return cli_usage_error("verify");
+	}
+	cs_driver *d = NULL;
+	cs_error err = { 0 };
+	cs_driver_open(&d, &err);
+	cs_ptable t;
+	cs_leftover *l = NULL;
+	size_t n = 0;
+	int status;
+	if (cs_discover(NULL, d, &t, &err) < 0) {
+		cli_error(&err);
+		status = EXIT_USAGE;
+	} else {
+		if (cs_verify(&t, &l, &n) < 0)
+			n = 0;
+		if (json)
+			print_json(l, n, d);
+		else
+			print_human(l, n);
+		status = n ? EXIT_FAILED : EXIT_DONE;
+		free(l);
+		cs_ptable_free(&t);
+	}
+	cs_driver_free(d);
+	return status;
+}

@@ -1,0 +1,35 @@
+#!/bin/bash
+# Runs every test of cudasnap twice: in a normal build and in an
+# AddressSanitizer + UndefinedBehaviorSanitizer build. Ends with the line
+# "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+scripts/deps.sh || exit 2
+
+passed=0 failed=0
+run_build() { # dir, meson options...
+	local dir=$1; shift
+	if [ ! -f "$dir/build.ninja" ]; then
+		meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; failed=$((failed + 1)); return; }
+	fi
+	if ! ninja -C "$dir" >"$dir.build.log" 2>&1; then
+		cat "$dir.build.log"; failed=$((failed + 1)); return
+	fi
+	meson test -C "$dir" --print-errorlogs --num-processes 2 "${MESON_TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
+	local ok fail
+	ok=$(awk '/^Ok:/ {print $2}' "$dir.test.log"); fail=0
+	for k in Fail: Timeout: "Unexpected Pass:"; do
+		v=$(grep "^$k" "$dir.test.log" | awk '{print $NF}')
+		fail=$((fail + ${v:-0}))
+	done
+	[ -n "$ok" ] || { echo "no test summary from $dir"; fail=$((fail + 1)); ok=0; }
+	passed=$((passed + ok)); failed=$((failed + fail))
+}
+
+MESON_TEST_ARGS=("$@")
+run_build build
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+	run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
