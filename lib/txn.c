@@ -115,6 +115,8 @@ static void fail_target(run *r, cs_target *t, cs_step s, int res)
 	cs_explain(r->d, &c, res, &t->error);
 	if (t->exited) {
 		t->state = CS_STATE_UNKNOWN;
+		snprintf(t->error.message, sizeof(t->error.message), "%s of process %d (%s) failed: the process "
+			 "exited (%s, %d)", cs_step_name(s), (int)t->pid, t->comm, cs_cu_name(r->d, res), res);
 		snprintf(t->error.hint, sizeof(t->error.hint), "The process exited during the %s; the others "
 			 "are returned to their state before the command.", cs_step_name(s));
 	}
@@ -281,7 +283,8 @@ static void finish(run *r, bool rolled)
 		res->outcome = CS_OUTCOME_ROLLED_BACK;
 		for (size_t i = 0; i < r->n; i++) {
 			cs_target *t = &r->t[i];
-			if (!t->skipped && (t->rollback_failed || t->state != t->initial_state)) {
+			/* A process that exited cannot be returned; it is reported as exited. */
+			if (!t->skipped && !t->exited && (t->rollback_failed || t->state != t->initial_state)) {
 				t->rollback_failed = true;
 				res->outcome = CS_OUTCOME_INCOMPLETE;
 			}

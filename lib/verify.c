@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The nearest ancestor the driver knows as a CUDA process. */
 static pid_t cuda_ancestor(const cs_ptable *t, pid_t pid)
@@ -59,4 +60,36 @@ int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n)
 		}
 	}
 	return 0;
+}
+
+static void add_file(char *files, size_t size, const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	for (const char *f = files; (f = strstr(f, base)); f += strlen(base))
+		if ((f == files || f[-1] == ' ') && (f[strlen(base)] == ',' || f[strlen(base)] == '\0'))
+			return;
+	size_t len = strlen(files);
+	snprintf(files + len, size - len, "%s%s", len ? ", " : "", base);
+}
+
+void cs_verify_line(const cs_leftover *l, size_t n, size_t *used, char *buf, size_t size)
+{
+	const cs_proc *p = l[0].proc;
+	int fds = 0, maps = 0, bare = 0;
+	char files[160] = "";
+	size_t k = 0;
+	for (; k < n && l[k].proc == p; k++) {
+		fds += l[k].ref->kind == CS_REF_FD;
+		maps += l[k].ref->kind == CS_REF_MAP;
+		bare += l[k].ref->kind == CS_REF_MAP && !l[k].ref->fd_open;
+		add_file(files, sizeof(files), l[k].ref->path);
+	}
+	*used = k;
+	char without[48] = "";
+	if (bare)
+		snprintf(without, sizeof(without), " (%d without an open fd)", bare);
+	snprintf(buf, size, "%d (%s, %s) holds %d fd%s and %d mapping%s%s of %s: %s", (int)p->pid, p->comm,
+		 cs_class_name(p->cls), fds, fds == 1 ? "" : "s", maps, maps == 1 ? "" : "s", without, files,
+		 l[0].reason);
 }

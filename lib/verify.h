@@ -15,4 +15,8 @@ typedef struct cs_leftover {
  * *out is malloc'd; entries point into t. */
 int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n);
 
+/* One line per process: "PID (comm) holds 3 fds and 2 mappings (1 without an
+ * fd) of nvidiactl, nvidia0: REASON". Leftovers of one process are adjacent. */
+void cs_verify_line(const cs_leftover *l, size_t n, size_t *used, char *buf, size_t size);
+
 #endif

@@ -37,5 +37,6 @@ int cmd_restore(int argc, char **argv);
 int cmd_lock(int argc, char **argv);
 int cmd_unlock(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 
 #endif

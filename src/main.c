@@ -15,6 +15,7 @@ static const cs_command commands[] = {
 	{ "lock", cmd_lock, "pause the GPU work of CUDA processes (memory stays on the GPU)" },
 	{ "unlock", cmd_unlock, "resume locked processes" },
 	{ "verify", cmd_verify, "list GPU device references that remain, and why" },
+	{ "doctor", cmd_doctor, "check the driver, GPUs, sandbox and CUDA processes before a checkpoint" },
 };
 
 void cli_error(const cs_error *e)

@@ -57,11 +57,11 @@ static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
 						   "references: %s", e.message) : 0;
 	for (size_t i = 0; i < x->nleft; i++)
 		x->nleft_scope += cs_selection_covers(&x->after, &x->c->sel, x->left[i].proc->pid);
-	for (size_t i = 0; i < x->nleft; i++)
-		fprintf(stderr, "%s: %s: %d (%s) still holds %s %s: %s\n", cs_prog, x->c->strict ? "error" : "warning",
-			(int)x->left[i].proc->pid, x->left[i].proc->comm,
-			x->left[i].ref->kind == CS_REF_FD ? "fd of" : "a mapping of", x->left[i].ref->path,
-			x->left[i].reason);
+	for (size_t i = 0, used; i < x->nleft; i += used) {
+		char line[768];
+		cs_verify_line(x->left + i, x->nleft - i, &used, line, sizeof(line));
+		fprintf(stderr, "%s: %s: %s\n", cs_prog, x->c->strict ? "error" : "warning", line);
+	}
 	if (x->nleft_scope && x->c->strict)
 		return cs_error_set(err, CS_EPROC, "gVisor (older runsc) and CRIU cannot save processes that hold "
 				    "GPU device files. Stop those processes, or checkpoint without --strict if the "
@@ -189,7 +189,7 @@ static int early_error(txn_ctx *x, const cs_error *e)
 		json_object_object_add(o, "error", cs_json_error(e));
 		cs_json_print(o);
 	}
-	return e->status == CS_EDRIVER || e->status == CS_EPROC ? EXIT_FAILED : EXIT_USAGE;
+	return EXIT_USAGE; /* nothing was changed */
 }
 
 static void save_manifest(txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r)

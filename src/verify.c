@@ -28,14 +28,10 @@ static void print_human(const cs_leftover *l, size_t n)
 		printf("No GPU device reference remains in this PID namespace.\n");
 		return;
 	}
-	printf("%-8s %-16s %-14s %-8s %-22s %s\n", "PID", "COMMAND", "CLASS", "KIND", "FILE", "REASON");
-	for (size_t i = 0; i < n; i++) {
-		const cs_devref *r = l[i].ref;
-		char kind[16];
-		snprintf(kind, sizeof(kind), r->kind == CS_REF_FD ? "fd %d" : r->fd_open ? "map" : "map!", r->fd);
-		printf("%-8d %-16s %-14s %-8s %-22s %s%s\n", (int)l[i].proc->pid, l[i].proc->comm,
-		       cs_class_name(l[i].proc->cls), kind, r->path, l[i].reason,
-		       r->kind == CS_REF_MAP && !r->fd_open ? " (mapping without an open fd)" : "");
+	for (size_t i = 0, used; i < n; i += used) {
+		char line[768];
+		cs_verify_line(l + i, n - i, &used, line, sizeof(line));
+		printf("%s\n", line);
 	}
 	printf("%zu GPU device reference%s remain%s.\n", n, n == 1 ? "" : "s", n == 1 ? "s" : "");
 }

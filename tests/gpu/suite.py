@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""cudasnap on a real NVIDIA GPU: every scenario end to end, data verified.
+
+Usage: tests/gpu/suite.py --cudasnap BUILD/src/cudasnap [--workload PATH] [--only NAME,...]
+Builds tests/gpu/workload.cu with nvcc when --workload is not given. Prints
+one line per check and ends with "N passed, N failed".
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+results = {"passed": 0, "failed": 0}
+procs = []
+
+
+def check(name, ok, detail=""):
+    results["passed" if ok else "failed"] += 1
+    print(f"{'PASS' if ok else 'FAIL'}  {name}" + (f"  [{detail}]" if detail else ""), flush=True)
+    return ok
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True, **kw)
+
+
+class Env:
+    def __init__(self, cudasnap, workload):
+        self.cudasnap = cudasnap
+        self.workload = workload
+        self.dir = tempfile.mkdtemp(prefix="cudasnap-gpu-")
+        self.state = os.path.join(self.dir, "state")
+        os.makedirs(self.state, mode=0o700)
+
+    def cs(self, *args, timeout=300):
+        env = dict(os.environ, CUDASNAP_STATE_DIR=self.state)
+        t0 = time.monotonic()
+        p = subprocess.run([self.cudasnap, *args], capture_output=True, text=True, env=env, timeout=timeout)
+        p.wall = time.monotonic() - t0
+        return p
+
+    def cs_json(self, *args, timeout=300):
+        p = self.cs(*args, "--json", timeout=timeout)
+        try:
+            p.obj = json.loads(p.stdout)
+        except ValueError:
+            p.obj = None
+        return p
+
+    def start(self, argv, expect_ready):
+        before = set(glob.glob(os.path.join(self.dir, "*.ready")))
+        p = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        procs.append(p)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            now = set(glob.glob(os.path.join(self.dir, "*.ready"))) - before
+            if len(now) >= expect_ready:
+                return p, sorted(int(os.path.basename(f).split(".")[0]) for f in now)
+            if p.poll() is not None:
+                raise RuntimeError(f"{argv} exited: {p.stderr.read()[-2000:]}")
+            time.sleep(0.2)
+        raise RuntimeError(f"{argv} not ready in time")
+
+    def workload_proc(self, gib=1, extra=(), expect=1):
+        return self.start([self.workload, "--gib", str(gib), "--dir", self.dir, *extra], expect)
+
+    def verify_data(self, pids, timeout=120):
+        for pid in pids:
+            try:
+                os.unlink(os.path.join(self.dir, f"{pid}.verify"))
+            except FileNotFoundError:
+                pass
+            os.kill(pid, signal.SIGUSR1)
+        out = {}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and len(out) < len(pids):
+            for pid in pids:
+                f = os.path.join(self.dir, f"{pid}.verify")
+                if pid not in out and os.path.exists(f):
+                    out[pid] = open(f).read().strip()
+            time.sleep(0.1)
+        return out
+
+
+def stop_all():
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+    procs.clear()
+    time.sleep(1)
+
+
+def ready_roles(env, pids):
+    return {pid: open(os.path.join(env.dir, f"{pid}.ready")).read().strip() for pid in pids}
+
+
+def data_ok(env, pids, what):
+    got = env.verify_data(pids)
+    bad = {p: v for p, v in got.items() if not v.startswith("ok")}
+    missing = [p for p in pids if p not in got]
+    return check(f"{what}: data verified in {len(pids)} processes", not bad and not missing,
+                 f"bad={bad} missing={missing}" if bad or missing else "")
+
+
+def by_pid(obj):
+    return {p["pid"]: p for p in obj["processes"]}
+
+
+def scenario_ps_tree(env):
+    """Issue 2 and 4: ps, verify, checkpoint/restore of a mixed namespace."""
+    _, w = env.workload_proc(1)
+    _, t = env.start([sys.executable, os.path.join(HERE, "torch_tree.py"), "--dir", env.dir, "--mib", "256",
+                      "--fork-worker"], 4)
+    _, n = env.start([sys.executable, os.path.join(HERE, "nvml_only.py"), env.dir], 1)
+    _, f = env.workload_proc(1, ["--fork-child"], 2)
+    roles = ready_roles(env, w + t + n + f)
+    forked = [p for p, r in roles.items() if r == "forked"]
+    cuda = [p for p, r in roles.items() if r != "forked"]
+    p = env.cs("ps")
+    print(p.stdout, p.stderr, sep="\n")
+    j = env.cs_json("ps").obj
+    got = by_pid(j)
+    check("ps: driver loaded", j["driver"]["loaded"], str(j["driver"]))
+    for pid in cuda:
+        e = got.get(pid)
+        check(f"ps: {pid} ({roles[pid]}) is cuda/running with a restore tid",
+              e is not None and e["class"] == "cuda" and e["state"] == "running" and e["restore_tid"],
+              str(e))
+    for pid in forked:
+        e = got.get(pid)
+        check(f"ps: {pid} (forked after init) is device-holder", e is not None and e["class"] == "device-holder",
+              str(e))
+    v = env.cs("verify")
+    print(v.stdout)
+    check("verify before checkpoint: exit 1 (references held)", v.returncode == 1, str(v.returncode))
+    c = env.cs_json("checkpoint")
+    print(c.stderr)
+    check("checkpoint of the mixed namespace: exit 0", c.returncode == 0, c.stderr[-500:])
+    left = {l["pid"] for l in (c.obj or {}).get("leftovers", [])}
+    check("checkpoint warns about exactly the forked children", left == set(forked), f"{left} vs {forked}")
+    j = env.cs_json("ps").obj
+    got = by_pid(j)
+    check("ps after checkpoint: every cuda process checkpointed with 0 fds and 0 maps",
+          all(got.get(p, {}).get("state") == "checkpointed" and got[p]["device_fds"] == 0 and
+              got[p]["device_maps"] == 0 for p in cuda), str({p: got.get(p) for p in cuda}))
+    print(env.cs("ps").stdout)
+    v = env.cs_json("verify")
+    print(env.cs("verify").stdout)
+    check("verify after checkpoint names only the forked children",
+          {l["pid"] for l in v.obj["leftovers"]} == set(forked), str(v.obj["leftovers"][:3]))
+    s = env.cs_json("checkpoint", "--strict")
+    check("checkpoint --strict with leftovers: nothing to do (already checkpointed) exit 0",
+          s.returncode == 0, s.stderr[-300:])
+    r = env.cs_json("restore")
+    print(r.stderr)
+    check("restore: exit 0", r.returncode == 0, r.stderr[-500:])
+    data_ok(env, cuda, "mixed namespace after restore")
+    stop_all()
+
+
+def scenario_four(env, gib=2):
+    """Issue 3: four CUDA processes and a PyTorch spawn tree."""
+    pids = []
+    for _ in range(4):
+        pids += env.workload_proc(gib)[1]
+    _, t = env.start([sys.executable, os.path.join(HERE, "torch_tree.py"), "--dir", env.dir, "--mib", "512"], 3)
+    allp = pids + t
+    c = env.cs_json("checkpoint")
+    print(c.stderr)
+    check(f"checkpoint 4 x {gib} GiB + torch tree: exit 0", c.returncode == 0, c.stderr[-500:])
+    if c.obj:
+        print(f"  checkpoint wall {c.obj['wall_seconds']:.3f} s, {c.obj['bytes'] / 2**30:.2f} GiB, "
+              f"{c.obj['gb_per_s']:.2f} GB/s")
+        man = json.load(open(os.path.join(env.state, "manifest.json")))
+        check("manifest lists all 7 processes with start times", len(man["processes"]) == 7, str(len(man["processes"])))
+        check("manifest mode 0600", oct(os.stat(os.path.join(env.state, "manifest.json")).st_mode & 0o777) == "0o600")
+    r = env.cs_json("restore")
+    print(r.stderr)
+    check("restore: exit 0", r.returncode == 0, r.stderr[-500:])
+    if r.obj:
+        print(f"  restore wall {r.obj['wall_seconds']:.3f} s, {r.obj['bytes'] / 2**30:.2f} GiB")
+    data_ok(env, allp, "4 workloads + torch tree after restore")
+    # PID reuse at restore: a manifest whose start time no longer matches is refused.
+    c = env.cs_json("checkpoint", "--pid", str(pids[0]))
+    man_path = os.path.join(env.state, "manifest.json")
+    man = json.load(open(man_path))
+    man["processes"][0]["start_time"] += 1
+    with open(man_path, "w") as fh:
+        json.dump(man, fh)
+    r = env.cs_json("restore")
+    check("restore refuses a PID whose start time changed (exit != 0, nothing restored)",
+          r.returncode != 0 and "reused" in r.stderr, r.stderr[-300:])
+    r = env.cs_json("restore", "--ignore-manifest")
+    check("restore --ignore-manifest then restores it", r.returncode == 0, r.stderr[-300:])
+    data_ok(env, [pids[0]], "after PID-reuse refusal and restore")
+    stop_all()
+
+
+def scenario_lock_timeout(env):
+    """Issue 3: a lock that times out behind a 5 s kernel rolls everything back."""
+    _, a = env.workload_proc(1)
+    _, b = env.workload_proc(1, ["--kernel-ms", "5000"])
+    time.sleep(1)
+    t0 = time.monotonic()
+    c = env.cs_json("checkpoint", "--timeout", "1000")
+    print(c.stderr)
+    check("checkpoint behind a 5 s kernel with --timeout 1000: exit 1", c.returncode == 1,
+          f"rc={c.returncode} wall={time.monotonic() - t0:.2f}")
+    check("the error is CUDA_ERROR_NOT_READY with a --timeout hint",
+          "NOT_READY" in c.stderr and "--timeout" in c.stderr, c.stderr[-400:])
+    got = by_pid(env.cs_json("ps").obj)
+    check("after rollback both processes are running", all(got[p]["state"] == "running" for p in a + b),
+          str({p: got[p]["state"] for p in a + b}))
+    data_ok(env, a, "after lock-timeout rollback")
+    stop_all()
+
+
+def scenario_errors(env):
+    """Issue 3/4: a host PID and a non-CUDA PID are rejected before the driver sees them."""
+    c = env.cs("checkpoint", "--pid", "4000000")
+    check("--pid of a PID not in this namespace: exit 2 with the nvidia-smi hint",
+          c.returncode == 2 and "nvidia-smi" in c.stderr, c.stderr[-300:])
+    c = env.cs("checkpoint", "--pid", "1")
+    check("--pid 1 (not CUDA): exit 2, says why", c.returncode == 2 and "not a CUDA process" in c.stderr,
+          c.stderr[-300:])
+    c = env.cs("checkpoint")
+    check("no CUDA process: exit 0, says so", c.returncode == 0 and "no CUDA process" in c.stderr, c.stderr[-200:])
+
+
+def scenario_cycles(env, rounds=10):
+    """Issue 6: repeated checkpoint/restore rounds on one process without drift."""
+    _, w = env.workload_proc(1)
+    fds = by_pid(env.cs_json("ps").obj)[w[0]]["device_fds"]
+    ok = True
+    for i in range(rounds):
+        c, r = env.cs("checkpoint"), env.cs("restore")
+        ok &= c.returncode == 0 and r.returncode == 0
+    after = by_pid(env.cs_json("ps").obj)[w[0]]
+    check(f"{rounds} checkpoint/restore rounds: all exit 0, running, fds {fds} -> {after['device_fds']}",
+          ok and after["state"] == "running")
+    data_ok(env, w, f"after {rounds} rounds")
+    stop_all()
+
+
+def describe(env):
+    smi = sh("nvidia-smi --query-gpu=name,driver_version,persistence_mode,memory.total --format=csv,noheader")
+    print("GPU:", smi.stdout.strip())
+    print("nvcc:", sh("nvcc --version | tail -1").stdout.strip())
+    print("kernel:", sh("uname -r").stdout.strip())
+    d = env.cs("doctor")
+    print(d.stdout, d.stderr)
+
+
+SCENARIOS = {
+    "errors": scenario_errors,
+    "ps_tree": scenario_ps_tree,
+    "four": scenario_four,
+    "lock_timeout": scenario_lock_timeout,
+    "cycles": scenario_cycles,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cudasnap", required=True)
+    ap.add_argument("--workload")
+    ap.add_argument("--only", default=",".join(SCENARIOS))
+    args = ap.parse_args()
+    workload = args.workload
+    if not workload:
+        workload = os.path.join(tempfile.mkdtemp(), "workload")
+        b = sh(["nvcc", "-O2", "-arch=sm_90", "-o", workload, os.path.join(HERE, "workload.cu")])
+        if b.returncode:
+            print(b.stderr)
+            return 2
+    env = Env(os.path.abspath(args.cudasnap), workload)
+    describe(env)
+    for name in args.only.split(","):
+        print(f"== {name}", flush=True)
+        t0 = time.monotonic()
+        try:
+            SCENARIOS[name](env)
+        except Exception as e:  # a broken scenario is a failure, not a crash of the suite
+            check(f"{name} ran to the end", False, repr(e))
+        finally:
+            stop_all()
+        print(f"== {name}: {time.monotonic() - t0:.1f} s", flush=True)
+    shutil.rmtree(env.dir, ignore_errors=True)
+    print(f"{results['passed']} passed, {results['failed']} failed")
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""checkpoint / restore / lock / unlock as transactions, against the test double."""
+import json
+import os
+import signal
+import subprocess
+import time
+import unittest
+
+from harness import APP, BIN, GPU0, GPU1, Case
+
+
+class Transaction(Case):
+    def tree(self, mem="4"):
+        return self.start("--spawn", "2", "--mem", mem, expect=3)
+
+    def test_checkpoint_and_restore_a_three_process_tree(self):
+        pids = self.tree()
+        r = self.cs("checkpoint", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.obj["outcome"], "done")
+        self.assertEqual(sorted(p["pid"] for p in r.obj["processes"]), pids)
+        self.assertStates(pids, "checkpointed")
+        man = os.path.join(self.state, "manifest.json")
+        self.assertEqual(os.stat(man).st_mode & 0o777, 0o600)
+        with open(man) as f:
+            m = json.load(f)
+        self.assertEqual(sorted(e["pid"] for e in m["processes"]), pids)
+        self.assertTrue(all(e["start_time"] > 0 for e in m["processes"]))
+        self.assertIn("checkpoint", m["processes"][0]["seconds"])
+        r = self.cs("restore", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertStates(pids, "running")
+        self.assertFalse(os.path.exists(man))
+        self.assertDataOk(pids)
+
+    def fault_matrix(self, command, setup, op, start_state):
+        for which in (0, 1, 2):
+            with self.subTest(op=op, which=which):
+                pids = self.tree("1")
+                if setup:
+                    self.assertEqual(self.cs(setup).rc, 0)
+                self.fault(f"{pids[which]} {op} error=999 1")
+                r = self.cs(command, "--json")
+                self.assertEqual(r.rc, 1, r)
+                self.assertEqual(r.obj["outcome"], "rolled-back", r)
+                self.assertIn("CUDA_ERROR_UNKNOWN", r.err)
+                self.assertIn(f"{op} of process {pids[which]}", r.err)
+                self.assertStates(pids, start_state)
+                os.unlink(self.faults)
+                if setup:
+                    self.assertEqual(self.cs("restore").rc, 0)
+                self.assertDataOk(pids)
+                self.tearDown()
+                self.setUp()
+
+    def test_error_at_lock_rolls_back(self):
+        self.fault_matrix("checkpoint", None, "lock", "running")
+
+    def test_error_at_checkpoint_rolls_back(self):
+        self.fault_matrix("checkpoint", None, "checkpoint", "running")
+
+    def test_error_at_restore_rolls_back(self):
+        self.fault_matrix("restore", "checkpoint", "restore", "checkpointed")
+
+    def test_error_at_unlock_rolls_back(self):
+        self.fault_matrix("restore", "checkpoint", "unlock", "checkpointed")
+
+    def test_error_in_lock_and_unlock_commands(self):
+        pids = self.tree("1")
+        self.fault(f"{pids[2]} lock error=999 1")
+        self.assertEqual(self.cs("lock").rc, 1)
+        self.assertStates(pids, "running")
+        self.assertEqual(self.cs("lock").rc, 0)
+        self.assertStates(pids, "locked")
+        self.fault(f"{pids[0]} unlock error=999 1")
+        self.assertEqual(self.cs("unlock").rc, 1)
+        self.assertStates(pids, "locked")
+        self.assertEqual(self.cs("unlock").rc, 0)
+        self.assertStates(pids, "running")
+
+    def test_lock_timeout_behind_a_long_kernel(self):
+        a, = self.start()
+        b, = self.start("--kernel-loop", "3000")
+        time.sleep(0.3)
+        r = self.cs("checkpoint", "--timeout", "500")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("CUDA_ERROR_NOT_READY", r.err)
+        self.assertIn("--timeout", r.err)
+        self.assertLess(r.wall, 2.5)
+        self.assertStates([a, b], "running")
+
+    def test_process_exits_during_checkpoint(self):
+        pids = self.tree("1")
+        self.fault(f"{pids[1]} checkpoint exit")
+        r = self.cs("checkpoint", "--json")
+        self.assertEqual(r.rc, 1, r)
+        final = {p["pid"]: p["final_state"] for p in r.obj["processes"]}
+        self.assertEqual(final[pids[1]], "exited")
+        survivors = [p for p in pids if p != pids[1]]
+        self.assertStates(survivors, "running")
+        self.assertDataOk(survivors)
+
+    def test_sigint_during_checkpoint_rolls_back(self):
+        pids = self.tree("1")
+        self.fault(f"* checkpoint delay=1500")
+        p = subprocess.Popen([BIN, "checkpoint"], env=self.env, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("interrupted", err)
+        self.assertStates(pids, "running")
+        self.assertDataOk(pids)
+
+    def test_two_concurrent_invocations(self):
+        pids = self.tree("1")
+        self.fault(f"* lock delay=1500")
+        first = subprocess.Popen([BIN, "checkpoint"], env=self.env, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.4)
+        second = self.cs("checkpoint")
+        self.assertEqual(second.rc, 2, second)
+        self.assertIn("another cudasnap is running", second.err)
+        self.assertIn(f"pid {first.pid}", second.err)
+        self.assertIn("checkpoint", second.err)
+        first.communicate(timeout=30)
+        self.assertEqual(first.returncode, 0)
+        self.assertStates(pids, "checkpointed")
+        self.assertEqual(self.cs("restore").rc, 0)
+
+    def test_pid_reuse_at_restore_is_refused(self):
+        pids = self.tree("1")
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        man = os.path.join(self.state, "manifest.json")
+        with open(man) as f:
+            m = json.load(f)
+        m["processes"][1]["start_time"] += 7
+        with open(man, "w") as f:
+            json.dump(m, f)
+        r = self.cs("restore")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn(f"PID {m['processes'][1]['pid']} was reused", r.err)
+        self.assertStates(pids, "checkpointed")
+        self.assertEqual(self.cs("restore", "--ignore-manifest").rc, 0)
+        self.assertStates(pids, "running")
+
+    def test_corrupt_manifest_falls_back_to_discovery(self):
+        pids = self.tree("1")
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        with open(os.path.join(self.state, "manifest.json"), "w") as f:
+            f.write('{"version": 1, "processes": [')
+        r = self.cs("restore")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("corrupt or truncated", r.err)
+        self.assertStates(pids, "running")
+
+    def test_restore_follows_checkpoint_order(self):
+        pids = self.tree("1")
+        self.assertEqual(self.cs("checkpoint", "--sequential").rc, 0)
+        man = os.path.join(self.state, "manifest.json")
+        with open(man) as f:
+            m = json.load(f)
+        self.assertEqual([e["pid"] for e in m["processes"]], pids)
+        for e in m["processes"]:
+            e["order"] = len(pids) - 1 - e["order"]
+        with open(man, "w") as f:
+            json.dump(m, f)
+        r = self.cs("restore", "--sequential")
+        self.assertEqual(r.rc, 0, r)
+        order = [int(l.split()[1]) for l in r.err.splitlines() if " restore: " in l]
+        self.assertEqual(order, list(reversed(pids)))
+
+    def test_host_pid_is_rejected_before_the_driver(self):
+        r = self.cs("checkpoint", "--pid", "4000000")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("no such process in this PID namespace", r.err)
+        self.assertIn("nvidia-smi", r.err)
+        self.assertNotIn("304", r.err)
+
+    def test_non_cuda_pid_is_rejected(self):
+        pid, = self.start("--open-device")
+        r = self.cs("checkpoint", "--pid", str(pid))
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("not a CUDA process", r.err)
+
+    def test_thread_id_names_its_process(self):
+        pid, = self.start()
+        tid = self.ps()[0][pid]["restore_tid"]
+        r = self.cs("lock", "--pid", str(tid), "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual([p["pid"] for p in r.obj["processes"]], [pid])
+        self.assertEqual(self.cs("unlock").rc, 0)
+
+    def test_nothing_selected(self):
+        r = self.cs("checkpoint", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.obj["outcome"], "nothing-to-do")
+        self.assertIn("no CUDA process", r.err)
+
+    def test_already_checkpointed_is_left_alone(self):
+        a, = self.start()
+        b, = self.start()
+        self.assertEqual(self.cs("checkpoint", "--pid", str(a)).rc, 0)
+        r = self.cs("checkpoint", "--json")
+        self.assertEqual(r.rc, 0, r)
+        skipped = {p["pid"]: p["skipped"] for p in r.obj["processes"]}
+        self.assertEqual(skipped, {a: True, b: False})
+        self.assertIn(f"{a} (fakecuda-app) left as it was: checkpointed", r.err)
+
+    def test_tree_and_cgroup_selection(self):
+        pids = self.tree("1")
+        other, = self.start()
+        parent = [p for p in pids if self.role(p) == "parent"][0]
+        r = self.cs("lock", "--tree", str(parent), "--json")
+        self.assertEqual(sorted(p["pid"] for p in r.obj["processes"]), pids)
+        self.assertStates([other], "running")
+        self.assertEqual(self.cs("unlock").rc, 0)
+        with open(f"/proc/{other}/cgroup") as f:
+            cg = f.read().splitlines()[0].split(":", 2)[2]
+        r = self.cs("lock", "--cgroup", cg, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn(other, [p["pid"] for p in r.obj["processes"]])
+        self.assertEqual(self.cs("unlock").rc, 0)
+
+    def test_rollback_incomplete_exits_3_and_names_the_process(self):
+        pids = self.tree("1")
+        # The last checkpoint fails; the rollback's restore of the first fails too.
+        self.fault(f"{pids[2]} checkpoint error=999 1", f"{pids[0]} restore error=2 1")
+        r = self.cs("checkpoint", "--sequential", "--json")
+        self.assertEqual(r.rc, 3, r)
+        self.assertEqual(r.obj["outcome"], "incomplete")
+        self.assertIn("LEFT BEHIND", r.err)
+        left = [p for p in r.obj["processes"] if p["rollback_failed"]]
+        self.assertEqual([(p["pid"], p["final_state"]) for p in left], [(pids[0], "checkpointed")])
+        self.assertStates(pids[1:], "running")
+        os.unlink(self.faults)
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertDataOk(pids)
+
+    def test_leftover_reference_warns_or_fails_with_strict(self):
+        pid, = self.start()
+        self.fault(f"{pid} checkpoint leak-fd")
+        r = self.cs("checkpoint", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("warning:", r.err)
+        self.assertEqual([l["pid"] for l in r.obj["leftovers"]], [pid])
+        self.assertEqual(self.cs("restore").rc, 0)
+        r = self.cs("checkpoint", "--strict", "--json")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("--strict", r.err)
+        self.assertStates([pid], "running")
+
+    def test_restore_without_persistence_mode_calls_cuinit(self):
+        pid, = self.start()
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        r = self.cs("restore", "--no-init", env={"FAKECUDA_PERSISTENCE": "0"})
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("persistence", r.err)
+        self.assertStates([pid], "checkpointed")
+        r = self.cs("restore", env={"FAKECUDA_PERSISTENCE": "0"})
+        self.assertEqual(r.rc, 0, r)
+        self.assertStates([pid], "running")
+
+
+class DeviceMap(Case):
+    gpus = f"{GPU0},{GPU1}"
+
+    def setUp(self):
+        super().setUp()
+        self.pid, = self.start()
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+
+    def test_malformed_maps_are_rejected(self):
+        for bad in ("GPU-123", "0", "0=", "=1", "0=1=2", "0=7", "0=1,0=1"):
+            with self.subTest(bad=bad):
+                r = self.cs("restore", "--device-map", bad)
+                self.assertEqual(r.rc, 2, r)
+                self.assertIn("--device-map", r.err)
+        self.assertStates([self.pid], "checkpointed")
+
+    def test_map_must_cover_every_visible_gpu(self):
+        r = self.cs("restore", "--device-map", f"{GPU0}={GPU1}")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("leaves out GPU 1", r.err)
+        self.assertStates([self.pid], "checkpointed")
+
+    def test_swap_by_uuid_and_by_index(self):
+        r = self.cs("restore", "--device-map", f"{GPU0}={GPU1},{GPU1}={GPU0}")
+        self.assertEqual(r.rc, 0, r)
+        self.assertDataOk([self.pid])
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        r = self.cs("restore", "-d", "0=1,1=0")
+        self.assertEqual(r.rc, 0, r)
+        self.assertStates([self.pid], "running")
+
+    def test_unknown_gpu_fails_in_the_driver_and_stays_checkpointed(self):
+        ghost = "GPU-99999999-9999-4999-8999-999999999999"
+        r = self.cs("restore", "--device-map", f"{GPU0}={ghost},{GPU1}={GPU1}")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("CUDA_ERROR_INVALID_VALUE", r.err)
+        self.assertStates([self.pid], "checkpointed")
+        self.assertEqual(self.cs("restore").rc, 0)
+
+
+if __name__ == "__main__":
+    assert APP, "FAKE_APP is not set"
+    unittest.main(verbosity=2)
