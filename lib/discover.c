@@ -198,8 +198,10 @@ int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error
 		out->procs[kept++] = *p;
 	}
 	out->n = kept;
-	qsort(out->procs, out->n, sizeof(*out->procs), by_pid);
-	qsort(out->links, out->nlinks, sizeof(*out->links), by_link);
+	if (out->n)
+		qsort(out->procs, out->n, sizeof(*out->procs), by_pid);
+	if (out->nlinks)
+		qsort(out->links, out->nlinks, sizeof(*out->links), by_link);
 	return 0;
 }
 
@@ -218,12 +220,16 @@ void cs_ptable_free(cs_ptable *t)
 const cs_proc *cs_ptable_find(const cs_ptable *t, pid_t pid)
 {
 	cs_proc key = { .pid = pid };
+	if (!t->n)
+		return NULL;
 	return bsearch(&key, t->procs, t->n, sizeof(*t->procs), by_pid);
 }
 
 pid_t cs_ptable_parent(const cs_ptable *t, pid_t pid)
 {
 	cs_link key = { .pid = pid };
+	if (!t->nlinks)
+		return 0;
 	const cs_link *l = bsearch(&key, t->links, t->nlinks, sizeof(*t->links), by_link);
 	return l ? l->ppid : 0;
 }

@@ -33,12 +33,17 @@ typedef struct cs_doctor_proc {
 	uid_t uid;
 	char comm[64];
 	char comm_libs[256];     /* communication libraries mapped, ", "-separated */
-	bool mps, ipc, mig;      /* hints, each explained in a check */
+	/* Hints of GPU sharing, each the evidence seen; "" when none. */
+	char mps[160], ipc[160], mig[160];
 	bool environ_read;
+	int environ_errno;
+	bool pci_order;          /* CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA counts GPUs as NVML does */
 	bool visible_set;        /* CUDA_VISIBLE_DEVICES present in its environment */
-	char visible_env[256];   /* its value */
-	cs_visible_gpu *visible; /* when !visible_set: every GPU NVML lists */
+	char visible_env[1024];  /* its value */
+	/* The GPUs it sees, in CUDA's order; every GPU NVML lists when !visible_set. */
+	cs_visible_gpu *visible;
 	size_t nvisible;
+	char ignored[256];       /* the entries CUDA ignores, from the first bad one on */
 } cs_doctor_proc;
 
 typedef struct cs_doctor_report {
@@ -54,6 +59,7 @@ typedef struct cs_doctor_report {
 	cs_doctor_proc *procs;   /* CUDA processes, by pid */
 	size_t nprocs;
 	size_t pcap;
+	bool oom;                /* a check could not be recorded */
 } cs_doctor_report;
 
 typedef struct cs_doctor_opts {
@@ -67,8 +73,12 @@ int cs_doctor_run(const cs_doctor_opts *opts, cs_doctor_report *out, cs_error *e
 void cs_doctor_report_free(cs_doctor_report *r);
 const char *cs_check_status_name(int status); /* "pass", "warn", "fail" */
 
-/* Used by the process checks (lib/doctor.c); exposed for tests and reuse. */
-int cs_doctor_add(cs_doctor_report *r, const char *name, int status, pid_t pid, const char *fix,
+/* Records one check; sets r->oom when it cannot. */
+void cs_doctor_add(cs_doctor_report *r, const char *name, int status, pid_t pid, const char *fix,
 		  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Shared by the doctor's source files. */
+void cs_doctor_list_add(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int cs_doctor_check_processes(cs_doctor_report *r, cs_driver *d, const cs_doctor_opts *o, const char *root);
 
 #endif

@@ -13,12 +13,23 @@ static bool vanished(int e)
 	return e == ENOENT || e == ESRCH;
 }
 
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF), or 0. */
 static int utf8_len(const unsigned char *s, size_t left)
 {
-	int n = *s >= 0xf0 && *s <= 0xf4 ? 4 : *s >= 0xe0 ? 3 : *s >= 0xc2 && *s < 0xe0 ? 2 : 0;
-	if (n == 0 || (size_t)n > left)
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	int n;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+	else
 		return 0;
-	for (int i = 1; i < n; i++)
+	if ((size_t)n > left || s[1] < lo || s[1] > hi)
+		return 0;
+	for (int i = 2; i < n; i++)
 		if ((s[i] & 0xc0) != 0x80)
 			return 0;
 	return n;
@@ -281,8 +292,11 @@ int cs_proc_scan_fds(int pdir, const char *devdir, cs_proc *p)
 		close(fdd);
 		return -e;
 	}
-	errno = 0;
-	for (struct dirent *de; (de = readdir(dir));) {
+	for (;;) {
+		errno = 0; /* readdir leaves errno alone at the end; readlinkat may not */
+		struct dirent *de = readdir(dir);
+		if (!de)
+			break;
 		long fd;
 		if (cs_parse_long(de->d_name, 0, INT_MAX, &fd) < 0)
 			continue;
@@ -385,9 +399,12 @@ int cs_tid_to_tgid(const char *procdir, pid_t tid, pid_t *tgid)
 
 int cs_proc_start_time(const char *procdir, pid_t pid, unsigned long long *start)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "%s/%d", procdir, (int)pid);
-	_cleanup_close_ int pdir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char name[16];
+	snprintf(name, sizeof(name), "%d", (int)pid);
+	_cleanup_close_ int dfd = open(procdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	_cleanup_close_ int pdir = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (pdir < 0)
 		return -errno;
 	cs_stat st;

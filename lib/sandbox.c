@@ -19,6 +19,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,10 +62,14 @@ static bool exists_rel(int rootfd, const char *rel)
 	return rootfd >= 0 && faccessat(rootfd, rel, F_OK, 0) == 0;
 }
 
-static void set_signal(char *dst, const char *fmt, const char *arg)
+static void set_signal(char *dst, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_signal(char *dst, const char *fmt, ...)
 {
 	char s[CS_SIGNAL_SIZE];
-	snprintf(s, sizeof(s), fmt, arg);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s, sizeof(s), fmt, ap);
+	va_end(ap);
 	cs_sanitize(dst, CS_SIGNAL_SIZE, s, strlen(s));
 }
 
@@ -81,9 +86,9 @@ static void read_kernel(int rootfd, const char *root, char *release, size_t rsiz
 	/* Without procfs only uname(2) is left, and it only speaks for the real root. */
 	if (real_root(root) && (!release[0] || !version[0]) && uname(&u) == 0) {
 		if (!release[0])
-			snprintf(release, rsize, "%s", u.release);
+			snprintf(release, rsize, "%.*s", (int)rsize - 1, u.release);
 		if (!version[0])
-			snprintf(version, vsize, "%s", u.version);
+			snprintf(version, vsize, "%.*s", (int)vsize - 1, u.version);
 	}
 }
 
@@ -92,7 +97,7 @@ static void detect_gvisor(int rootfd, const char *root, cs_sandbox *s)
 	char version[512];
 	read_kernel(rootfd, root, s->kernel_release, sizeof(s->kernel_release), version, sizeof(version));
 	if (exists_rel(rootfd, "proc/sentry-meminfo"))
-		set_signal(s->gvisor_signal, "%s", "/proc/sentry-meminfo exists (only gVisor's procfs has it)");
+		set_signal(s->gvisor_signal, "/proc/sentry-meminfo exists (only gVisor's procfs has it)");
 	else if (strstr(version, GVISOR_STAMP))
 		set_signal(s->gvisor_signal, "kernel version '%s' is gVisor's fixed build stamp", GVISOR_STAMP);
 	else if (strstr(s->kernel_release, "gvisor"))
@@ -117,16 +122,24 @@ static bool environ_value(int rootfd, const char *rel, const char *name, char *v
 	return true;
 }
 
-/* A path segment that a container runtime names its cgroups by. */
-static const char *runtime_marker(const char *s)
+/* Whether a cgroup path has a segment named the way container runtimes name
+ * their containers' cgroups (docker-ID.scope, /docker/ID, kubepods...,
+ * cri-containerd-ID.scope, libpod-ID.scope, crio-ID.scope, /lxc/NAME). The
+ * runtimes' own daemons (docker.service, containerd.service) do not count. */
+static bool runtime_cgroup(const char *path)
 {
 	static const char *const marks[] = {
 		"docker", "kubepods", "containerd", "libpod", "podman", "crio", "lxc", "garden",
 	};
-	for (size_t i = 0; i < CS_ARRAY_SIZE(marks); i++)
-		if (strstr(s, marks[i]))
-			return marks[i];
-	return NULL;
+	for (const char *seg = path; *seg;) {
+		size_t len = strcspn(seg, "/");
+		bool service = len >= 8 && strncmp(seg + len - 8, ".service", 8) == 0;
+		for (size_t i = 0; i < CS_ARRAY_SIZE(marks) && !service; i++)
+			if (memmem(seg, len, marks[i], strlen(marks[i])))
+				return true;
+		seg += len + (seg[len] == '/');
+	}
+	return false;
 }
 
 static bool cgroup_signal(int rootfd, cs_sandbox *s)
@@ -138,7 +151,7 @@ static bool cgroup_signal(int rootfd, cs_sandbox *s)
 	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *path = strchr(line, ':');
 		path = path ? strchr(path + 1, ':') : NULL;
-		if (path && runtime_marker(path + 1)) {
+		if (path && runtime_cgroup(path + 1)) {
 			set_signal(s->container_signal, "cgroup %s", path + 1);
 			return true;
 		}
@@ -180,22 +193,21 @@ static bool rootfs_signal(int rootfd, cs_sandbox *s)
 
 static void detect_container(int rootfd, cs_sandbox *s)
 {
-	char val[96], sig[160];
+	char val[96];
 	if (s->gvisor)
-		set_signal(s->container_signal, "%s", "gVisor runs every sandbox as an OCI container");
+		set_signal(s->container_signal, "gVisor runs every sandbox as an OCI container");
 	else if (exists_rel(rootfd, ".dockerenv"))
-		set_signal(s->container_signal, "%s", "/.dockerenv (Docker)");
+		set_signal(s->container_signal, "/.dockerenv (Docker)");
 	else if (exists_rel(rootfd, "run/.containerenv"))
-		set_signal(s->container_signal, "%s", "/run/.containerenv (Podman)");
+		set_signal(s->container_signal, "/run/.containerenv (Podman)");
 	else if (read_rel(rootfd, "run/systemd/container", val, sizeof(val)) > 0) {
 		val[strcspn(val, "\n")] = '\0';
 		set_signal(s->container_signal, "/run/systemd/container says '%s'", val);
 	} else if (environ_value(rootfd, "proc/self/environ", "container", val, sizeof(val)) ||
 		   environ_value(rootfd, "proc/1/environ", "container", val, sizeof(val))) {
-		snprintf(sig, sizeof(sig), "container=%s in the environment", val);
-		set_signal(s->container_signal, "%s", sig);
+		set_signal(s->container_signal, "container=%s in the environment", val);
 	} else if (environ_value(rootfd, "proc/self/environ", "KUBERNETES_SERVICE_HOST", val, sizeof(val)))
-		set_signal(s->container_signal, "%s", "KUBERNETES_SERVICE_HOST is set (a Kubernetes pod)");
+		set_signal(s->container_signal, "KUBERNETES_SERVICE_HOST is set (a Kubernetes pod)");
 	else if (!cgroup_signal(rootfd, s))
 		rootfs_signal(rootfd, s);
 	s->container = s->container_signal[0] != '\0';
@@ -257,7 +269,7 @@ static bool parse_ns_link(const char *link, unsigned long *ino)
 
 static void detect_pidns(int rootfd, const char *status, cs_sandbox *s)
 {
-	char link[64], sig[CS_SIGNAL_SIZE];
+	char link[64];
 	unsigned long ino;
 	s->nspid_depth = status ? nspid_depth(status) : 0;
 	ssize_t n = rootfd < 0 ? -1 : readlinkat(rootfd, "proc/self/ns/pid", link, sizeof(link) - 1);
@@ -265,22 +277,20 @@ static void detect_pidns(int rootfd, const char *status, cs_sandbox *s)
 		link[n] = '\0';
 	if (s->gvisor) {
 		s->pid_ns = CS_PIDNS_CHILD;
-		set_signal(s->pid_ns_signal, "%s", "gVisor: the sandbox's PIDs are never the host's");
+		set_signal(s->pid_ns_signal, "gVisor: the sandbox's PIDs are never the host's");
 	} else if (n > 0 && parse_ns_link(link, &ino)) {
 		s->pid_ns = ino == CS_PIDNS_INIT_INO ? CS_PIDNS_HOST : CS_PIDNS_CHILD;
-		snprintf(sig, sizeof(sig), "namespace %s %s the initial one (pid:[%lu])", link,
-			 ino == CS_PIDNS_INIT_INO ? "is" : "is not", CS_PIDNS_INIT_INO);
-		set_signal(s->pid_ns_signal, "%s", sig);
+		set_signal(s->pid_ns_signal, "%s is %sthe kernel's initial PID namespace", link,
+			   ino == CS_PIDNS_INIT_INO ? "" : "not ");
 	} else if (s->nspid_depth > 1) {
 		s->pid_ns = CS_PIDNS_CHILD;
-		snprintf(sig, sizeof(sig), "NSpid lists %d nested namespaces", s->nspid_depth);
-		set_signal(s->pid_ns_signal, "%s", sig);
+		set_signal(s->pid_ns_signal, "NSpid lists %d nested namespaces", s->nspid_depth);
 	} else if (kthreadd_visible(rootfd)) {
 		s->pid_ns = CS_PIDNS_HOST;
-		set_signal(s->pid_ns_signal, "%s", "kernel threads are visible (kthreadd is PID 2)");
+		set_signal(s->pid_ns_signal, "kernel threads are visible (kthreadd is PID 2)");
 	} else {
 		s->pid_ns = CS_PIDNS_UNKNOWN;
-		set_signal(s->pid_ns_signal, "%s", "/proc/self/ns/pid is unreadable and no other signal decides");
+		set_signal(s->pid_ns_signal, "/proc/self/ns/pid is unreadable and no other signal decides");
 	}
 }
 
@@ -399,7 +409,8 @@ static void cgroup_room(int rootfd, cs_hostmem *m)
 			if (m->cgroup_room < 0 || room < m->cgroup_room) {
 				m->cgroup_room = room;
 				m->cgroup_limit = limit;
-				snprintf(m->cgroup_path, sizeof(m->cgroup_path), "%s", path);
+				snprintf(m->cgroup_path, sizeof(m->cgroup_path), "%.*s",
+				 (int)sizeof(m->cgroup_path) - 1, path);
 			}
 		}
 		char *slash = strrchr(path, '/');

@@ -54,11 +54,12 @@ class Case(unittest.TestCase):
             with open(os.path.join(self.dev, name), "w"):
                 pass
         self.apps = []
+        self.addCleanup(self.cleanup)
         self.env = dict(os.environ, CUDASNAP_DEV_DIR=self.dev, CUDASNAP_STATE_DIR=self.state,
                         CUDASNAP_LIBCUDA=LIBCUDA, CUDASNAP_LIBNVML=LIBNVML, FAKECUDA_GPUS=self.gpus,
                         FAKECUDA_FAULTS=self.faults)
 
-    def tearDown(self):
+    def cleanup(self):
         for p in self.apps:
             try:
                 os.killpg(p.pid, signal.SIGKILL)

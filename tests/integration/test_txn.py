@@ -50,7 +50,7 @@ class Transaction(Case):
                 if setup:
                     self.assertEqual(self.cs("restore").rc, 0)
                 self.assertDataOk(pids)
-                self.tearDown()
+                self.doCleanups()
                 self.setUp()
 
     def test_error_at_lock_rolls_back(self):

@@ -1,0 +1,297 @@
+/* The checks of cudasnap doctor. Each looks at one thing that decides whether
+ * a checkpoint or a restore can work here, and says what to do when not. */
+#include "doctor.h"
+#include "proc.h"
+#include "util.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PASS = CS_CHECK_PASS, WARN = CS_CHECK_WARN, FAIL = CS_CHECK_FAIL };
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+const char *cs_check_status_name(int status)
+{
+	static const char *const names[] = { "pass", "warn", "fail" };
+	return status >= 0 && status <= 2 ? names[status] : "unknown";
+}
+
+void cs_doctor_add(cs_doctor_report *r, const char *name, int status, pid_t pid, const char *fix,
+		   const char *fmt, ...)
+{
+	if (cs_grow(&r->checks, &r->cap, r->nchecks + 1, sizeof(*r->checks)) < 0) {
+		r->oom = true;
+		return;
+	}
+	cs_check *c = &r->checks[r->nchecks++];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->status = status;
+	c->pid = pid;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->message, sizeof(c->message), fmt, ap);
+	va_end(ap);
+	snprintf(c->fix, sizeof(c->fix), "%s", fix && status != PASS ? fix : "");
+	r->counts[status]++;
+}
+
+void cs_doctor_list_add(char *buf, size_t size, const char *fmt, ...)
+{
+	size_t n = strlen(buf);
+	if (n && n + 2 < size) {
+		memcpy(buf + n, ", ", 3);
+		n += 2;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf + n, size - n, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- driver and NVML -------------------------------------------------- */
+
+/* The file the dynamic linker actually chose for name. */
+static void loaded_path(const char *name, char *out, size_t size)
+{
+	snprintf(out, size, "%s", name);
+	void *h = dlopen(name, RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
+	if (!h)
+		return;
+	struct link_map *lm = NULL;
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
+		snprintf(out, size, "%s", lm->l_name);
+	dlclose(h); /* only drops the reference taken just now */
+}
+
+static void check_driver(cs_doctor_report *r, const cs_driver *d)
+{
+	const cs_error *e = cs_driver_error(d);
+	int v = cs_driver_version(d);
+	if (v <= 0) {
+		cs_doctor_add(r, "driver-library", FAIL, 0, e->hint, "%s", e->message);
+		return;
+	}
+	char path[PATH_MAX];
+	loaded_path(cs_driver_path(d), path, sizeof(path));
+	cs_doctor_add(r, "driver-library", PASS, 0, NULL, "%s loaded from %s", cs_driver_path(d), path);
+	cs_doctor_add(r, "driver-version", PASS, 0, NULL, "CUDA %d.%d (%d)%s%s", v / 1000, v % 1000 / 10, v,
+		      r->nvml_driver_version[0] ? ", driver " : "", r->nvml_driver_version);
+	if (cs_driver_loaded(d))
+		cs_doctor_add(r, "checkpoint-api", PASS, 0, NULL,
+			      "the driver has the checkpoint API (needs CUDA 12.8, driver R570 or newer)");
+	else
+		cs_doctor_add(r, "checkpoint-api", FAIL, 0, e->hint, "%s", e->message);
+	if (cs_driver_can_remap(d))
+		cs_doctor_add(r, "device-map", PASS, 0, NULL,
+			      "restore can move processes to other GPUs (--device-map; needs CUDA 13.0, R580)");
+	else
+		cs_doctor_add(r, "device-map", WARN, 0,
+			      "Upgrade to driver R580 (CUDA 13.0) or newer to restore onto other GPUs.",
+			      "this driver cannot remap GPUs at restore: processes come back only on the "
+			      "GPUs they were checkpointed on");
+}
+
+static void check_gpus(cs_doctor_report *r, const cs_nvml *n)
+{
+	char list[768] = "", bad[512] = "";
+	for (size_t i = 0; i < r->ngpus; i++) {
+		const cs_nvml_gpu *g = &r->gpus[i];
+		cs_doctor_list_add(list, sizeof(list), "%u %s %s", g->index, g->name, g->uuid);
+		if (g->error)
+			cs_doctor_list_add(bad, sizeof(bad), "GPU %u: %s (NVML error %d)", g->index,
+					   cs_nvml_strerror(n, g->error), g->error);
+	}
+	if (r->ngpus == 0)
+		cs_doctor_add(r, "gpus", WARN, 0,
+			      "Check that the GPUs are passed into this container or sandbox "
+			      "(NVIDIA_VISIBLE_DEVICES, --gpus, nvproxy) and that nvidia-smi lists them.",
+			      "NVML lists no GPU");
+	else if (bad[0])
+		cs_doctor_add(r, "gpus", WARN, 0, "Run nvidia-smi -q on the GPUs named for details.",
+			      "%zu GPU%s: %s; %s", r->ngpus, r->ngpus == 1 ? "" : "s", list, bad);
+	else
+		cs_doctor_add(r, "gpus", PASS, 0, NULL, "%zu GPU%s: %s", r->ngpus, r->ngpus == 1 ? "" : "s", list);
+}
+
+static void check_persistence(cs_doctor_report *r)
+{
+	char off[512] = "", unknown[512] = "";
+	for (size_t i = 0; i < r->ngpus; i++) {
+		const cs_nvml_gpu *g = &r->gpus[i];
+		if (g->persistence == 0)
+			cs_doctor_list_add(off, sizeof(off), "%u (%s)", g->index, g->uuid);
+		else if (g->persistence < 0)
+			cs_doctor_list_add(unknown, sizeof(unknown), "%u (%s)", g->index, g->uuid);
+	}
+	if (off[0])
+		cs_doctor_add(r, "persistence", WARN, 0,
+			      "Turn it on with 'nvidia-smi -pm 1' (root, on the host) or run nvidia-persistenced. "
+			      "Until then cudasnap initializes the driver itself (cuInit) before a restore.",
+			      "persistence mode is off on GPU %s: a restore needs the driver kept initialized", off);
+	else if (unknown[0])
+		cs_doctor_add(r, "persistence", WARN, 0, "Run 'nvidia-smi -q' to see why NVML cannot tell.",
+			      "persistence mode is unknown on GPU %s", unknown);
+	else if (r->ngpus)
+		cs_doctor_add(r, "persistence", PASS, 0, NULL, "persistence mode is on for every GPU");
+}
+
+static void check_mig(cs_doctor_report *r, const cs_nvml *n)
+{
+	char on[512] = "";
+	for (size_t i = 0; i < r->ngpus; i++)
+		if (r->gpus[i].mig == 1)
+			cs_doctor_list_add(on, sizeof(on), "%u (%s)", r->gpus[i].index, r->gpus[i].uuid);
+	if (on[0])
+		cs_doctor_add(r, "mig", WARN, 0,
+			      "Checkpoint only processes on GPUs without MIG, or turn MIG off "
+			      "('nvidia-smi -i N -mig 0') where the workload allows it.",
+			      "MIG is enabled on GPU %s: the driver's checkpoint does not support MIG slices", on);
+	else if (cs_nvml_has_mig(n) && r->ngpus)
+		cs_doctor_add(r, "mig", PASS, 0, NULL, "no GPU has MIG enabled");
+}
+
+static int check_nvml(cs_doctor_report *r, cs_nvml *n)
+{
+	const cs_error *e = cs_nvml_error(n);
+	if (!cs_nvml_present(n)) {
+		cs_doctor_add(r, "nvml", WARN, 0, e->hint,
+			      "%s; persistence mode, MIG mode and GPU memory use cannot be checked", e->message);
+		return 0;
+	}
+	cs_error err = { 0 };
+	if (cs_nvml_gpus(n, &r->gpus, &r->ngpus, &err) < 0) {
+		if (err.status == CS_ESYS)
+			return -ENOMEM;
+		cs_doctor_add(r, "nvml", WARN, 0, err.hint, "%s", err.message);
+		return 0;
+	}
+	r->nvml_present = true;
+	cs_doctor_add(r, "nvml", PASS, 0, NULL, "%s answers (driver %s)", cs_nvml_path(n),
+		      r->nvml_driver_version[0] ? r->nvml_driver_version : "version unknown");
+	check_gpus(r, n);
+	check_persistence(r);
+	check_mig(r, n);
+	return 0;
+}
+
+/* Host memory a checkpoint may fill: MemAvailable, or less under a cgroup limit. */
+static long long host_room(const cs_doctor_report *r, char *where, size_t size)
+{
+	long long avail = r->mem.mem_available;
+	snprintf(where, size, "MemAvailable");
+	if (r->mem.cgroup_room >= 0 && (avail < 0 || r->mem.cgroup_room < avail)) {
+		avail = r->mem.cgroup_room;
+		snprintf(where, size, "left under the %.1f GiB limit of cgroup %s", r->mem.cgroup_limit / GIB,
+			 r->mem.cgroup_path);
+	}
+	return avail;
+}
+
+static void check_memory(cs_doctor_report *r)
+{
+	unsigned long long used = 0;
+	size_t unknown = 0;
+	char where[320];
+	if (!r->nvml_present || r->ngpus == 0)
+		return;
+	for (size_t i = 0; i < r->ngpus; i++) {
+		used += r->gpus[i].memory_used;
+		unknown += !r->gpus[i].memory_known;
+	}
+	long long avail = host_room(r, where, sizeof(where));
+	if (avail < 0 || unknown == r->ngpus) {
+		cs_doctor_add(r, "host-memory", WARN, 0, avail < 0 ? "Mount procfs on /proc." :
+			      "Run 'nvidia-smi -q -d MEMORY' to see why NVML cannot tell.",
+			      "cannot compare GPU memory in use (%s) with free host memory (%s)",
+			      unknown == r->ngpus ? "unknown" : "known", avail < 0 ? "unknown" : "known");
+		return;
+	}
+	int status = used > (unsigned long long)avail ? FAIL : used * 5 > (unsigned long long)avail * 4 ? WARN : PASS;
+	cs_doctor_add(r, "host-memory", status, 0,
+		      "Free host memory, or raise the memory limit of the container, before checkpointing: "
+		      "each process's GPU memory is copied into its own host memory.",
+		      "GPU memory in use: %.1f GiB%s; host memory available: %.1f GiB (%s)%s", used / GIB,
+		      unknown ? " (some GPUs unknown)" : "", avail / GIB, where,
+		      status == FAIL ? ": a checkpoint of all of it would not fit" :
+		      status == WARN ? ": a checkpoint of all of it would fill more than 80% of that" : "");
+}
+
+/* ---- the place -------------------------------------------------------- */
+
+static void check_sandbox(cs_doctor_report *r)
+{
+	const cs_sandbox *s = &r->env;
+	if (s->gvisor)
+		cs_doctor_add(r, "gvisor", PASS, 0, NULL, "running under gVisor (runsc): %s", s->gvisor_signal);
+	else
+		cs_doctor_add(r, "gvisor", PASS, 0, NULL, "not gVisor (kernel %s)",
+			      s->kernel_release[0] ? s->kernel_release : "unknown");
+	if (s->container)
+		cs_doctor_add(r, "container", PASS, 0, NULL, "in a container: %s", s->container_signal);
+	else
+		cs_doctor_add(r, "container", PASS, 0, NULL, "no sign of a container (a host or a VM)");
+	if (s->nspid_depth > 1)
+		cs_doctor_add(r, "pid-namespace", WARN, 0,
+			      "Mount a procfs of this PID namespace on /proc (unshare --fork --pid --mount-proc "
+			      "does), or run cudasnap in the namespace that mounted /proc.",
+			      "/proc was mounted by an outer PID namespace (NSpid lists %d PIDs): its PIDs are "
+			      "not the ones the driver understands here", s->nspid_depth);
+	else if (s->pid_ns == CS_PIDNS_HOST)
+		cs_doctor_add(r, "pid-namespace", PASS, 0, NULL, "the host's PID namespace (%s)", s->pid_ns_signal);
+	else if (s->pid_ns == CS_PIDNS_CHILD)
+		cs_doctor_add(r, "pid-namespace", PASS, 0, NULL,
+			      "a child PID namespace (%s): nvidia-smi and NVML show host PIDs, which mean "
+			      "nothing here; cudasnap finds processes through /proc", s->pid_ns_signal);
+	else
+		cs_doctor_add(r, "pid-namespace", WARN, 0, "Mount procfs on /proc.",
+			      "cannot tell which PID namespace this is: %s", s->pid_ns_signal);
+}
+
+int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
+{
+	memset(r, 0, sizeof(*r));
+	const char *root = o && o->root ? o->root : cs_sandbox_root();
+	cs_nvml *n = NULL;
+	cs_driver *d = NULL;
+	cs_nvml_open(&n, NULL);
+	cs_driver_open(&d, NULL); /* a driver that does not load is a failed check */
+	int rc = n && d ? 0 : -ENOMEM;
+	cs_sandbox_detect(root, &r->env);
+	cs_host_memory(root, &r->mem);
+	if (rc == 0 && cs_nvml_present(n))
+		snprintf(r->nvml_driver_version, sizeof(r->nvml_driver_version), "%s", cs_nvml_driver_version(n));
+	if (rc == 0)
+		check_driver(r, d);
+	if (rc == 0)
+		rc = check_nvml(r, n);
+	if (rc == 0) {
+		check_memory(r);
+		check_sandbox(r);
+		rc = cs_doctor_check_processes(r, d, o, root);
+	}
+	cs_nvml_close(n);
+	cs_driver_free(d);
+	if (rc < 0 || r->oom)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	return 0;
+}
+
+void cs_doctor_report_free(cs_doctor_report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->nprocs; i++)
+		free(r->procs[i].visible);
+	free(r->procs);
+	free(r->checks);
+	free(r->gpus);
+	memset(r, 0, sizeof(*r));
+}

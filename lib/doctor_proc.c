@@ -1,0 +1,401 @@
+/* The checks of cudasnap doctor about processes: who can be reached, which
+ * processes the driver knows, and for each CUDA process what it loads, what
+ * it shares and which GPUs it sees. Everything is read from /proc/PID, which
+ * may vanish at any time; a vanished process just yields fewer hints. */
+#include "doctor.h"
+#include "proc.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum { PASS = CS_CHECK_PASS, WARN = CS_CHECK_WARN, FAIL = CS_CHECK_FAIL };
+
+static void check_privileges(cs_doctor_report *r, const cs_ptable *t)
+{
+	const cs_sandbox *s = &r->env;
+	size_t others = 0;
+	for (size_t i = 0; t && i < t->n; i++)
+		others += t->procs[i].cls == CS_CLASS_CUDA && t->procs[i].uid != s->euid;
+	const char *fix = "Run cudasnap as root, or give it CAP_SYS_PTRACE (docker run --cap-add SYS_PTRACE).";
+	if (s->cap_sys_ptrace)
+		cs_doctor_add(r, "privileges", PASS, 0, NULL, "euid %u with CAP_SYS_PTRACE: processes of every "
+			      "user can be checkpointed", (unsigned)s->euid);
+	else if (!s->caps_known)
+		cs_doctor_add(r, "privileges", WARN, 0, fix, "euid %u; capabilities unknown (no CapEff in "
+			      "/proc/self/status)", (unsigned)s->euid);
+	else
+		cs_doctor_add(r, "privileges", WARN, 0, fix,
+			      "euid %u without CAP_SYS_PTRACE: only processes running as uid %u can be "
+			      "checkpointed%s%s", (unsigned)s->euid, (unsigned)s->euid,
+			      s->euid == 0 ? ", even as root" : "",
+			      others == 0 ? "" : others == 1 ? "; 1 CUDA process of another user is out of reach" :
+			      "; CUDA processes of other users are out of reach");
+}
+
+static const char *comm_lib(const char *base)
+{
+	static const char *const prefixes[] = {
+		"libnccl", "libnvshmem", "libucp", "libucs", "libuct", "libucm", "libucx", "libmpi",
+	};
+	for (size_t i = 0; i < CS_ARRAY_SIZE(prefixes); i++)
+		if (strncmp(base, prefixes[i], strlen(prefixes[i])) == 0)
+			return prefixes[i];
+	return NULL;
+}
+
+/* Keeps "what path" as evidence in dst, once, printable. */
+static void evidence(char *dst, size_t size, const char *what, const char *path)
+{
+	char clean[140];
+	if (dst[0])
+		return;
+	cs_sanitize(clean, sizeof(clean), path, strlen(path));
+	snprintf(dst, size, "%s %s", what, clean);
+}
+
+/* What a path a process maps or holds open says about GPU sharing. */
+static void classify_path(cs_doctor_proc *p, const char *path, bool mapped, const char *devdir)
+{
+	char caps[PATH_MAX], base[96];
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	cs_sanitize(base, sizeof(base), b, strlen(b));
+	snprintf(caps, sizeof(caps), "%s/nvidia-caps/", devdir);
+	if (mapped && comm_lib(base) && !strstr(p->comm_libs, base))
+		cs_doctor_list_add(p->comm_libs, sizeof(p->comm_libs), "%s", base);
+	if (strncmp(path, caps, strlen(caps)) == 0)
+		evidence(p->mig, sizeof(p->mig), "holds", path);
+	if (strstr(path, "nvidia-mps"))
+		evidence(p->mps, sizeof(p->mps), "holds", path);
+	if (strncmp(path, "/dev/shm/cuda.shm", 17) == 0 || strncmp(path, "/dev/shm/nccl-", 14) == 0)
+		evidence(p->ipc, sizeof(p->ipc), "shares", path);
+}
+
+static void scan_maps(int pdir, cs_doctor_proc *p, const char *devdir)
+{
+	int fd = openat(pdir, "maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	_cleanup_fclose_ FILE *f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return;
+	}
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	while ((n = getline(&line, &cap, f)) > 0) {
+		if (line[n - 1] == '\n')
+			line[--n] = '\0';
+		cs_map_entry m;
+		if (cs_parse_maps_line(line, (size_t)n, &m) == 0 && m.path_len && m.path[0] == '/')
+			classify_path(p, m.path, true, devdir);
+	}
+}
+
+static void scan_fds(int pdir, cs_doctor_proc *p, const char *devdir)
+{
+	int fdd = openat(pdir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fdd < 0)
+		return;
+	_cleanup_closedir_ DIR *dir = fdopendir(fdd);
+	if (!dir) {
+		close(fdd);
+		return;
+	}
+	for (struct dirent *de; (de = readdir(dir));) {
+		char target[PATH_MAX];
+		ssize_t n = readlinkat(fdd, de->d_name, target, sizeof(target) - 1);
+		if (n <= 0 || target[0] != '/')
+			continue;
+		target[n] = '\0';
+		classify_path(p, target, false, devdir);
+	}
+}
+
+static void read_environ(int pdir, cs_doctor_proc *p)
+{
+	size_t size = 1024 * 1024;
+	_cleanup_free_ char *buf = malloc(size);
+	ssize_t n = buf ? cs_read_at(pdir, "environ", buf, size) : -ENOMEM;
+	if (n < 0) {
+		p->environ_errno = (int)-n;
+		return;
+	}
+	p->environ_read = true;
+	const char *v = cs_environ_get(buf, (size_t)n, "CUDA_VISIBLE_DEVICES");
+	if (v) {
+		p->visible_set = true;
+		cs_sanitize(p->visible_env, sizeof(p->visible_env), v, strlen(v));
+	}
+	const char *order = cs_environ_get(buf, (size_t)n, "CUDA_DEVICE_ORDER");
+	p->pci_order = order && strcmp(order, "PCI_BUS_ID") == 0;
+	const char *mps = cs_environ_get(buf, (size_t)n, "CUDA_MPS_PIPE_DIRECTORY");
+	if (mps && !p->mps[0]) {
+		char dir[120];
+		cs_sanitize(dir, sizeof(dir), mps, strlen(mps));
+		snprintf(p->mps, sizeof(p->mps), "CUDA_MPS_PIPE_DIRECTORY=%s", dir);
+	}
+}
+
+static bool all_digits(const char *s)
+{
+	return *s && strspn(s, "0123456789") == strlen(s);
+}
+
+/* The NVML GPU an entry of CUDA_VISIBLE_DEVICES names: an index, or a UUID or
+ * a unique prefix of one (CUDA accepts both); -1 when none. */
+static int find_gpu(const cs_doctor_report *r, const char *tok)
+{
+	if (all_digits(tok)) {
+		long i;
+		return cs_parse_long(tok, 0, INT_MAX, &i) == 0 && (size_t)i < r->ngpus ? (int)i : -1;
+	}
+	int found = -1;
+	for (size_t i = 0; i < r->ngpus && strncmp(tok, "GPU-", 4) == 0; i++)
+		if (strncasecmp(r->gpus[i].uuid, tok, strlen(tok)) == 0) {
+			if (found >= 0)
+				return -1;
+			found = (int)i;
+		}
+	return found;
+}
+
+static int add_visible(cs_doctor_proc *p, int index, const char *id)
+{
+	cs_visible_gpu *v = realloc(p->visible, (p->nvisible + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	p->visible = v;
+	v[p->nvisible].index = index;
+	snprintf(v[p->nvisible].id, sizeof(v->id), "%s", id);
+	p->nvisible++;
+	return 0;
+}
+
+/* The GPUs the process sees, in CUDA's order; CUDA stops at the first entry
+ * that names no device, and so does this. */
+static int resolve_visible(const cs_doctor_report *r, cs_doctor_proc *p)
+{
+	if (!p->visible_set) {
+		for (size_t i = 0; i < r->ngpus; i++)
+			if (add_visible(p, (int)i, r->gpus[i].uuid) < 0)
+				return -ENOMEM;
+		return 0;
+	}
+	char buf[sizeof(p->visible_env)], *save = NULL;
+	memcpy(buf, p->visible_env, sizeof(buf));
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		tok += strspn(tok, " ");
+		tok[strcspn(tok, " ")] = '\0';
+		int i = r->nvml_present ? find_gpu(r, tok) : -1;
+		for (size_t k = 0; i >= 0 && k < p->nvisible; k++)
+			if (p->visible[k].index == i)
+				i = -2; /* listed twice: CUDA stops here too */
+		bool mig = strncmp(tok, "MIG-", 4) == 0;
+		bool unverified = !r->nvml_present && (all_digits(tok) || strncmp(tok, "GPU-", 4) == 0);
+		if (i == -2 || (i < 0 && !mig && !unverified)) {
+			snprintf(p->ignored, sizeof(p->ignored), "%.*s", (int)sizeof(p->ignored) - 1,
+				 p->visible_env + (tok - buf));
+			break;
+		}
+		if (mig && !p->mig[0])
+			snprintf(p->mig, sizeof(p->mig), "CUDA_VISIBLE_DEVICES names MIG instance %.100s", tok);
+		if (add_visible(p, i, i >= 0 ? r->gpus[i].uuid : tok) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void check_comm(cs_doctor_report *r, const cs_doctor_proc *p, const char *who)
+{
+	if (p->comm_libs[0])
+		cs_doctor_add(r, "communication", WARN, p->pid,
+			      "Checkpoint between steps, with every communicator destroyed (in PyTorch "
+			      "torch.distributed.destroy_process_group()), or only single-process jobs.",
+			      "%s loads %s: if it has NCCL, NVSHMEM, UCX or MPI communicators open, the "
+			      "driver's checkpoint does not support their P2P, IPC or network transfers",
+			      who, p->comm_libs);
+	else
+		cs_doctor_add(r, "communication", PASS, p->pid, NULL,
+			      "%s loads no NCCL, NVSHMEM, UCX or MPI library", who);
+}
+
+static void check_sharing(cs_doctor_report *r, const cs_doctor_proc *p, const char *who)
+{
+	char seen[512] = "";
+	if (p->mps[0])
+		cs_doctor_list_add(seen, sizeof(seen), "MPS (%s)", p->mps);
+	if (p->mig[0])
+		cs_doctor_list_add(seen, sizeof(seen), "a MIG slice (%s)", p->mig);
+	if (p->ipc[0])
+		cs_doctor_list_add(seen, sizeof(seen), "CUDA IPC (%s)", p->ipc);
+	if (seen[0])
+		cs_doctor_add(r, "sharing", WARN, p->pid,
+			      "The driver's checkpoint does not support MPS clients, MIG slices or memory "
+			      "shared with other processes: run the workload on a whole GPU without MPS.",
+			      "%s seems to use %s", who, seen);
+	else
+		cs_doctor_add(r, "sharing", PASS, p->pid, NULL, "%s shows no sign of MPS, MIG or CUDA IPC", who);
+}
+
+static bool mixed_gpus(const cs_doctor_report *r)
+{
+	for (size_t i = 1; i < r->ngpus; i++)
+		if (strcmp(r->gpus[i].name, r->gpus[0].name) != 0)
+			return true;
+	return false;
+}
+
+static void check_visible(cs_doctor_report *r, const cs_doctor_proc *p, const char *who)
+{
+	char list[768] = "", env[sizeof(p->visible_env) + 32];
+	if (!p->environ_read) {
+		cs_doctor_add(r, "visible-gpus", WARN, p->pid, "Run cudasnap as root or with CAP_SYS_PTRACE.",
+			      "%s: cannot read its environment (%s), so which GPUs it sees is unknown; a "
+			      "--device-map at restore must cover every GPU it sees", who, strerror(p->environ_errno));
+		return;
+	}
+	for (size_t i = 0; i < p->nvisible; i++)
+		if (p->visible[i].index >= 0)
+			cs_doctor_list_add(list, sizeof(list), "%d %s", p->visible[i].index, p->visible[i].id);
+		else
+			cs_doctor_list_add(list, sizeof(list), "%s", p->visible[i].id);
+	if (p->visible_set)
+		snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES=%s", p->visible_env);
+	else
+		snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES unset");
+	if (!p->visible_set && !r->nvml_present) {
+		cs_doctor_add(r, "visible-gpus", PASS, p->pid, NULL, "%s sees every GPU (%s; without NVML "
+			      "they cannot be listed); a --device-map at restore must map each of them", who, env);
+		return;
+	}
+	bool order = p->visible_set && !p->pci_order && mixed_gpus(r);
+	cs_doctor_add(r, "visible-gpus", p->ignored[0] ? WARN : PASS, p->pid,
+		      "Fix CUDA_VISIBLE_DEVICES: it names a device that does not exist here.",
+		      "%s sees %zu GPU%s (%s)%s%s%s%s%s; a --device-map at restore must map each of them", who,
+		      p->nvisible, p->nvisible == 1 ? "" : "s", env, list[0] ? ": " : "", list,
+		      order ? " (indices counted in CUDA's fastest-first order may differ from NVML's)" : "",
+		      p->ignored[0] ? "; CUDA ignores the entries from " : "", p->ignored);
+}
+
+static int inspect_proc(cs_doctor_report *r, const cs_proc *cp, const char *procdir, const char *devdir)
+{
+	if (cs_grow(&r->procs, &r->pcap, r->nprocs + 1, sizeof(*r->procs)) < 0)
+		return -ENOMEM;
+	cs_doctor_proc *p = &r->procs[r->nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = cp->pid;
+	p->uid = cp->uid;
+	memcpy(p->comm, cp->comm, sizeof(p->comm));
+	char path[PATH_MAX], who[96];
+	snprintf(path, sizeof(path), "%s/%d", procdir, (int)cp->pid);
+	_cleanup_close_ int pdir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pdir >= 0) {
+		read_environ(pdir, p);
+		scan_maps(pdir, p, devdir);
+		scan_fds(pdir, p, devdir);
+	} else {
+		p->environ_errno = errno;
+	}
+	if (resolve_visible(r, p) < 0)
+		return -ENOMEM;
+	snprintf(who, sizeof(who), "pid %d (%s)", (int)p->pid, p->comm);
+	check_comm(r, p, who);
+	check_sharing(r, p, who);
+	check_visible(r, p, who);
+	return 0;
+}
+
+static void check_unreadable(cs_doctor_report *r, const cs_ptable *t)
+{
+	char list[512] = "";
+	for (size_t i = 0; i < t->nunreadable && i < 8; i++)
+		cs_doctor_list_add(list, sizeof(list), "%d: %s", (int)t->unreadable[i].pid,
+				   strerror(t->unreadable[i].errnum));
+	cs_doctor_add(r, "unreadable", WARN, 0,
+		      r->env.cap_sys_ptrace ?
+		      "Even CAP_SYS_PTRACE was refused: a security module (AppArmor, SELinux, Yama) or an "
+		      "outer sandbox denies access; run cudasnap where it may read these processes." :
+		      "Run cudasnap as root or with CAP_SYS_PTRACE.",
+		      "%zu process%s could not be read (%s%s), so CUDA processes may be missing above",
+		      t->nunreadable, t->nunreadable == 1 ? "" : "es", list, t->nunreadable > 8 ? ", ..." : "");
+}
+
+/* Processes the driver cannot checkpoint but that hold GPU device files. */
+static void check_holders(cs_doctor_report *r, const cs_ptable *t)
+{
+	char list[768] = "";
+	size_t n = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		const cs_proc *p = &t->procs[i];
+		if (p->cls != CS_CLASS_DEVICE_HOLDER && p->cls != CS_CLASS_UNKNOWN)
+			continue;
+		n++;
+		cs_doctor_list_add(list, sizeof(list), "%d (%s, %s)", (int)p->pid, p->comm, cs_class_name(p->cls));
+	}
+	if (n)
+		cs_doctor_add(r, "device-holders", WARN, 0,
+			      "End them before a checkpoint, or have each initialize CUDA itself: a process "
+			      "forked after CUDA init keeps device files the driver cannot release, and a "
+			      "sandbox or CRIU snapshot of it fails. 'cudasnap ps' shows them.",
+			      "%zu process%s hold%s GPU device files the driver cannot checkpoint: %s", n,
+			      n == 1 ? "" : "es", n == 1 ? "s" : "", list);
+}
+
+static void check_mps_daemon(cs_doctor_report *r, const cs_ptable *t, const char *root)
+{
+	char sig[160] = "";
+	for (size_t i = 0; i < t->n && !sig[0]; i++)
+		if (strncmp(t->procs[i].comm, "nvidia-cuda-mps", 15) == 0)
+			snprintf(sig, sizeof(sig), "pid %d (%s) is an MPS daemon", (int)t->procs[i].pid,
+				 t->procs[i].comm);
+	_cleanup_close_ int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!sig[0] && rootfd >= 0 && faccessat(rootfd, "tmp/nvidia-mps/control", F_OK, 0) == 0)
+		snprintf(sig, sizeof(sig), "/tmp/nvidia-mps/control exists (an MPS control daemon's pipe)");
+	if (sig[0])
+		cs_doctor_add(r, "mps", WARN, 0,
+			      "Stop the MPS daemon (echo quit | nvidia-cuda-mps-control) before starting the "
+			      "workload: CUDA programs connect to it by themselves, and MPS clients cannot be "
+			      "checkpointed.", "%s", sig);
+}
+
+int cs_doctor_check_processes(cs_doctor_report *r, cs_driver *d, const cs_doctor_opts *o, const char *root)
+{
+	cs_ptable t;
+	cs_error e = { 0 };
+	const cs_scan_opts *so = o ? o->scan : NULL;
+	if (cs_discover(so, d, &t, &e) < 0) {
+		check_privileges(r, NULL);
+		cs_doctor_add(r, "processes", FAIL, 0, e.hint, "cannot list processes: %s", e.message);
+		return e.status == CS_ESYS && strstr(e.message, "out of memory") ? -ENOMEM : 0;
+	}
+	check_privileges(r, &t);
+	char list[768] = "";
+	size_t n = 0;
+	for (size_t i = 0; i < t.n; i++)
+		if (t.procs[i].cls == CS_CLASS_CUDA) {
+			n++;
+			cs_doctor_list_add(list, sizeof(list), "%d (%s)", (int)t.procs[i].pid, t.procs[i].comm);
+		}
+	cs_doctor_add(r, "processes", PASS, 0, NULL, "%zu CUDA process%s%s%s (%zu processes scanned)", n,
+		      n == 1 ? "" : "es", n ? ": " : "", list, t.scanned);
+	if (t.nunreadable)
+		check_unreadable(r, &t);
+	check_holders(r, &t);
+	check_mps_daemon(r, &t, root);
+	const char *procdir = so && so->proc_dir ? so->proc_dir : cs_proc_dir();
+	const char *devdir = so && so->dev_dir ? so->dev_dir : cs_dev_dir();
+	int rc = 0;
+	for (size_t i = 0; i < t.n && rc == 0; i++)
+		if (t.procs[i].cls == CS_CLASS_CUDA)
+			rc = inspect_proc(r, &t.procs[i], procdir, devdir);
+	cs_ptable_free(&t);
+	return rc;
+}
+

@@ -1,0 +1,61 @@
+/* A small binding to NVML (libnvidia-ml.so.1), loaded with dlopen: the GPUs
+ * of this machine, their persistence and MIG modes and memory use. A machine
+ * without NVML is not an error here; the binding just says why it is absent. */
+#ifndef CS_NVML_H
+#define CS_NVML_H
+
+#include "cudasnap.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* NVML's own buffer sizes (NVML_DEVICE_UUID_V2_BUFFER_SIZE, ...). */
+#define CS_NVML_UUID_SIZE 96
+#define CS_NVML_NAME_SIZE 96
+#define CS_NVML_VERSION_SIZE 80
+
+/* "GPU-" + 8-4-4-4-12 hex digits + NUL */
+#define CS_GPU_UUID_STRLEN 41
+
+typedef struct cs_nvml cs_nvml;
+
+typedef struct cs_nvml_gpu {
+	unsigned index;             /* NVML's index (PCI bus order) */
+	char uuid[CS_NVML_UUID_SIZE];
+	char name[CS_NVML_NAME_SIZE];
+	int persistence;            /* 1 on, 0 off, -1 unknown */
+	int mig;                    /* 1 enabled, 0 disabled, -1 unknown or no MIG */
+	bool memory_known;
+	unsigned long long memory_total, memory_used; /* bytes */
+	int error;                  /* first NVML error met on this GPU, 0 if none */
+} cs_nvml_gpu;
+
+/* Loads NVML ($CUDASNAP_LIBNVML or libnvidia-ml.so.1) and initializes it.
+ * Always stores an object in *out (free with cs_nvml_close) and returns 0;
+ * returns <0 only when out of memory. cs_nvml_present() tells whether NVML
+ * answered, cs_nvml_error() why not. */
+int cs_nvml_open(cs_nvml **out, cs_error *err);
+/* nvmlShutdown when initialized; the library itself stays loaded. */
+void cs_nvml_close(cs_nvml *n);
+bool cs_nvml_present(const cs_nvml *n);
+const char *cs_nvml_path(const cs_nvml *n);
+const cs_error *cs_nvml_error(const cs_nvml *n);
+/* e.g. "580.159.04"; "" when unknown. */
+const char *cs_nvml_driver_version(const cs_nvml *n);
+/* Whether this NVML can report MIG mode at all. */
+bool cs_nvml_has_mig(const cs_nvml *n);
+/* nvmlErrorString, with a fallback when NVML is absent. */
+const char *cs_nvml_strerror(const cs_nvml *n, int ret);
+
+/* Every GPU NVML reports, in index order; *gpus is malloc'ed (free it).
+ * Per-GPU failures are recorded in each entry, not returned. */
+int cs_nvml_gpus(cs_nvml *n, cs_nvml_gpu **gpus, size_t *count, cs_error *err);
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (hex in either case, nothing
+ * before or after) -> 16 bytes. Returns 0, or -EINVAL for anything else. */
+int cs_gpu_uuid_parse(const char *s, uint8_t out[16]);
+/* The inverse, in lowercase; out must hold CS_GPU_UUID_STRLEN bytes. */
+void cs_gpu_uuid_format(const uint8_t in[16], char out[CS_GPU_UUID_STRLEN]);
+
+#endif

@@ -1,0 +1,120 @@
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "app.h"
+
+/* Workers of a real framework die with it; leftovers would hold device
+ * files and spoil later tests. */
+static void die_with_parent(pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(0);
+}
+
+void app_spawn(struct app *a)
+{
+	char mem[16], kms[16];
+	char *argv[10];
+	int n = 0;
+	snprintf(mem, sizeof(mem), "%u", a->o.mem_mib);
+	snprintf(kms, sizeof(kms), "%u", a->o.kernel_ms);
+	argv[n++] = "fakecuda-app";
+	argv[n++] = "--child";
+	argv[n++] = "--mem";
+	argv[n++] = mem;
+	if (a->o.kernel_ms) {
+		argv[n++] = "--kernel-loop";
+		argv[n++] = kms;
+	}
+	if (a->o.ready_dir) {
+		argv[n++] = "--ready-dir";
+		argv[n++] = (char *)a->o.ready_dir;
+	}
+	argv[n] = NULL;
+	pid_t parent = getpid();
+	for (unsigned int i = 0; i < a->o.spawn && a->nkids < APP_MAX_KIDS; i++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			die_with_parent(parent);
+			execv("/proc/self/exe", argv);
+			_exit(127);
+		}
+		if (pid > 0)
+			a->kids[a->nkids++] = pid;
+	}
+}
+
+/* The child inherits other threads' heap objects but not the threads, so a
+ * leak check at its exit would report them: it leaves with _exit. */
+static void forked_child_main(struct app *a, pid_t parent)
+{
+	sigset_t set;
+	die_with_parent(parent);
+	a->role = ROLE_FORKED;
+	a->nkids = 0;
+	app_write_ready(a, 0);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	for (;;) {
+		int sig = sigwaitinfo(&set, NULL);
+		if (sig == SIGUSR1)
+			app_write_verify(a, "fail forked child has no CUDA context");
+		else if (sig == SIGTERM || sig == SIGINT)
+			_exit(0);
+	}
+}
+
+void app_fork_children(struct app *a)
+{
+	pid_t parent = getpid();
+	for (unsigned int i = 0; i < a->o.fork_after_init && a->nkids < APP_MAX_KIDS; i++) {
+		pid_t pid = fork();
+		if (pid == 0)
+			forked_child_main(a, parent);
+		if (pid > 0)
+			a->kids[a->nkids++] = pid;
+	}
+}
+
+static void forget_kid(struct app *a, pid_t pid)
+{
+	for (int i = 0; i < a->nkids; i++) {
+		if (a->kids[i] == pid) {
+			a->kids[i] = a->kids[--a->nkids];
+			return;
+		}
+	}
+}
+
+void app_reap(struct app *a)
+{
+	pid_t pid;
+	while ((pid = waitpid(-1, NULL, WNOHANG)) > 0)
+		forget_kid(a, pid);
+}
+
+void app_stop_children(struct app *a)
+{
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	for (int i = 0; i < a->nkids; i++)
+		kill(a->kids[i], SIGTERM);
+	for (int waited = 0; a->nkids > 0 && waited < 300; waited++) {
+		app_reap(a);
+		if (a->nkids > 0)
+			nanosleep(&tick, NULL);
+	}
+	/* a child that is stopped or blocked does not get to exit cleanly */
+	for (int i = 0; i < a->nkids; i++) {
+		kill(a->kids[i], SIGKILL);
+		waitpid(a->kids[i], NULL, 0);
+	}
+	a->nkids = 0;
+}

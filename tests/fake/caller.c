@@ -1,0 +1,172 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "proto.h"
+
+/* The caller half: the six checkpoint calls as a tool such as cudasnap makes
+ * them. Everything is local to the call, so any number of threads may call
+ * at once; the target's restore thread serializes calls on one process. */
+
+static int read_tgid(int pid)
+{
+	char path[64], line[128];
+	int tgid = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return -1;
+	while (tgid < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) != 1)
+			tgid = -1;
+	fclose(f);
+	return tgid;
+}
+
+/* pid may be any thread of the target; the real driver acts on its process. */
+static CUresult resolve(int pid, int *tgid)
+{
+	char path[64];
+	struct stat st;
+	if (pid <= 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	if (stat(path, &st) != 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	/* the real driver answers the same when it may not ptrace the target */
+	if (geteuid() != 0 && st.st_uid != geteuid())
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	*tgid = read_tgid(pid);
+	return *tgid > 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+}
+
+static CUresult connect_target(int tgid, int *fd)
+{
+	struct sockaddr_un sa;
+	socklen_t len = fc_sockaddr(tgid, &sa);
+	*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (*fd < 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	int r;
+	do
+		r = connect(*fd, (struct sockaddr *)&sa, len);
+	while (r != 0 && errno == EINTR);
+	if (r == 0)
+		return CUDA_SUCCESS;
+	int err = errno;
+	close(*fd);
+	/* nobody listening: the process never initialized the driver */
+	return err == ECONNREFUSED || err == ENOENT ? CUDA_ERROR_NOT_INITIALIZED
+						   : CUDA_ERROR_OPERATING_SYSTEM;
+}
+
+/* Without persistence mode a restore needs the caller's own driver context. */
+static int restore_permitted(void)
+{
+	const char *env = getenv("FAKECUDA_PERSISTENCE");
+	if (env == NULL || atoi(env) != 0)
+		return 1;
+	pthread_mutex_lock(&fc_tgt.mu);
+	int inited = fc_tgt.cuda_inited;
+	pthread_mutex_unlock(&fc_tgt.mu);
+	return inited;
+}
+
+static CUresult call(int pid, struct fc_req *req, int32_t *value)
+{
+	int tgid, fd;
+	struct fc_rsp rsp;
+	CUresult rc = resolve(pid, &tgid);
+	if (rc == CUDA_SUCCESS)
+		rc = connect_target(tgid, &fd);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (req->op == FC_OP_RESTORE && !restore_permitted()) {
+		close(fd);
+		return CUDA_ERROR_NOT_PERMITTED;
+	}
+	req->magic = FC_MAGIC;
+	/* a target that dies before answering closes the connection */
+	if (fc_write_all(fd, req, sizeof(*req)) != 0 || fc_read_all(fd, &rsp, sizeof(rsp)) != 0)
+		rsp.result = CUDA_ERROR_OPERATING_SYSTEM;
+	else if (value)
+		*value = rsp.value;
+	close(fd);
+	return rsp.result;
+}
+
+static int all_zero(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+CUresult cuCheckpointProcessGetState(int pid, CUprocessState *state)
+{
+	struct fc_req req = { .op = FC_OP_GET_STATE };
+	int32_t v = 0;
+	if (state == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = call(pid, &req, &v);
+	if (rc == CUDA_SUCCESS)
+		*state = (CUprocessState)v;
+	return rc;
+}
+
+CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)
+{
+	struct fc_req req = { .op = FC_OP_GET_RESTORE_TID };
+	int32_t v = 0;
+	if (tid == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = call(pid, &req, &v);
+	if (rc == CUDA_SUCCESS)
+		*tid = v;
+	return rc;
+}
+
+CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)
+{
+	struct fc_req req = { .op = FC_OP_LOCK };
+	if (args && (args->reserved0 || !all_zero(args->reserved1, sizeof(args->reserved1))))
+		return CUDA_ERROR_INVALID_VALUE;
+	req.timeout_ms = args ? args->timeoutMs : 0;
+	return call(pid, &req, NULL);
+}
+
+CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs *args)
+{
+	struct fc_req req = { .op = FC_OP_CHECKPOINT };
+	if (args && !all_zero(args, sizeof(*args)))
+		return CUDA_ERROR_INVALID_VALUE;
+	return call(pid, &req, NULL);
+}
+
+CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *args)
+{
+	struct fc_req req = { .op = FC_OP_RESTORE };
+	if (args && (!all_zero(args->reserved, sizeof(args->reserved)) || args->reserved1 ||
+		     args->gpuPairsCount > FC_MAX_PAIRS ||
+		     (args->gpuPairsCount && args->gpuPairs == NULL)))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (args && args->gpuPairsCount) {
+		req.npairs = args->gpuPairsCount;
+		memcpy(req.pairs, args->gpuPairs, sizeof(req.pairs[0]) * req.npairs);
+	}
+	return call(pid, &req, NULL);
+}
+
+CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *args)
+{
+	struct fc_req req = { .op = FC_OP_UNLOCK };
+	if (args && !all_zero(args, sizeof(*args)))
+		return CUDA_ERROR_INVALID_VALUE;
+	return call(pid, &req, NULL);
+}

@@ -1,0 +1,78 @@
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fakecuda.h"
+#include "internal.h"
+
+CUresult cuDriverGetVersion(int *version)
+{
+	const char *env = getenv("FAKECUDA_DRIVER_VERSION");
+	if (version == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*version = env && *env ? atoi(env) : 13000;
+	return CUDA_SUCCESS;
+}
+
+/* Runs f with the state lock held, once cuInit has succeeded. */
+static CUresult with_devices(CUresult (*f)(void *), void *arg)
+{
+	pthread_mutex_lock(&fc_tgt.mu);
+	CUresult rc = fc_tgt.levels & FC_LEVEL_CUDA ? f(arg) : CUDA_ERROR_NOT_INITIALIZED;
+	pthread_mutex_unlock(&fc_tgt.mu);
+	return rc;
+}
+
+static CUresult get_count(void *arg)
+{
+	*(int *)arg = fc_tgt.ndev;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+	return count ? with_devices(get_count, count) : CUDA_ERROR_INVALID_VALUE;
+}
+
+struct dev_query {
+	int ordinal;
+	CUuuid *uuid;
+};
+
+static CUresult check_ordinal(void *arg)
+{
+	const struct dev_query *q = arg;
+	if (q->ordinal < 0 || q->ordinal >= fc_tgt.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (q->uuid)
+		*q->uuid = fc_tgt.gpus.uuid[fc_tgt.map[q->ordinal]];
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+	struct dev_query q = { ordinal, NULL };
+	if (device == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = with_devices(check_ordinal, &q);
+	if (rc == CUDA_SUCCESS)
+		*device = ordinal;
+	return rc;
+}
+
+/* After a restore with a GPU map, an ordinal names the GPU it was mapped to. */
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice device)
+{
+	struct dev_query q = { device, uuid };
+	return uuid ? with_devices(check_ordinal, &q) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fakecuda_current_gpu(char *buf, size_t len)
+{
+	CUuuid u;
+	CUresult rc = cuDeviceGetUuid_v2(&u, 0);
+	if (rc == CUDA_SUCCESS && (buf == NULL || len < FAKECUDA_UUID_STRLEN))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS)
+		fc_uuid_format(&u, buf, len);
+	return rc;
+}

@@ -1,0 +1,116 @@
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Device memory lives in an unmapped memfd: outside the heap and outside the
+ * process's resident set, as GPU memory is, so that a checkpoint visibly
+ * grows the RSS by the amount it copies to the host. */
+
+#define MAX_ALLOCS 64
+#define DEVPTR_BASE 0x7f2a00000000ull
+#define ALIGN 256u
+
+struct alloc {
+	uint64_t dptr;
+	size_t bytes;
+};
+
+static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct alloc allocs[MAX_ALLOCS];
+static int nallocs;
+static size_t total;
+static int memfd = -1;
+static unsigned char *host_copy;
+
+CUresult fc_devmem_alloc(uint64_t *dptr, size_t bytes)
+{
+	CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+	size_t rounded = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+	pthread_mutex_lock(&mem_mu);
+	if (memfd < 0)
+		memfd = memfd_create("fakecuda-devmem", MFD_CLOEXEC);
+	if (memfd >= 0 && nallocs < MAX_ALLOCS && rounded >= bytes &&
+	    ftruncate(memfd, (off_t)(total + rounded)) == 0) {
+		*dptr = DEVPTR_BASE + total;
+		allocs[nallocs++] = (struct alloc){ *dptr, bytes };
+		total += rounded;
+		rc = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&mem_mu);
+	return rc;
+}
+
+int fc_devmem_locate(uint64_t dptr, size_t bytes, int *fd, off_t *off)
+{
+	int found = -1;
+	pthread_mutex_lock(&mem_mu);
+	for (int i = 0; i < nallocs; i++) {
+		const struct alloc *a = &allocs[i];
+		if (dptr >= a->dptr && bytes <= a->bytes && dptr - a->dptr <= a->bytes - bytes) {
+			*fd = memfd;
+			*off = (off_t)(dptr - DEVPTR_BASE);
+			found = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mem_mu);
+	return found;
+}
+
+static int io_all(int fd, unsigned char *buf, size_t len, int writing)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = writing ? pwrite(fd, buf + done, len - done, (off_t)done)
+				    : pread(fd, buf + done, len - done, (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Only called while locked, when no fake API call is in progress. */
+int fc_devmem_save(void)
+{
+	if (memfd < 0 || host_copy != NULL)
+		return 0;
+	unsigned char *copy = malloc(total ? total : 1);
+	if (copy == NULL || io_all(memfd, copy, total, 0) != 0) {
+		free(copy);
+		return -1;
+	}
+	host_copy = copy;
+	close(memfd);
+	memfd = -1;
+	return 0;
+}
+
+int fc_devmem_restore(void)
+{
+	if (host_copy == NULL)
+		return 0;
+	int fd = memfd_create("fakecuda-devmem", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)total) != 0 || io_all(fd, host_copy, total, 1) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	free(host_copy);
+	host_copy = NULL;
+	memfd = fd;
+	return 0;
+}
+
+/* A child forked without exec has no device memory of its own. */
+void fc_devmem_forget(void)
+{
+	if (memfd >= 0)
+		close(memfd);
+	memfd = -1;
+}

@@ -1,0 +1,35 @@
+/* Calls that only the double has: they stand in for the device work a real
+ * CUDA application does, so that tests can observe what a checkpoint keeps.
+ * Like real CUDA calls they block while the process is locked or
+ * checkpointed. */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_api.h"
+
+/* "GPU-" + 36 characters + NUL */
+#define FAKECUDA_UUID_STRLEN 41
+
+FC_EXPORT CUresult fakecuda_mem_alloc(uint64_t *dptr, size_t bytes);
+FC_EXPORT CUresult fakecuda_fill(uint64_t dptr, size_t bytes, uint64_t seed);
+/* CUDA_ERROR_UNKNOWN when the data differs; why then says where. */
+FC_EXPORT CUresult fakecuda_verify(uint64_t dptr, size_t bytes, uint64_t seed,
+				   char *why, size_t why_len);
+/* Queues a kernel of ms milliseconds on the one fake stream; returns once it
+ * is queued, and waits while the queue already holds a full kernel. */
+FC_EXPORT CUresult fakecuda_kernel(unsigned int ms);
+/* UUID of the GPU that device 0 now is (changes after a remapping restore). */
+FC_EXPORT CUresult fakecuda_current_gpu(char *uuid, size_t len);
+/* Thread id of the restore thread, 0 before initialization. */
+FC_EXPORT int fakecuda_restore_tid(void);
+/* What libnvidia-ml does on driver 580: initialize just enough of the driver
+ * to become a checkpointable process, without device memory. */
+FC_EXPORT CUresult fakecuda_nvml_attach(void);
+/* Wakes every call blocked on a locked process with CUDA_ERROR_DEINITIALIZED
+ * so that an application can join its threads and exit. */
+FC_EXPORT void fakecuda_shutdown(void);
+
+#endif

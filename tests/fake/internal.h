@@ -1,0 +1,83 @@
+/* Pieces of the driver double shared between its source files. */
+#ifndef FAKECUDA_INTERNAL_H
+#define FAKECUDA_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cuda_api.h"
+#include "gpus.h"
+
+/* What initialized the driver in this process; they hold different device
+ * files (NVML clients keep a few fds and no mappings). */
+enum { FC_LEVEL_NVML = 1, FC_LEVEL_CUDA = 2 };
+
+struct fc_target {
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast on every change */
+	int levels;
+	int cuda_inited;
+	int shutdown;
+	int forked_child;
+	CUprocessState state;
+	int lock_pending;
+	int active;           /* fake API calls in progress */
+	uint64_t busy_until;  /* when the fake stream drains, ns */
+	int restore_tid;
+	struct fc_gpus gpus;
+	int ndev;             /* GPUs visible to the process */
+	int map[FC_MAX_GPUS]; /* device ordinal -> index in gpus */
+	char devdir[PATH_MAX];
+};
+
+extern struct fc_target fc_tgt;
+
+/* errors.c */
+int fc_error_parse(const char *s, CUresult *out);
+
+/* clock.c */
+uint64_t fc_now_ns(void);
+void fc_sleep_ms(unsigned int ms);
+/* Waits on fc_tgt.cv (fc_tgt.mu held) until woken or deadline_ns passes. */
+void fc_wait_until(uint64_t deadline_ns);
+
+/* gate.c: the fake API's view of the checkpoint state */
+CUresult fc_gate_enter(void);
+void fc_gate_leave(void);
+
+/* devfiles.c */
+int fc_devfiles_open(const char *devdir, int level);
+void fc_devfiles_close(int leak_fd, int leak_map);
+int fc_devfiles_reopen(const char *devdir);
+
+/* devmem.c */
+CUresult fc_devmem_alloc(uint64_t *dptr, size_t bytes);
+int fc_devmem_locate(uint64_t dptr, size_t bytes, int *fd, off_t *off);
+int fc_devmem_save(void);
+int fc_devmem_restore(void);
+void fc_devmem_forget(void);
+
+/* ops.c, run by the restore thread */
+CUresult fc_op_lock(unsigned int timeout_ms);
+CUresult fc_op_checkpoint(int leak_fd, int leak_map);
+CUresult fc_op_restore(const CUcheckpointGpuPair *pairs, unsigned int n);
+CUresult fc_op_unlock(void);
+
+/* faults.c */
+struct fc_fault_hit {
+	CUresult error;
+	unsigned int delay_ms;
+	int exit_now;
+	int leak_fd;
+	int leak_map;
+};
+void fc_faults_check(int op, struct fc_fault_hit *hit);
+
+/* server.c */
+int fc_server_start(void);
+void fc_server_forget(void);
+
+#endif

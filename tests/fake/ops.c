@@ -1,0 +1,140 @@
+#include <string.h>
+
+#include "internal.h"
+
+/* The four transitions, run by the restore thread; a failed one leaves the
+ * state as it was, as the real driver does. */
+
+static int lock_ready(uint64_t now)
+{
+	return fc_tgt.active == 0 && fc_tgt.busy_until <= now;
+}
+
+static CUresult wait_idle(uint64_t deadline)
+{
+	for (;;) {
+		uint64_t now = fc_now_ns();
+		if (fc_tgt.shutdown)
+			return CUDA_ERROR_DEINITIALIZED;
+		if (lock_ready(now))
+			return CUDA_SUCCESS;
+		if (now >= deadline)
+			return CUDA_ERROR_NOT_READY;
+		uint64_t wake = deadline;
+		if (fc_tgt.busy_until > now && fc_tgt.busy_until < wake)
+			wake = fc_tgt.busy_until;
+		fc_wait_until(wake);
+	}
+}
+
+CUresult fc_op_lock(unsigned int timeout_ms)
+{
+	CUresult rc = CUDA_ERROR_ILLEGAL_STATE;
+	pthread_mutex_lock(&fc_tgt.mu);
+	if (fc_tgt.state == CU_PROCESS_STATE_RUNNING) {
+		/* new work waits from now on; the lock waits for queued work */
+		fc_tgt.lock_pending = 1;
+		uint64_t deadline = timeout_ms ? fc_now_ns() + (uint64_t)timeout_ms * 1000000u
+					       : UINT64_MAX / 2;
+		rc = wait_idle(deadline);
+		if (rc == CUDA_SUCCESS)
+			fc_tgt.state = CU_PROCESS_STATE_LOCKED;
+		fc_tgt.lock_pending = 0;
+		pthread_cond_broadcast(&fc_tgt.cv);
+	}
+	pthread_mutex_unlock(&fc_tgt.mu);
+	return rc;
+}
+
+CUresult fc_op_checkpoint(int leak_fd, int leak_map)
+{
+	CUresult rc = CUDA_ERROR_ILLEGAL_STATE;
+	pthread_mutex_lock(&fc_tgt.mu);
+	if (fc_tgt.state == CU_PROCESS_STATE_LOCKED) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		if (fc_devmem_save() == 0) {
+			fc_devfiles_close(leak_fd, leak_map);
+			fc_tgt.state = CU_PROCESS_STATE_CHECKPOINTED;
+			rc = CUDA_SUCCESS;
+		}
+	}
+	pthread_mutex_unlock(&fc_tgt.mu);
+	return rc;
+}
+
+static int same_uuid(const CUuuid *a, const CUuuid *b)
+{
+	return memcmp(a->bytes, b->bytes, sizeof(a->bytes)) == 0;
+}
+
+/* Every GPU the process sees (after CUDA_VISIBLE_DEVICES) must be named, as
+ * the real driver wants; the new GPU may be any GPU of the machine. */
+static int new_ordinal(const CUcheckpointGpuPair *pairs, unsigned int n, const CUuuid *cur)
+{
+	int found = -1;
+	for (unsigned int i = 0; i < n; i++) {
+		if (!same_uuid(&pairs[i].oldUuid, cur))
+			continue;
+		int idx = fc_gpus_find(&fc_tgt.gpus, &pairs[i].newUuid);
+		if (found >= 0 && found != idx)
+			return -1;
+		found = idx;
+	}
+	return found;
+}
+
+static int compute_map(const CUcheckpointGpuPair *pairs, unsigned int n, int *map)
+{
+	const struct fc_gpus *g = &fc_tgt.gpus;
+	for (unsigned int i = 0; i < n; i++)
+		if (fc_gpus_find(g, &pairs[i].oldUuid) < 0 || fc_gpus_find(g, &pairs[i].newUuid) < 0)
+			return -1;
+	for (int d = 0; d < fc_tgt.ndev; d++) {
+		map[d] = n ? new_ordinal(pairs, n, &g->uuid[fc_tgt.map[d]]) : fc_tgt.map[d];
+		if (map[d] < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static CUresult bring_back(void)
+{
+	if (fc_devfiles_reopen(fc_tgt.devdir) != 0) {
+		fc_devfiles_close(0, 0);
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	if (fc_devmem_restore() != 0) {
+		fc_devfiles_close(0, 0);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult fc_op_restore(const CUcheckpointGpuPair *pairs, unsigned int n)
+{
+	int map[FC_MAX_GPUS];
+	CUresult rc = CUDA_ERROR_ILLEGAL_STATE;
+	pthread_mutex_lock(&fc_tgt.mu);
+	if (fc_tgt.state == CU_PROCESS_STATE_CHECKPOINTED) {
+		rc = compute_map(pairs, n, map) == 0 ? bring_back() : CUDA_ERROR_INVALID_VALUE;
+		if (rc == CUDA_SUCCESS) {
+			memcpy(fc_tgt.map, map, sizeof(map[0]) * (size_t)fc_tgt.ndev);
+			fc_tgt.state = CU_PROCESS_STATE_LOCKED;
+		}
+	}
+	pthread_mutex_unlock(&fc_tgt.mu);
+	return rc;
+}
+
+CUresult fc_op_unlock(void)
+{
+	CUresult rc = CUDA_ERROR_ILLEGAL_STATE;
+	pthread_mutex_lock(&fc_tgt.mu);
+	if (fc_tgt.state == CU_PROCESS_STATE_LOCKED) {
+		fc_tgt.state = CU_PROCESS_STATE_RUNNING;
+		pthread_cond_broadcast(&fc_tgt.cv);
+		rc = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&fc_tgt.mu);
+	return rc;
+}

@@ -1,0 +1,44 @@
+/* What a caller and a target's restore thread say to each other. */
+#ifndef FAKECUDA_PROTO_H
+#define FAKECUDA_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "cuda_api.h"
+
+enum fc_op {
+	FC_OP_GET_STATE,
+	FC_OP_GET_RESTORE_TID,
+	FC_OP_LOCK,
+	FC_OP_CHECKPOINT,
+	FC_OP_RESTORE,
+	FC_OP_UNLOCK,
+	FC_OP_COUNT
+};
+
+#define FC_MAGIC 0x66637564u
+#define FC_MAX_PAIRS 32
+
+struct fc_req {
+	uint32_t magic;
+	uint32_t op;
+	uint32_t timeout_ms;
+	uint32_t npairs;
+	CUcheckpointGpuPair pairs[FC_MAX_PAIRS];
+};
+
+struct fc_rsp {
+	int32_t result;
+	int32_t value;
+};
+
+const char *fc_op_name(int op);
+int fc_op_from_name(const char *name);
+socklen_t fc_sockaddr(int tgid, struct sockaddr_un *sa);
+int fc_write_all(int fd, const void *buf, size_t len);
+int fc_read_all(int fd, void *buf, size_t len);
+
+#endif

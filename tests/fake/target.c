@@ -1,0 +1,106 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+#include "internal.h"
+
+/* Initialization of the target half: what cuInit (or NVML's init) sets up
+ * in a process so that it can be checkpointed from outside. */
+
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static int started;
+
+/* A fork can happen while another thread holds the state lock; holding it
+ * across the fork leaves the child a usable, unlocked copy. */
+static void before_fork(void)
+{
+	pthread_mutex_lock(&fc_tgt.mu);
+}
+
+static void after_fork_parent(void)
+{
+	pthread_mutex_unlock(&fc_tgt.mu);
+}
+
+/* Like the real driver, a child forked without exec keeps the inherited
+ * device fds and mappings but is not a CUDA process. */
+static void after_fork_child(void)
+{
+	fc_tgt.forked_child = 1;
+	fc_tgt.levels = 0;
+	fc_tgt.cuda_inited = 0;
+	fc_tgt.restore_tid = 0;
+	fc_server_forget();
+	fc_devmem_forget();
+	pthread_mutex_unlock(&fc_tgt.mu);
+}
+
+static CUresult first_attach(void)
+{
+	const char *dir = getenv("CUDASNAP_DEV_DIR");
+	struct fc_gpus g;
+	int map[FC_MAX_GPUS];
+	fc_gpus_load(&g);
+	int ndev = fc_gpus_visible(&g, getenv("CUDA_VISIBLE_DEVICES"), map);
+	if (ndev == 0)
+		return CUDA_ERROR_NO_DEVICE;
+	pthread_mutex_lock(&fc_tgt.mu);
+	fc_tgt.gpus = g;
+	fc_tgt.ndev = ndev;
+	memcpy(fc_tgt.map, map, sizeof(map));
+	snprintf(fc_tgt.devdir, sizeof(fc_tgt.devdir), "%s", dir && *dir ? dir : "/dev");
+	pthread_mutex_unlock(&fc_tgt.mu);
+	if (fc_server_start() != 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+	return CUDA_SUCCESS;
+}
+
+static CUresult open_level(int level)
+{
+	CUresult rc = CUDA_SUCCESS;
+	pthread_mutex_lock(&fc_tgt.mu);
+	while (fc_tgt.state != CU_PROCESS_STATE_RUNNING || fc_tgt.lock_pending)
+		pthread_cond_wait(&fc_tgt.cv, &fc_tgt.mu);
+	if (fc_devfiles_open(fc_tgt.devdir, level) != 0)
+		rc = CUDA_ERROR_NO_DEVICE;
+	else
+		fc_tgt.levels |= level;
+	if (rc == CUDA_SUCCESS && level == FC_LEVEL_CUDA)
+		fc_tgt.cuda_inited = 1;
+	pthread_mutex_unlock(&fc_tgt.mu);
+	return rc;
+}
+
+static CUresult attach(int level)
+{
+	if (fc_tgt.forked_child)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	CUresult rc = CUDA_SUCCESS;
+	pthread_mutex_lock(&init_mu);
+	if (!started && (rc = first_attach()) == CUDA_SUCCESS)
+		started = 1;
+	if (rc == CUDA_SUCCESS && !(fc_tgt.levels & level))
+		rc = open_level(level);
+	pthread_mutex_unlock(&init_mu);
+	return rc;
+}
+
+CUresult cuInit(unsigned int flags)
+{
+	return flags ? CUDA_ERROR_INVALID_VALUE : attach(FC_LEVEL_CUDA);
+}
+
+CUresult fakecuda_nvml_attach(void)
+{
+	return attach(FC_LEVEL_NVML);
+}
+
+int fakecuda_restore_tid(void)
+{
+	pthread_mutex_lock(&fc_tgt.mu);
+	int tid = fc_tgt.restore_tid;
+	pthread_mutex_unlock(&fc_tgt.mu);
+	return tid;
+}
