@@ -26,8 +26,6 @@ _Static_assert(sizeof(nvml_memory_v2) == 40, "nvmlMemory_v2_t ABI");
 enum {
 	NVML_OK = 0,
 	NVML_ERR_NOT_SUPPORTED = 3,
-	NVML_ERR_INSUFFICIENT_SIZE = 7,
-	NVML_ERR_FUNCTION_NOT_FOUND = 13,
 };
 
 struct cs_nvml {
@@ -153,9 +151,11 @@ const cs_error *cs_nvml_error(const cs_nvml *n) { return n ? &n->error : NULL; }
 const char *cs_nvml_driver_version(const cs_nvml *n) { return n ? n->driver_version : ""; }
 bool cs_nvml_has_mig(const cs_nvml *n) { return cs_nvml_present(n) && n->mig_mode; }
 
+/* NOT_SUPPORTED only leaves a value unknown (MIG slices, vGPUs); anything
+ * else is worth reporting. */
 static void note(cs_nvml_gpu *g, nvml_ret ret)
 {
-	if (ret != NVML_OK && !g->error)
+	if (ret != NVML_OK && ret != NVML_ERR_NOT_SUPPORTED && !g->error)
 		g->error = ret;
 }
 

@@ -12,23 +12,35 @@
  * them. Everything is local to the call, so any number of threads may call
  * at once; the target's restore thread serializes calls on one process. */
 
+/* The tgid in the target's own pid namespace (the last NStgid field), which
+ * is what the target itself calls its pid, whichever namespace the caller is
+ * in; pid may be any thread of the target, as with the real driver. */
 static int read_tgid(int pid)
 {
-	char path[64], line[128];
-	int tgid = -1;
+	char path[64], line[256];
+	int tgid = -1, nstgid = -1;
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	FILE *f = fopen(path, "re");
 	if (f == NULL)
 		return -1;
-	while (tgid < 0 && fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) != 1)
-			tgid = -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "Tgid:", 5) == 0)
+			tgid = atoi(line + 5);
+		if (strncmp(line, "NStgid:", 7) != 0)
+			continue;
+		char *last = strrchr(line, '\t');
+		nstgid = last ? atoi(last + 1) : -1;
+	}
 	fclose(f);
-	return tgid;
+	return nstgid > 0 ? nstgid : tgid;
 }
 
-/* pid may be any thread of the target; the real driver acts on its process. */
-static CUresult resolve(int pid, int *tgid)
+struct target {
+	unsigned long pidns;
+	int tgid;
+};
+
+static CUresult resolve(int pid, struct target *t)
 {
 	char path[64];
 	struct stat st;
@@ -40,14 +52,20 @@ static CUresult resolve(int pid, int *tgid)
 	/* the real driver answers the same when it may not ptrace the target */
 	if (geteuid() != 0 && st.st_uid != geteuid())
 		return CUDA_ERROR_OPERATING_SYSTEM;
-	*tgid = read_tgid(pid);
-	return *tgid > 0 ? CUDA_SUCCESS : CUDA_ERROR_OPERATING_SYSTEM;
+	t->tgid = read_tgid(pid);
+	if (t->tgid <= 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	t->pidns = fc_pidns(pid);
+	if (t->pidns != 0)
+		return CUDA_SUCCESS;
+	/* a zombie has no namespaces left, and no restore thread either */
+	return errno == ENOENT ? CUDA_ERROR_NOT_INITIALIZED : CUDA_ERROR_OPERATING_SYSTEM;
 }
 
-static CUresult connect_target(int tgid, int *fd)
+static CUresult connect_target(const struct target *t, int *fd)
 {
 	struct sockaddr_un sa;
-	socklen_t len = fc_sockaddr(tgid, &sa);
+	socklen_t len = fc_sockaddr(t->pidns, t->tgid, &sa);
 	*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (*fd < 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
@@ -78,11 +96,12 @@ static int restore_permitted(void)
 
 static CUresult call(int pid, struct fc_req *req, int32_t *value)
 {
-	int tgid, fd;
+	struct target t;
 	struct fc_rsp rsp;
-	CUresult rc = resolve(pid, &tgid);
+	int fd;
+	CUresult rc = resolve(pid, &t);
 	if (rc == CUDA_SUCCESS)
-		rc = connect_target(tgid, &fd);
+		rc = connect_target(&t, &fd);
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	if (req->op == FC_OP_RESTORE && !restore_permitted()) {

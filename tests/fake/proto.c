@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const op_names[FC_OP_COUNT] = {
@@ -28,13 +29,27 @@ int fc_op_from_name(const char *name)
 }
 
 /* Abstract names vanish with the socket, so a dead target leaves nothing
- * behind that a later process with the same pid could be confused with. */
-socklen_t fc_sockaddr(int tgid, struct sockaddr_un *sa)
+ * behind that a later process with the same pid could be confused with.
+ * They are shared by every pid namespace, hence the namespace in the name:
+ * tests isolated in namespaces of their own reuse the same small pids. */
+socklen_t fc_sockaddr(unsigned long pidns, int tgid, struct sockaddr_un *sa)
 {
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	int n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "fakecuda.%d", tgid);
+	int n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "fakecuda.%lu.%d", pidns,
+			 tgid);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+unsigned long fc_pidns(int pid)
+{
+	char path[64];
+	struct stat st;
+	if (pid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/ns/pid", pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/ns/pid");
+	return stat(path, &st) == 0 ? (unsigned long)st.st_ino : 0;
 }
 
 int fc_write_all(int fd, const void *buf, size_t len)

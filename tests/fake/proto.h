@@ -37,7 +37,11 @@ struct fc_rsp {
 
 const char *fc_op_name(int op);
 int fc_op_from_name(const char *name);
-socklen_t fc_sockaddr(int tgid, struct sockaddr_un *sa);
+/* The restore thread's address: the target's pid namespace (the inode of
+ * /proc/PID/ns/pid) and its tgid inside that namespace. */
+socklen_t fc_sockaddr(unsigned long pidns, int tgid, struct sockaddr_un *sa);
+/* pidns of /proc/<pid> ("self" when pid is 0); 0 when unknown */
+unsigned long fc_pidns(int pid);
 int fc_write_all(int fd, const void *buf, size_t len);
 int fc_read_all(int fd, void *buf, size_t len);
 

@@ -82,7 +82,7 @@ static void *restore_thread(void *arg)
 static int open_listener(void)
 {
 	struct sockaddr_un sa;
-	socklen_t len = fc_sockaddr(getpid(), &sa);
+	socklen_t len = fc_sockaddr(fc_pidns(0), getpid(), &sa);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;

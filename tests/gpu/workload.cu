@@ -118,9 +118,9 @@ int main(int argc, char **argv)
 		unsigned long long nbad = 0;
 		CHECK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
 		char text[128];
-		snprintf(text, sizeof(text), nbad ? "fail %llu of %zu words differ\n" : "ok %zu bytes\n",
-			 nbad ? nbad : n * 8, n);
-		if (!nbad)
+		if (nbad)
+			snprintf(text, sizeof(text), "fail %llu of %zu words differ\n", nbad, n);
+		else
 			snprintf(text, sizeof(text), "ok %zu bytes\n", n * 8);
 		write_file(dir, "verify", text);
 	}

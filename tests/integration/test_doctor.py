@@ -367,7 +367,8 @@ class FakeDriver(unittest.TestCase):
                      "CUDASNAP_DEV_DIR": self.devdir, "FAKECUDA_GPUS": ",".join(GPUS)}
 
     def start_app(self, *args, **env):
-        e = clean_env(CUDASNAP_DEV_DIR=self.devdir, FAKECUDA_GPUS=",".join(GPUS), **env)
+        env.setdefault("FAKECUDA_GPUS", ",".join(GPUS))
+        e = clean_env(CUDASNAP_DEV_DIR=self.devdir, **env)
         p = subprocess.Popen([APP, "--ready-dir", self.ready, *args], env=e,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -486,6 +487,16 @@ class FakeDriver(unittest.TestCase):
         c = check(r, "visible-gpus", dup)
         self.assertEqual(c["status"], "warn")
         self.assertIn("ignores the entries from 0,1", c["message"])
+
+    def test_visible_gpus_long_list(self):
+        many = ["GPU-%d%d4ec0da-0000-4000-8000-00000000000%d" % (i, i, i) for i in range(1, 9)]
+        self.fake["FAKECUDA_GPUS"] = ",".join(many)
+        pid = self.start_app(CUDA_VISIBLE_DEVICES=",".join(reversed(many)),
+                             FAKECUDA_GPUS=",".join(many))
+        rc, r = doctor_json(**self.fake)
+        self.assertEqual(check(r, "visible-gpus", pid)["status"], "pass")
+        proc = [p for p in r["processes"] if p["pid"] == pid][0]
+        self.assertEqual([v["index"] for v in proc["visible_gpus"]], list(range(7, -1, -1)))
 
     def test_clean_process(self):
         pid = self.start_app()
