@@ -28,6 +28,9 @@ void cli_error(const cs_error *e);
 void cli_errorf(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Reports an unknown option or missing argument and returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd);
+/* Options of a command that takes only --json and --help: returns -1 to go
+ * on, or the exit status to return. */
+int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json);
 /* The exit status for a library error. */
 int cli_exit_for(const cs_error *e);
 

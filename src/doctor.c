@@ -146,23 +146,10 @@ static int print_json(const cs_doctor_report *r)
 
 int cmd_doctor(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	bool json = false;
-	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
-		switch (c) {
-		case 'j': json = true; break;
-		case 'h': doctor_usage(stdout); return EXIT_DONE;
-		default: return cli_usage_error("doctor");
-		}
-	}
-	if (optind < argc) {
-		cli_errorf(NULL, "doctor takes no arguments ('%s')", argv[optind]);
-		return cli_usage_error("doctor");
-	}
+	bool json;
+	int rc0 = cli_parse_json_only(argc, argv, "doctor", doctor_usage, &json);
+	if (rc0 >= 0)
+		return rc0;
 	cs_doctor_report r;
 	cs_error err = { 0 };
 	if (cs_doctor_run(NULL, &r, &err) < 0) {

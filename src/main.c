@@ -47,6 +47,30 @@ int cli_exit_for(const cs_error *e)
 	return e->status == CS_EUSAGE || e->status == CS_EENV ? EXIT_USAGE : EXIT_FAILED;
 }
 
+int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	*json = false;
+	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+		if (c == 'h') {
+			usage(stdout);
+			return EXIT_DONE;
+		}
+		if (c != 'j')
+			return cli_usage_error(cmd);
+		*json = true;
+	}
+	if (optind < argc) {
+		cli_errorf(NULL, "%s takes no arguments ('%s')", cmd, argv[optind]);
+		return cli_usage_error(cmd);
+	}
+	return -1;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,

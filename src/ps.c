@@ -127,23 +127,10 @@ static int print_json(const cs_ptable *t, const cs_driver *d)
 
 int cmd_ps(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	bool json = false;
-	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
-		switch (c) {
-		case 'j': json = true; break;
-		case 'h': ps_usage(stdout); return EXIT_DONE;
-		default: return cli_usage_error("ps");
-		}
-	}
-	if (optind < argc) {
-		cli_errorf(NULL, "ps takes no arguments ('%s')", argv[optind]);
-		return cli_usage_error("ps");
-	}
+	bool json;
+	int rc0 = cli_parse_json_only(argc, argv, "ps", ps_usage, &json);
+	if (rc0 >= 0)
+		return rc0;
 	cs_driver *d = NULL;
 	cs_error err = { 0 };
 	cs_driver_open(&d, &err); /* no driver is not an error for ps: it says so */

@@ -68,25 +68,10 @@ static int print_json(const cs_leftover *l, size_t n, const cs_driver *d)
 
 int cmd_verify(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	bool json = false;
-	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
-		if (c == 'h') {
-			usage(stdout);
-			return EXIT_DONE;
-		}
-		if (c != 'j')
-			return cli_usage_error("verify");
-		json = true;
-	}
-	if (optind < argc) {
-		cli_errorf(NULL, "verify takes no arguments ('%s')", argv[optind]);
-		return cli_usage_error("verify");
-	}
+	bool json;
+	int rc0 = cli_parse_json_only(argc, argv, "verify", usage, &json);
+	if (rc0 >= 0)
+		return rc0;
 	cs_driver *d = NULL;
 	cs_error err = { 0 };
 	cs_driver_open(&d, &err);
