@@ -22,6 +22,11 @@ typedef struct cs_command {
 } cs_command;
 
 extern const char *cs_prog;
+/* When set (hook mode), every message line starts with a UTC timestamp. */
+extern bool cli_timestamps;
+
+/* One line on stderr: "cudasnap: message", timestamped in hook mode. */
+void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Prints "cudasnap: message" and the hint on stderr. */
 void cli_error(const cs_error *e);

@@ -3,10 +3,32 @@
 
 #include <getopt.h>
 #include <stdarg.h>
+#include <sys/time.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char *cs_prog = "cudasnap";
+bool cli_timestamps;
+
+void cli_msg(const char *fmt, ...)
+{
+	char line[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (cli_timestamps) {
+		struct timeval tv;
+		struct tm tm;
+		char when[32];
+		gettimeofday(&tv, NULL);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", gmtime_r(&tv.tv_sec, &tm));
+		fprintf(stderr, "%s.%03dZ %s: %s\n", when, (int)(tv.tv_usec / 1000), cs_prog, line);
+	} else {
+		fprintf(stderr, "%s: %s\n", cs_prog, line);
+	}
+}
 
 static const cs_command commands[] = {
 	{ "ps", cmd_ps, "list every GPU-related process, its class and checkpoint state" },
@@ -20,9 +42,9 @@ static const cs_command commands[] = {
 
 void cli_error(const cs_error *e)
 {
-	fprintf(stderr, "%s: error: %s\n", cs_prog, e->message);
+	cli_msg("error: %s", e->message);
 	if (e->hint[0])
-		fprintf(stderr, "%s: hint: %s\n", cs_prog, e->hint);
+		cli_msg("hint: %s", e->hint);
 }
 
 void cli_errorf(const char *hint, const char *fmt, ...)

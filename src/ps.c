@@ -75,7 +75,7 @@ static void print_table(const cs_ptable *t, const cs_driver *d)
 	unsigned char *done = calloc(t->n + 1, 1);
 	if (!all || !rows || !done) {
 		free(all), free(rows), free(done);
-		fprintf(stderr, "%s: out of memory\n", cs_prog);
+		cli_msg("out of memory");
 		return;
 	}
 	for (size_t i = 0; i < t->n; i++)

@@ -27,7 +27,7 @@ static int apply_manifest(const cs_manifest *m, cs_target *t, size_t n, cs_error
 		const cs_manifest_entry *e = &m->e[i];
 		unsigned long long st;
 		if (cs_proc_start_time(cs_proc_dir(), e->pid, &st) < 0) {
-			fprintf(stderr, "%s: warning: process %d (%s) of the last checkpoint has exited\n", cs_prog,
+			cli_msg("warning: process %d (%s) of the last checkpoint has exited",
 				(int)e->pid, e->comm);
 			continue;
 		}
@@ -53,8 +53,8 @@ static int load_manifest(txn_ctx *x, cs_target *t, size_t n, cs_error *err)
 		return 0;
 	cs_manifest m;
 	if (len < 0 || cs_manifest_parse(buf, (size_t)len, &m, &e) < 0) {
-		fprintf(stderr, "%s: warning: %s; restoring the checkpointed processes found by discovery, by pid\n",
-			cs_prog, e.message);
+		cli_msg("warning: %s; restoring the checkpointed processes found by discovery, by pid",
+			e.message);
 		return 0;
 	}
 	int r = apply_manifest(&m, t, n, err);
@@ -73,8 +73,8 @@ static int device_map(txn_ctx *x, cs_target *t, size_t n, cs_nvml_gpu *gpus, siz
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		r = cs_devmap_covers(*pairs, *npairs, t[i].visible_devices, gpus, ngpus, &t[i], err);
 		if (r == 1) {
-			fprintf(stderr, "%s: warning: no GPU list (NVML absent): cannot check that --device-map "
-				"covers every GPU the processes can see\n", cs_prog);
+			cli_msg("warning: no GPU list (NVML absent): cannot check that --device-map "
+				"covers every GPU the processes can see");
 			r = 0;
 			break;
 		}
@@ -92,8 +92,8 @@ static void init_if_needed(txn_ctx *x, const cs_nvml_gpu *gpus, size_t ngpus)
 		return;
 	int r = cs_cu_init(x->d);
 	if (r != CS_CU_SUCCESS)
-		fprintf(stderr, "%s: warning: persistence mode is off or unknown and cuInit failed (%s); restore "
-			"may fail\n", cs_prog, cs_cu_name(x->d, r));
+		cli_msg("warning: persistence mode is off or unknown and cuInit failed (%s); restore "
+			"may fail", cs_cu_name(x->d, r));
 }
 
 int txn_prepare_restore(txn_ctx *x, cs_target *t, size_t n, cs_txn_opts *o, cs_gpu_pair **pairs, cs_error *err)

@@ -34,15 +34,15 @@ static void progress(void *ctx, const cs_target *t, cs_step s, bool undo, int re
 	txn_ctx *x = ctx;
 	const char *what = undo ? "rollback " : "";
 	if (res != CS_CU_SUCCESS) {
-		fprintf(stderr, "%s: %d (%s) %s%s FAILED after %.3f s: %s\n", cs_prog, (int)t->pid, t->comm, what,
+		cli_msg("%d (%s) %s%s FAILED after %.3f s: %s", (int)t->pid, t->comm, what,
 			cs_step_name(s), secs, cs_cu_name(x->d, res));
 		return;
 	}
 	if ((s == CS_STEP_CHECKPOINT || s == CS_STEP_RESTORE) && !undo)
-		fprintf(stderr, "%s: %d (%s) %s: %.2f GiB in %.3f s\n", cs_prog, (int)t->pid, t->comm,
+		cli_msg("%d (%s) %s: %.2f GiB in %.3f s", (int)t->pid, t->comm,
 			cs_step_name(s), gib(t->bytes), secs);
 	else
-		fprintf(stderr, "%s: %d (%s) %s%s: ok in %.3f s\n", cs_prog, (int)t->pid, t->comm, what,
+		cli_msg("%d (%s) %s%s: ok in %.3f s", (int)t->pid, t->comm, what,
 			cs_step_name(s), secs);
 }
 
@@ -60,7 +60,7 @@ static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
 	for (size_t i = 0, used; i < x->nleft; i += used) {
 		char line[768];
 		cs_verify_line(x->left + i, x->nleft - i, &used, line, sizeof(line));
-		fprintf(stderr, "%s: %s: %s\n", cs_prog, x->c->strict ? "error" : "warning", line);
+		cli_msg("%s: %s", x->c->strict ? "error" : "warning", line);
 	}
 	if (x->nleft_scope && x->c->strict)
 		return cs_error_set(err, CS_EPROC, "gVisor (older runsc) and CRIU cannot save processes that hold "
@@ -90,26 +90,26 @@ static void print_human(txn_ctx *x, const cs_target *t, size_t n, const cs_txn_r
 	const char *cmd = x->c->cmd;
 	for (size_t i = 0; i < n; i++)
 		if (t[i].skipped)
-			fprintf(stderr, "%s: %d (%s) left as it was: %s\n", cs_prog, (int)t[i].pid, t[i].comm,
+			cli_msg("%d (%s) left as it was: %s", (int)t[i].pid, t[i].comm,
 				state_word(&t[i]));
 	if (r->outcome == CS_OUTCOME_DONE) {
 		double gbps = r->wall_seconds > 0 ? (double)r->bytes / r->wall_seconds / 1e9 : 0;
-		fprintf(stderr, "%s: %s done: %zu process%s, %.2f GiB in %.3f s (%.2f GB/s)%s\n", cs_prog, cmd,
+		cli_msg("%s done: %zu process%s, %.2f GiB in %.3f s (%.2f GB/s)%s", cmd,
 			r->acted, r->acted == 1 ? "" : "es", gib(r->bytes), r->wall_seconds, gbps,
 			x->nleft ? "; device references remain (see warnings)" : "");
 		return;
 	}
 	cli_error(&r->error);
-	fprintf(stderr, "%s: %s FAILED; %s\n", cs_prog, cmd, r->outcome == CS_OUTCOME_ROLLED_BACK ?
+	cli_msg("%s FAILED; %s", cmd, r->outcome == CS_OUTCOME_ROLLED_BACK ?
 		"every process is back in its state before the command:" : "rollback INCOMPLETE:");
 	for (size_t i = 0; i < n; i++) {
 		if (t[i].skipped)
 			continue;
-		fprintf(stderr, "  %d (%s): %s (was %s)%s\n", (int)t[i].pid, t[i].comm, state_word(&t[i]),
+		cli_msg("  %d (%s): %s (was %s)%s", (int)t[i].pid, t[i].comm, state_word(&t[i]),
 			cs_state_name(t[i].initial_state) ? cs_state_name(t[i].initial_state) : "unknown",
 			t[i].rollback_failed ? "  <- LEFT BEHIND" : "");
 		if (t[i].rollback_failed && t[i].error.message[0])
-			fprintf(stderr, "      %s\n", t[i].error.message);
+			cli_msg("      %s", t[i].error.message);
 	}
 }
 
@@ -197,8 +197,8 @@ static void save_manifest(txn_ctx *x, const cs_target *t, size_t n, const cs_txn
 	_cleanup_free_ char *s = cs_manifest_render(t, n, x->d, r->wall_seconds);
 	cs_error e;
 	if (!s || cs_state_write(x->state_fd, CS_MANIFEST_NAME, s, strlen(s), &e) < 0)
-		fprintf(stderr, "%s: warning: the manifest was not written%s%s; restore will discover the "
-			"checkpointed processes instead\n", cs_prog, s ? ": " : "", s ? e.message : "");
+		cli_msg("warning: the manifest was not written%s%s; restore will discover the "
+			"checkpointed processes instead", s ? ": " : "", s ? e.message : "");
 }
 
 static int run_txn(txn_ctx *x, cs_target *t, size_t n)
@@ -243,7 +243,7 @@ static size_t keep_relevant(const txn_cli *c, cs_target *t, size_t n)
 
 static int nothing_to_do(txn_ctx *x)
 {
-	fprintf(stderr, "%s: no CUDA process selected%s; nothing to %s\n", cs_prog,
+	cli_msg("no CUDA process selected%s; nothing to %s",
 		x->c->op == CS_OP_RESTORE ? " is checkpointed" : x->c->op == CS_OP_UNLOCK ? " is locked" : "",
 		x->c->cmd);
 	if (x->c->json) {
