@@ -241,6 +241,7 @@ typedef struct cs_txn_opts {
 	const cs_gpu_pair *pairs; /* restore only */
 	unsigned npairs;
 	volatile int *interrupted; /* set by a signal handler: stop and roll back */
+	bool gvisor;           /* running under gVisor: shapes the explanations */
 	cs_progress_fn progress;
 	void *progress_ctx;
 	/* Called after every forward step succeeded; returning <0 (with err

@@ -113,6 +113,11 @@ static int explicit_pids(const cs_ptable *t, const cs_selection *sel, bool *want
 		if (r < 0)
 			return r;
 		const cs_proc *p = cs_ptable_find(t, tg);
+		for (size_t k = 0; !p && k < t->nunreadable; k++)
+			if (t->unreadable[k].pid == tg)
+				return cs_error_errno(err, CS_EENV, t->unreadable[k].errnum, "Run cudasnap as root, or "
+						      "give it CAP_SYS_PTRACE.", "--pid %d: cannot read the process",
+						      (int)sel->pids[i]);
 		if (!p || p->cls != CS_CLASS_CUDA)
 			return cs_error_set(err, CS_EUSAGE, "Only processes listed as 'cuda' by 'cudasnap ps' can "
 					    "be checkpointed.", "--pid %d is not a CUDA process: %s", (int)sel->pids[i],

@@ -110,7 +110,7 @@ static void fail_target(run *r, cs_target *t, cs_step s, int res)
 		cs_cu_get_state(r->d, t->pid, &state);
 	cs_explain_ctx c = {
 		.call = step_call(s), .pid = t->pid, .comm = t->comm, .cls = CS_CLASS_CUDA,
-		.state = state, .pid_visible = !t->exited, .timeout_ms = r->o->timeout_ms,
+		.state = state, .pid_visible = !t->exited, .timeout_ms = r->o->timeout_ms, .gvisor = r->o->gvisor,
 	};
 	cs_explain(r->d, &c, res, &t->error);
 	if (t->exited) {
@@ -256,7 +256,8 @@ static int plan(run *r, cs_error *err)
 		if (res != CS_CU_SUCCESS) {
 			t->exited = !alive(t);
 			cs_explain_ctx c = { .call = CS_CALL_GET_STATE, .pid = t->pid, .comm = t->comm,
-					     .cls = CS_CLASS_CUDA, .state = CS_STATE_UNKNOWN, .pid_visible = !t->exited };
+					     .cls = CS_CLASS_CUDA, .state = CS_STATE_UNKNOWN, .pid_visible = !t->exited,
+					     .gvisor = r->o->gvisor };
 			cs_explain(r->d, &c, res, &t->error);
 			t->failed = true;
 			*err = t->error;

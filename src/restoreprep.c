@@ -2,6 +2,7 @@
 #include "txncli.h"
 #include "devmap.h"
 #include "manifest.h"
+#include "persist.h"
 #include "proc.h"
 #include "state.h"
 #include "util.h"
@@ -82,15 +83,11 @@ static int device_map(txn_ctx *x, cs_target *t, size_t n, cs_nvml_gpu *gpus, siz
 	return r;
 }
 
-/* Restore needs persistence mode or a cuInit in the caller. */
 static void init_if_needed(txn_ctx *x, const cs_nvml_gpu *gpus, size_t ngpus)
 {
-	bool persistent = ngpus > 0;
-	for (size_t i = 0; i < ngpus; i++)
-		persistent = persistent && gpus[i].persistence == 1;
-	if (persistent || x->c->no_init)
+	if (x->c->no_init)
 		return;
-	int r = cs_cu_init(x->d);
+	int r = cs_restore_init(x->d, gpus, ngpus);
 	if (r != CS_CU_SUCCESS)
 		cli_msg("warning: persistence mode is off or unknown and cuInit failed (%s); restore "
 			"may fail", cs_cu_name(x->d, r));

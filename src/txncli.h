@@ -4,6 +4,7 @@
 #define CS_TXNCLI_H
 
 #include "cli.h"
+#include "sandbox.h"
 #include "select.h"
 
 typedef struct txn_cli {
@@ -29,6 +30,7 @@ typedef struct txn_ctx {
 	struct cs_leftover *left;
 	size_t nleft, nleft_scope;
 	int state_fd;
+	cs_sandbox sandbox;     /* gVisor or not, privileges */
 } txn_ctx;
 
 /* Restore's preparation: manifest order and PID-reuse check, device map,

@@ -2,6 +2,7 @@
 #include "txncli.h"
 #include "json.h"
 #include "manifest.h"
+#include "sandbox.h"
 #include "state.h"
 #include "util.h"
 #include "verify.h"
@@ -205,7 +206,8 @@ static int run_txn(txn_ctx *x, cs_target *t, size_t n)
 {
 	txn_cli *c = x->c;
 	cs_txn_opts o = { .op = c->op, .timeout_ms = c->timeout_ms, .jobs = c->jobs, .sequential = c->sequential,
-			  .interrupted = &interrupted, .progress = progress, .progress_ctx = x };
+			  .interrupted = &interrupted, .progress = progress, .progress_ctx = x,
+			  .gvisor = x->sandbox.gvisor };
 	if (c->op == CS_OP_CHECKPOINT) {
 		o.post_check = post_check;
 		o.post_ctx = x;
@@ -253,10 +255,40 @@ static int nothing_to_do(txn_ctx *x)
 	return EXIT_DONE;
 }
 
+/* The driver refuses targets the caller may not trace, with the same code
+ * as for a missing process: say what is needed before it is asked. */
+static int check_privileges(const txn_ctx *x, const cs_ptable *t, const cs_target *targets, size_t n,
+			    cs_error *err)
+{
+	const cs_sandbox *sb = &x->sandbox;
+	if (sb->cap_sys_ptrace || (sb->euid == 0 && !sb->caps_known))
+		return 0;
+	if (t->nunreadable)
+		return cs_error_set(err, CS_EENV, "Run cudasnap as root, or give it CAP_SYS_PTRACE.",
+				    "%s needs root or CAP_SYS_PTRACE: %zu process%s of this namespace cannot be read "
+				    "as uid %u (e.g. process %d), so CUDA processes may be missed", x->c->cmd,
+				    t->nunreadable, t->nunreadable == 1 ? "" : "es", (unsigned)sb->euid,
+				    (int)t->unreadable[0].pid);
+	for (size_t i = 0; i < n; i++) {
+		const cs_proc *p = cs_ptable_find(t, targets[i].pid);
+		if (p && p->uid != sb->euid)
+			return cs_error_set(err, CS_EENV, "Run cudasnap as root, or give it CAP_SYS_PTRACE "
+					    "(e.g. sudo, or setpriv/capsh with cap_sys_ptrace); without it only the "
+					    "caller's own processes can be checkpointed.",
+					    "%s of process %d (%s, uid %u) needs root or CAP_SYS_PTRACE; cudasnap runs "
+					    "as uid %u without it", x->c->cmd, (int)p->pid, p->comm, (unsigned)p->uid,
+					    (unsigned)sb->euid);
+	}
+	return 0;
+}
+
 static int with_driver(txn_ctx *x)
 {
 	cs_error err = { 0 };
 	x->state_fd = cs_state_open(&err);
+	if (x->state_fd < 0 && x->sandbox.euid != 0)
+		snprintf(err.hint, sizeof(err.hint), "%s needs root (or CAP_SYS_PTRACE and a state directory of "
+			 "your own: set CUDASNAP_STATE_DIR).", x->c->cmd);
 	if (x->state_fd < 0)
 		return early_error(x, &err);
 	_cleanup_close_ int lock = cs_state_lock(x->state_fd, x->c->cmd, &err);
@@ -268,7 +300,7 @@ static int with_driver(txn_ctx *x)
 	cs_target *targets = NULL;
 	size_t n = 0;
 	int status;
-	if (cs_select(&t, &x->c->sel, &targets, &n, &err) < 0)
+	if (cs_select(&t, &x->c->sel, &targets, &n, &err) < 0 || check_privileges(x, &t, targets, n, &err) < 0)
 		status = early_error(x, &err);
 	else if ((n = keep_relevant(x->c, targets, n)) == 0)
 		status = nothing_to_do(x);
@@ -284,6 +316,7 @@ int txn_cli_execute(txn_cli *c)
 	txn_ctx x = { .c = c, .state_fd = -1 };
 	cs_error err = { 0 };
 	catch_signals();
+	cs_sandbox_detect(NULL, &x.sandbox);
 	if (cs_driver_open(&x.d, &err) < 0) {
 		int s = early_error(&x, &err);
 		cs_driver_free(x.d);

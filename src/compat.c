@@ -1,0 +1,169 @@
+/* cudasnap as NVIDIA's cuda-checkpoint: the same options, output and exit
+ * statuses, so that callers written for NVIDIA's binary run unchanged. */
+#include "compat.h"
+#include "devmap.h"
+#include "persist.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The driver's error lines, as NVIDIA's binary words them. */
+static int action_failed(cs_driver *d, const compat_args *a, cs_call call, int res)
+{
+	compat_fail("Could not %s on process ID %d: \"%s\"", cs_call_name(call), (int)a->pid, cs_cu_string(d, res));
+	compat_hint(d, call, a->pid, res, a->timeout_ms);
+	return EXIT_FAILED;
+}
+
+static int toggle_failed(cs_driver *d, const compat_args *a, cs_call call, int res)
+{
+	compat_fail("Error toggling CUDA in process ID %d: \"%s\"", (int)a->pid, cs_cu_string(d, res));
+	compat_hint(d, call, a->pid, res, a->timeout_ms);
+	return EXIT_FAILED;
+}
+
+static int get_state(cs_driver *d, const compat_args *a)
+{
+	int state;
+	int r = cs_cu_get_state(d, a->pid, &state);
+	if (r != CS_CU_SUCCESS) {
+		compat_fail("Error getting process state for process ID %d: \"%s\"", (int)a->pid,
+			    cs_cu_string(d, r));
+		compat_hint(d, CS_CALL_GET_STATE, a->pid, r, 0);
+		return EXIT_FAILED;
+	}
+	printf("%s\n", cs_state_name(state) ? cs_state_name(state) : "unknown");
+	return EXIT_DONE;
+}
+
+/* No public source shows NVIDIA's wording for this one; it follows the
+ * get-state line. */
+static int get_restore_tid(cs_driver *d, const compat_args *a)
+{
+	pid_t tid;
+	int r = cs_cu_get_restore_tid(d, a->pid, &tid);
+	if (r != CS_CU_SUCCESS) {
+		compat_fail("Error getting restore thread ID for process ID %d: \"%s\"", (int)a->pid,
+			    cs_cu_string(d, r));
+		compat_hint(d, CS_CALL_GET_TID, a->pid, r, 0);
+		return EXIT_FAILED;
+	}
+	printf("%d\n", (int)tid);
+	return EXIT_DONE;
+}
+
+/* The GPU list serves two things at restore: indices in --device-map, and
+ * whether cuInit is needed (persistence mode off). */
+static int restore(cs_driver *d, const compat_args *a, int (*failed)(cs_driver *, const compat_args *, cs_call, int))
+{
+	cs_nvml *nv = NULL;
+	cs_nvml_gpu *gpus = NULL;
+	size_t ngpus = 0;
+	cs_gpu_pair *pairs = NULL;
+	unsigned npairs = 0;
+	cs_error err = { 0 };
+	int status = -1;
+	cs_nvml_open(&nv, NULL);
+	if (cs_nvml_present(nv))
+		cs_nvml_gpus(nv, &gpus, &ngpus, NULL);
+	if (a->device_map && !cs_driver_can_remap(d))
+		status = compat_fail("cuda-checkpoint: --device-map: this driver (version %d) cannot remap GPUs; "
+				     "that needs driver R580 (CUDA 13.0) or newer", cs_driver_version(d));
+	else if (a->device_map && cs_devmap_parse(a->device_map, gpus, ngpus, &pairs, &npairs, &err) < 0)
+		status = compat_fail("cuda-checkpoint: %s\ncuda-checkpoint: hint: %s", err.message, err.hint);
+	if (status < 0) {
+		cs_restore_init(d, gpus, ngpus);
+		int r = cs_cu_restore(d, a->pid, pairs, npairs);
+		status = r == CS_CU_SUCCESS ? EXIT_DONE : failed(d, a, CS_CALL_RESTORE, r);
+	}
+	free(pairs);
+	free(gpus);
+	cs_nvml_close(nv);
+	return status;
+}
+
+static int action(cs_driver *d, const compat_args *a)
+{
+	int r;
+	switch (a->action) {
+	case CS_CALL_LOCK: r = cs_cu_lock(d, a->pid, a->timeout_ms); break;
+	case CS_CALL_CHECKPOINT: r = cs_cu_checkpoint(d, a->pid); break;
+	case CS_CALL_RESTORE: return restore(d, a, action_failed);
+	default: r = cs_cu_unlock(d, a->pid); break;
+	}
+	return r == CS_CU_SUCCESS ? EXIT_DONE : action_failed(d, a, a->action, r);
+}
+
+/* Running -> locked -> checkpointed; a failed checkpoint is unlocked again so
+ * that the caller's failure leaves the process running, as it found it. */
+static int toggle_out(cs_driver *d, const compat_args *a)
+{
+	int r = cs_cu_lock(d, a->pid, a->timeout_ms);
+	if (r != CS_CU_SUCCESS)
+		return toggle_failed(d, a, CS_CALL_LOCK, r);
+	r = cs_cu_checkpoint(d, a->pid);
+	if (r == CS_CU_SUCCESS)
+		return EXIT_DONE;
+	toggle_failed(d, a, CS_CALL_CHECKPOINT, r);
+	int u = cs_cu_unlock(d, a->pid);
+	if (u != CS_CU_SUCCESS)
+		compat_fail("cuda-checkpoint: process %d is left locked: unlock failed: \"%s\"", (int)a->pid,
+			    cs_cu_string(d, u));
+	return EXIT_FAILED;
+}
+
+/* Checkpointed -> locked -> running. A failed restore leaves the process
+ * checkpointed, where a later toggle can retry. */
+static int toggle_in(cs_driver *d, const compat_args *a)
+{
+	int status = restore(d, a, toggle_failed);
+	if (status != EXIT_DONE)
+		return status;
+	int r = cs_cu_unlock(d, a->pid);
+	return r == CS_CU_SUCCESS ? EXIT_DONE : toggle_failed(d, a, CS_CALL_UNLOCK, r);
+}
+
+static int toggle(cs_driver *d, const compat_args *a)
+{
+	int state;
+	int r = cs_cu_get_state(d, a->pid, &state);
+	if (r != CS_CU_SUCCESS)
+		return toggle_failed(d, a, CS_CALL_GET_STATE, r);
+	if (state == CS_STATE_RUNNING)
+		return toggle_out(d, a);
+	if (state == CS_STATE_CHECKPOINTED)
+		return toggle_in(d, a);
+	/* Locked or failed: neither direction is defined, and guessing one
+	 * could undo what another caller is in the middle of. */
+	return toggle_failed(d, a, state == CS_STATE_LOCKED ? CS_CALL_CHECKPOINT : CS_CALL_RESTORE,
+			     CS_CU_ILLEGAL_STATE);
+}
+
+static int run(cs_driver *d, const compat_args *a)
+{
+	switch (a->op) {
+	case COMPAT_GET_STATE: return get_state(d, a);
+	case COMPAT_GET_TID: return get_restore_tid(d, a);
+	case COMPAT_ACTION: return action(d, a);
+	case COMPAT_TOGGLE: return toggle(d, a);
+	default: return EXIT_FAILED;
+	}
+}
+
+int cmd_cuda_checkpoint(int argc, char **argv)
+{
+	compat_args a;
+	cs_prog = "cuda-checkpoint";
+	int status = compat_parse(argc, argv, &a);
+	if (status >= 0)
+		return status;
+	cs_driver *d = NULL;
+	cs_error err = { 0 };
+	if (cs_driver_open(&d, &err) < 0)
+		status = compat_fail("cuda-checkpoint: %s%s%s", err.message, err.hint[0] ? "\ncuda-checkpoint: hint: " : "",
+				     err.hint);
+	else
+		status = run(d, &a);
+	cs_driver_free(d);
+	return status;
+}

@@ -1,0 +1,36 @@
+/* cuda-checkpoint: NVIDIA's R580 command line, for the callers that run it by
+ * name (CRIU's CUDA plugin, runsc --cuda-checkpoint-path, wrapper scripts).
+ * One process per call, no state directory, no lock: callers run many at
+ * once, one per target. */
+#ifndef CS_COMPAT_H
+#define CS_COMPAT_H
+
+#include "cli.h"
+#include "explain.h"
+
+typedef enum compat_op {
+	COMPAT_NONE,
+	COMPAT_GET_STATE,
+	COMPAT_GET_TID,
+	COMPAT_ACTION,
+	COMPAT_TOGGLE,
+} compat_op;
+
+typedef struct compat_args {
+	compat_op op;
+	cs_call action;          /* COMPAT_ACTION: lock, checkpoint, restore or unlock */
+	pid_t pid;
+	bool have_pid;
+	unsigned timeout_ms;     /* lock; 0 waits forever, as the driver does */
+	const char *device_map;  /* --action restore only */
+} compat_args;
+
+/* Parses NVIDIA's options; returns -1 to go on, or the exit status. */
+int compat_parse(int argc, char **argv, compat_args *a);
+
+/* One error line in NVIDIA's wording; exits 1 when returned. */
+int compat_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* After a failed driver call: one more stderr line with cudasnap's hint. */
+void compat_hint(cs_driver *d, cs_call call, pid_t pid, int res, unsigned timeout_ms);
+
+#endif
