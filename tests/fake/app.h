@@ -17,6 +17,7 @@ struct app_opts {
 	unsigned int mem_mib;
 	unsigned int spawn;
 	unsigned int fork_after_init;
+	unsigned int forked_close_fds;
 	unsigned int kernel_ms;
 	int open_device;
 	int nvml_only;

@@ -14,6 +14,8 @@ static const char usage_text[] =
 	"                       --kernel-loop and --ready-dir (they die with us)\n"
 	"  --fork-after-init N  after cuInit, fork N children without exec that\n"
 	"                       only sleep, keeping the inherited device files\n"
+	"  --forked-close-fds N the first N of those close their device fds but\n"
+	"                       keep the mappings (a mapping outlives its fd)\n"
 	"  --open-device        no CUDA: open and map <devdir>/nvidia0 directly\n"
 	"  --nvml-only          no CUDA: only nvmlInit_v2 of the fake NVML\n"
 	"  --no-init            load the driver but never initialize it\n"
@@ -39,13 +41,14 @@ static int number(const char *s, unsigned int lo, unsigned int hi, unsigned int 
 	return 0;
 }
 
-enum { OPT_MEM = 256, OPT_KERNEL, OPT_SPAWN, OPT_FORK, OPT_READY, OPT_CHILD };
+enum { OPT_MEM = 256, OPT_KERNEL, OPT_SPAWN, OPT_FORK, OPT_CLOSE, OPT_READY, OPT_CHILD };
 
 static const struct option longopts[] = {
 	{ "mem", required_argument, NULL, OPT_MEM },
 	{ "kernel-loop", required_argument, NULL, OPT_KERNEL },
 	{ "spawn", required_argument, NULL, OPT_SPAWN },
 	{ "fork-after-init", required_argument, NULL, OPT_FORK },
+	{ "forked-close-fds", required_argument, NULL, OPT_CLOSE },
 	{ "ready-dir", required_argument, NULL, OPT_READY },
 	{ "open-device", no_argument, NULL, 'd' },
 	{ "nvml-only", no_argument, NULL, 'n' },
@@ -62,6 +65,7 @@ static int one(struct app_opts *o, int c)
 	case OPT_KERNEL: return number(optarg, 1, 600000, &o->kernel_ms);
 	case OPT_SPAWN: return number(optarg, 0, APP_MAX_KIDS / 2, &o->spawn);
 	case OPT_FORK: return number(optarg, 0, APP_MAX_KIDS / 2, &o->fork_after_init);
+	case OPT_CLOSE: return number(optarg, 0, APP_MAX_KIDS / 2, &o->forked_close_fds);
 	case OPT_READY: o->ready_dir = optarg; return 0;
 	case OPT_CHILD: o->child = 1; return 0;
 	case 'd': o->open_device = 1; return 0;

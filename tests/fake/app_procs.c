@@ -1,4 +1,9 @@
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -50,12 +55,38 @@ void app_spawn(struct app *a)
 	}
 }
 
+/* Closes every inherited fd of a device file, leaving the mappings. */
+static void close_device_fds(void)
+{
+	const char *dev = getenv("CUDASNAP_DEV_DIR");
+	char prefix[PATH_MAX];
+	snprintf(prefix, sizeof(prefix), "%s/nvidia", dev && *dev ? dev : "/dev");
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	int skip = dirfd(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		char path[PATH_MAX], target[PATH_MAX];
+		int fd = atoi(e->d_name);
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		ssize_t n = readlink(path, target, sizeof(target) - 1);
+		if (e->d_name[0] == '.' || fd == skip || n <= 0)
+			continue;
+		target[n] = '\0';
+		if (strncmp(target, prefix, strlen(prefix)) == 0)
+			close(fd);
+	}
+	closedir(d);
+}
+
 /* The child inherits other threads' heap objects but not the threads, so a
  * leak check at its exit would report them: it leaves with _exit. */
-static void forked_child_main(struct app *a, pid_t parent)
+static void forked_child_main(struct app *a, pid_t parent, bool close_fds)
 {
 	sigset_t set;
 	die_with_parent(parent);
+	if (close_fds)
+		close_device_fds();
 	a->role = ROLE_FORKED;
 	a->nkids = 0;
 	app_write_ready(a, 0);
@@ -78,7 +109,7 @@ void app_fork_children(struct app *a)
 	for (unsigned int i = 0; i < a->o.fork_after_init && a->nkids < APP_MAX_KIDS; i++) {
 		pid_t pid = fork();
 		if (pid == 0)
-			forked_child_main(a, parent);
+			forked_child_main(a, parent, i < a->o.forked_close_fds);
 		if (pid > 0)
 			a->kids[a->nkids++] = pid;
 	}
