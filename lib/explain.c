@@ -38,6 +38,16 @@ const char *cs_call_name(cs_call c)
 	"Free GPU memory (stop other processes) or restore onto another GPU with --device-map. A restore " \
 	"that fails for lack of memory can leave the process unrestorable."
 
+/* The state each call needs the process in. */
+static int needed_state(cs_call call)
+{
+	switch (call) {
+	case CS_CALL_LOCK: return CS_STATE_RUNNING;
+	case CS_CALL_RESTORE: return CS_STATE_CHECKPOINTED;
+	default: return CS_STATE_LOCKED; /* checkpoint, unlock */
+	}
+}
+
 static void hint_for(const cs_explain_ctx *c, int res, char *hint, size_t n)
 {
 	const char *h = "";
@@ -61,16 +71,14 @@ static void hint_for(const cs_explain_ctx *c, int res, char *hint, size_t n)
 			 c->timeout_ms);
 		return;
 	case CS_CU_ILLEGAL_STATE:
-		if (cs_state_name(c->state))
-			snprintf(hint, n, "The process is %s, and %s needs it %s. Run 'cudasnap ps' and use the "
-				 "command that matches its state.", cs_state_name(c->state), cs_call_name(c->call),
-				 c->call == CS_CALL_LOCK ? "running" : c->call == CS_CALL_CHECKPOINT ? "locked" :
-				 c->call == CS_CALL_RESTORE ? "checkpointed" : "locked");
-		else
+		if (!cs_state_name(c->state)) {
 			h = "The process is not in the state this step needs. Run 'cudasnap ps' to see its state.";
-		if (cs_state_name(c->state))
-			return;
-		break;
+			break;
+		}
+		snprintf(hint, n, "The process is %s, and %s needs it %s. Run 'cudasnap ps' and use the command "
+			 "that matches its state.", cs_state_name(c->state), cs_call_name(c->call),
+			 cs_state_name(needed_state(c->call)));
+		return;
 	case CS_CU_NOT_SUPPORTED:
 		h = HINT_SUPPORT;
 		break;

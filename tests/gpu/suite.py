@@ -253,6 +253,114 @@ def scenario_cycles(env, rounds=10):
     stop_all()
 
 
+def scenario_lock_unlock(env):
+    """lock / unlock: pause GPU work without moving memory."""
+    _, w = env.workload_proc(1)
+    l = env.cs_json("lock")
+    check("lock: exit 0, locked", l.returncode == 0 and by_pid(env.cs_json("ps").obj)[w[0]]["state"] == "locked",
+          l.stderr[-300:])
+    u = env.cs_json("unlock")
+    check("unlock: exit 0, running", u.returncode == 0 and by_pid(env.cs_json("ps").obj)[w[0]]["state"] == "running",
+          u.stderr[-300:])
+    data_ok(env, w, "after lock/unlock")
+
+
+def scenario_devmap_identity(env):
+    """--device-map on one GPU: identity maps by UUID and by index; a partial map is refused."""
+    _, w = env.workload_proc(1)
+    uuid = sh("nvidia-smi --query-gpu=uuid --format=csv,noheader").stdout.split()[0]
+    for form in (f"{uuid}={uuid}", "0=0"):
+        c = env.cs("checkpoint")
+        r = env.cs("restore", "--device-map", form)
+        check(f"restore --device-map {form}: exit 0", c.returncode == 0 and r.returncode == 0, r.stderr[-300:])
+        data_ok(env, w, f"after identity map {form}")
+    c = env.cs("checkpoint")
+    ghost = "GPU-00000000-1111-2222-3333-444444444444"
+    r = env.cs_json("restore", "--device-map", f"{uuid}={ghost}")
+    check("restore onto an unknown GPU: driver refuses (exit 1), process stays checkpointed",
+          r.returncode == 1 and by_pid(env.cs_json("ps").obj)[w[0]]["state"] == "checkpointed", r.stderr[-300:])
+    r = env.cs("restore")
+    check("then a plain restore succeeds", r.returncode == 0, r.stderr[-300:])
+    data_ok(env, w, "after refused map and plain restore")
+
+
+def scenario_hook(env):
+    """gVisor's save/restore hook: save, then restore, with timestamped lines."""
+    _, w = env.workload_proc(1)
+    _, t = env.start([sys.executable, os.path.join(HERE, "torch_tree.py"), "--dir", env.dir, "--mib", "256"], 3)
+    envs = dict(os.environ, CUDASNAP_STATE_DIR=env.state)
+    s = subprocess.run([env.cudasnap, "hook"], env=dict(envs, GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE="save"),
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    print(s.stderr)
+    lines = [l for l in s.stderr.splitlines() if l]
+    check("hook save: exit 0, every line timestamped", s.returncode == 0 and lines and
+          all(l[:4].isdigit() and "T" in l[:11] for l in lines), s.stderr[-300:])
+    got = by_pid(env.cs_json("ps").obj)
+    check("hook save: all checkpointed", all(got[p]["state"] == "checkpointed" for p in w + t))
+    r = subprocess.run([env.cudasnap, "hook"], env=dict(envs, GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE="restore"),
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    check("hook restore: exit 0", r.returncode == 0, r.stderr[-300:])
+    data_ok(env, w + t, "after hook save/restore")
+
+
+def link_cuda_checkpoint(env):
+    path = os.path.join(env.dir, "cuda-checkpoint")
+    if not os.path.exists(path):
+        os.symlink(env.cudasnap, path)
+    return path
+
+
+def scenario_compat_criu(env):
+    """CRIU's CUDA plugin call sequence, with cudasnap as cuda-checkpoint, on a PyTorch spawn tree."""
+    cc = link_cuda_checkpoint(env)
+    _, t = env.start([sys.executable, os.path.join(HERE, "torch_tree.py"), "--dir", env.dir, "--mib", "256"], 3)
+    h = sh([cc, "-h"])
+    check("cuda-checkpoint -h mentions --action", "--action" in h.stdout + h.stderr)
+    ok = True
+    for p in t:
+        tid = sh([cc, "--get-restore-tid", "--pid", str(p)])
+        st = sh([cc, "--get-state", "--pid", tid.stdout.strip()])
+        lk = sh([cc, "--action", "lock", "--pid", str(p), "--timeout", "10000"])
+        ck = sh([cc, "--action", "checkpoint", "--pid", str(p)])
+        ok &= tid.returncode == 0 and st.stdout == "running\n" and lk.returncode == 0 and ck.returncode == 0
+    check("CRIU dump sequence on 3 processes: all exit 0", ok)
+    got = by_pid(env.cs_json("ps").obj)
+    check("all checkpointed, no device fds", all(got[p]["state"] == "checkpointed" and got[p]["device_fds"] == 0
+                                                for p in t))
+    ok = True
+    for p in t:
+        ok &= sh([cc, "--action", "restore", "--pid", str(p)]).returncode == 0
+        ok &= sh([cc, "--action", "unlock", "--pid", str(p)]).returncode == 0
+    check("CRIU restore sequence: all exit 0", ok)
+    data_ok(env, t, "PyTorch tree after the CRIU sequence")
+    e = sh([cc, "--get-state", "--pid", "1"])
+    check("get-state of a non-CUDA pid: exit 1, NVIDIA's error line",
+          e.returncode == 1 and 'Error getting process state for process ID 1: "initialization error"' in e.stderr,
+          e.stderr[-200:])
+
+
+def scenario_compat_runsc(env):
+    """runsc's automation: --get-state on every candidate, then --toggle on all in parallel, twice."""
+    cc = link_cuda_checkpoint(env)
+    _, t = env.start([sys.executable, os.path.join(HERE, "torch_tree.py"), "--dir", env.dir, "--mib", "256",
+                      "--fork-worker"], 4)
+    roles = ready_roles(env, t)
+    cuda = []
+    for p in t:
+        if sh([cc, "--get-state", "--pid", str(p)]).returncode == 0:
+            cuda.append(p)
+    check("get-state keeps the 3 CUDA processes, skips the forked worker",
+          sorted(cuda) == sorted(p for p in t if roles[p] != "forked"), f"{cuda} {roles}")
+    for want in ("checkpointed", "running"):
+        t0 = time.monotonic()
+        ps = [subprocess.Popen([cc, "--toggle", "--pid", str(p)], stderr=subprocess.PIPE) for p in cuda]
+        rcs = [p.wait() for p in ps]
+        got = by_pid(env.cs_json("ps").obj)
+        check(f"parallel --toggle -> {want} in {time.monotonic() - t0:.2f} s",
+              rcs == [0] * len(cuda) and all(got[p]["state"] == want for p in cuda), str(rcs))
+    data_ok(env, cuda, "PyTorch tree after runsc-style toggles")
+
+
 def describe(env):
     smi = sh("nvidia-smi --query-gpu=name,driver_version,persistence_mode,memory.total --format=csv,noheader")
     print("GPU:", smi.stdout.strip())
@@ -260,6 +368,8 @@ def describe(env):
     print("kernel:", sh("uname -r").stdout.strip())
     d = env.cs("doctor")
     print(d.stdout, d.stderr)
+    dj = env.cs_json("doctor").obj or {}
+    print("gVisor:", (dj.get("environment") or {}).get("gvisor"))
     check("doctor runs and reports (exit 0 or 1)", d.returncode in (0, 1), str(d.returncode))
 
 
@@ -269,6 +379,11 @@ SCENARIOS = {
     "four": scenario_four,
     "lock_timeout": scenario_lock_timeout,
     "cycles": scenario_cycles,
+    "lock_unlock": scenario_lock_unlock,
+    "devmap_identity": scenario_devmap_identity,
+    "hook": scenario_hook,
+    "compat_criu": scenario_compat_criu,
+    "compat_runsc": scenario_compat_runsc,
 }
 
 
