@@ -93,7 +93,7 @@ static int scan_one(scan_ctx *c, int procfd, const char *name, pid_t pid)
 	}
 	int bad = rf < 0 && !vanished(-rf) ? -rf : rm < 0 && !vanished(-rm) ? -rm : 0;
 	/* Kernel threads have no maps and no fds worth reading. */
-	if (bad && st.ppid != 2 && pid != 2) {
+	if (bad && !(st.flags & CS_PF_KTHREAD)) {
 		cs_proc_clear(&p);
 		return note_unreadable(c, pid, bad);
 	}
@@ -236,10 +236,12 @@ pid_t cs_ptable_parent(const cs_ptable *t, pid_t pid)
 
 pid_t cs_ptable_listed_ancestor(const cs_ptable *t, pid_t pid)
 {
-	/* Bounded: a PID namespace cannot nest deeper than its process count. */
+	/* Bounded: a PID namespace cannot nest deeper than its process count,
+	 * and a parent cycle (PID reuse mid-scan) ends when it comes back. */
+	pid_t start = pid;
 	for (size_t hops = 0; hops <= t->nlinks; hops++) {
 		pid = cs_ptable_parent(t, pid);
-		if (pid <= 0)
+		if (pid <= 0 || pid == start)
 			return 0;
 		if (cs_ptable_find(t, pid))
 			return pid;

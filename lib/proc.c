@@ -35,6 +35,19 @@ static int utf8_len(const unsigned char *s, size_t left)
 	return n;
 }
 
+/* C1 controls (U+0080..U+009F) and bidirectional overrides (U+202A..U+202E,
+ * U+2066..U+2069) can steer a terminal or hide text: never print them. */
+static bool terminal_control(const unsigned char *s, int n)
+{
+	if (n == 2)
+		return s[0] == 0xc2 && s[1] <= 0x9f;
+	if (n == 3 && s[0] == 0xe2 && s[1] == 0x80)
+		return s[2] >= 0xaa && s[2] <= 0xae;
+	if (n == 3 && s[0] == 0xe2 && s[1] == 0x81)
+		return s[2] >= 0xa6 && s[2] <= 0xa9;
+	return false;
+}
+
 void cs_sanitize(char *dst, size_t dstsize, const char *s, size_t len)
 {
 	size_t o = 0;
@@ -44,14 +57,16 @@ void cs_sanitize(char *dst, size_t dstsize, const char *s, size_t len)
 		unsigned char c = (unsigned char)s[i];
 		if (c >= 0x80) {
 			int n = utf8_len((const unsigned char *)s + i, len - i);
-			if (n > 0 && o + (size_t)n < dstsize) {
+			if (n > 0 && !terminal_control((const unsigned char *)s + i, n)) {
+				if (o + (size_t)n >= dstsize)
+					break; /* cut before a character that does not fit */
 				memcpy(dst + o, s + i, (size_t)n);
 				o += (size_t)n;
 				i += (size_t)n;
 				continue;
 			}
 			dst[o++] = '?';
-			i++;
+			i += n > 0 ? (size_t)n : 1;
 			continue;
 		}
 		dst[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
@@ -106,7 +121,7 @@ int cs_parse_stat(const char *buf, size_t len, cs_stat *out)
 	memset(out, 0, sizeof(*out));
 	const char *p = buf;
 	long long pid;
-	if (!take_ll(&p, open, &pid) || pid <= 0 || pid > INT_MAX)
+	if (!take_ll(&p, open, &pid) || pid <= 0 || pid > INT_MAX || p + 1 != open || *p != ' ')
 		return -EINVAL;
 	out->pid = (pid_t)pid;
 	cs_sanitize(out->comm, sizeof(out->comm), open + 1, (size_t)(close - open - 1));
@@ -129,8 +144,11 @@ int cs_parse_stat(const char *buf, size_t len, cs_stat *out)
 			if (v < 0 || v > INT_MAX)
 				return -EINVAL;
 			out->ppid = (pid_t)v;
+		} else if (field == 9) {
+			out->flags = (unsigned long)v;
 		} else if (field == 22) {
-			if (v < 0)
+			/* A line cut inside the field would give a shorter number. */
+			if (v < 0 || p >= end || (*p != ' ' && *p != '\n'))
 				return -EINVAL;
 			out->start_time = (unsigned long long)v;
 		}
@@ -222,13 +240,21 @@ const char *cs_environ_get(const char *buf, size_t len, const char *name)
 	return NULL;
 }
 
+/* devdir/nvidia* and the MIG capability files in devdir/nvidia-caps/. */
 bool cs_path_is_device(const char *path, size_t len, const char *devdir)
 {
 	size_t dlen = strlen(devdir);
-	while (dlen > 1 && devdir[dlen - 1] == '/')
+	while (dlen > 0 && devdir[dlen - 1] == '/')
 		dlen--;
-	return len > dlen + 7 && memcmp(path, devdir, dlen) == 0 &&
-	       memcmp(path + dlen, "/nvidia", 7) == 0 && !memchr(path + dlen + 1, '/', len - dlen - 1);
+	if (len <= dlen + 7 || memcmp(path, devdir, dlen) != 0 || memcmp(path + dlen, "/nvidia", 7) != 0)
+		return false;
+	const char *rest = path + dlen + 1;
+	size_t rlen = len - dlen - 1;
+	const char *slash = memchr(rest, '/', rlen);
+	if (!slash)
+		return true;
+	size_t caps = strlen("nvidia-caps/");
+	return rlen > caps && memcmp(rest, "nvidia-caps/", caps) == 0 && !memchr(rest + caps, '/', rlen - caps);
 }
 
 static bool basename_starts(const char *path, size_t len, const char *prefix)

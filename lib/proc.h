@@ -9,9 +9,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* PF_KTHREAD in the flags field of /proc/PID/stat. */
+#define CS_PF_KTHREAD 0x00200000UL
+
 typedef struct cs_stat {
 	pid_t pid, ppid;
 	char state;
+	unsigned long flags;
 	unsigned long long start_time;
 	char comm[64];
 } cs_stat;

@@ -44,6 +44,8 @@ int cs_parse_long(const char *s, long min, long max, long *out)
 
 ssize_t cs_read_at(int dirfd, const char *name, char *buf, size_t size)
 {
+	if (size == 0)
+		return -EINVAL;
 	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -errno;

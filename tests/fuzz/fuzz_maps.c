@@ -29,7 +29,9 @@ static void one_line(const uint8_t *data, size_t len)
 		FUZZ_CHECK(dev == dev2);
 		if (dev) {
 			FUZZ_CHECK(m.path_len > 11 && memcmp(m.path, "/dev/nvidia", 11) == 0);
-			FUZZ_CHECK(!memchr(m.path + 5, '/', m.path_len - 5));
+			const char *slash = memchr(m.path + 5, '/', m.path_len - 5);
+			FUZZ_CHECK(!slash || (slash == m.path + 16 && memcmp(m.path, "/dev/nvidia-caps/", 17) == 0 &&
+					      !memchr(slash + 1, '/', m.path_len - 17)));
 		}
 		bool cuda = cs_path_is_libcuda(m.path, m.path_len);
 		bool nvml = cs_path_is_nvml(m.path, m.path_len);

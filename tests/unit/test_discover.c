@@ -59,13 +59,31 @@ static bool pid_free(pid_t pid)
 static const pid_t used_pids[] = { 1, 2, 3, 101, 102, 103, 104, 105, 106, 107, 108, 109,
 				   201, 202, 203, 204, 205, 206 };
 
+/* Kernel threads carry PF_KTHREAD (0x00200000) in stat field 9. */
+static void kthread_stat(const fixture *f, pid_t pid, pid_t ppid, const char *comm,
+			 unsigned long long start)
+{
+	char rel[32], line[256];
+	snprintf(line, sizeof(line),
+		 "%d (%s) I %d 0 0 0 -1 69238880 0 0 0 0 0 0 0 0 0 -20 1 0 %llu 0 0 "
+		 "18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 0 0 0 0 0 0\n",
+		 (int)pid, comm, (int)ppid, start);
+	snprintf(rel, sizeof(rel), "%d/stat", (int)pid);
+	tu_write_str(f->proc, rel, line);
+}
+
 static void build_tree(fixture *f)
 {
+	for (size_t i = 0; i < CS_ARRAY_SIZE(used_pids); i++)
+		if (!pid_free(used_pids[i]))
+			skip();
 	char *m;
 	tu_fake_proc(f->proc, 1, 0, "systemd", 5, libc_maps);
 	tu_fake_fd(f->proc, 1, 0, "/dev/null");
 	tu_fake_proc(f->proc, 2, 0, "kthreadd", 5, NULL);
+	kthread_stat(f, 2, 0, "kthreadd", 5);
 	tu_fake_proc(f->proc, 3, 2, "kworker/0:1", 6, NULL);
+	kthread_stat(f, 3, 2, "kworker/0:1", 6);
 	char *fd3 = tu_path(f->proc, "3/fd");
 	assert_int_equal(rmdir(fd3), 0);
 	free(fd3);
@@ -135,9 +153,6 @@ static void build_tree(fixture *f)
 
 static int setup(void **state)
 {
-	for (size_t i = 0; i < CS_ARRAY_SIZE(used_pids); i++)
-		if (!pid_free(used_pids[i]))
-			return -1;
 	umask(022);
 	fixture *f = calloc(1, sizeof(*f));
 	if (!f)
@@ -506,7 +521,8 @@ static void tree_long_chain(void **state)
 
 	/* Close the chain into one big loop: the walks still end. */
 	links[0].ppid = N;
-	assert_int_equal(cs_ptable_listed_ancestor(&t, 1), 1);
+	assert_int_equal(cs_ptable_listed_ancestor(&t, 1), 0); /* itself is no ancestor */
+	assert_int_equal(cs_ptable_listed_ancestor(&t, 2), 1);
 	assert_false(cs_ptable_descends(&t, N, N + 1));
 	root.pid = N + 5;
 	assert_int_equal(cs_ptable_listed_ancestor(&t, 7), 0);

@@ -225,7 +225,10 @@ static void stat_numbers(void **state)
 		{ "5 (x) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 184467440737095516160 0", -EINVAL, 0, 0, 0 },
 		{ "5 (x) S 1 0 0 0 -1 0 99999999999999999999999 0 0 0 0 0 0 0 20 0 1 0 9 0", -EINVAL, 0, 0, 0 },
 		{ "5 (x) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 -5 1 0 9 0", 0, 5, 1, 9 },
-		{ "5 (x) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9", 0, 5, 1, 9 },
+		/* Real stat lines go on after field 22: one that ends inside it may be cut. */
+		{ "5 (x) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9", -EINVAL, 0, 0, 0 },
+		{ "5 (x) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9x 0", -EINVAL, 0, 0, 0 },
+		{ "12x (x) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9 0", -EINVAL, 0, 0, 0 },
 		{ "5 (x) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9\n", 0, 5, 1, 9 },
 		{ "5 (x) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0", -EINVAL, 0, 0, 0 },
 		{ "5 (x) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 ", -EINVAL, 0, 0, 0 },
@@ -314,6 +317,10 @@ static void sanitize_every_byte(void **state)
 		for (unsigned d = 0x80; d <= 0xbf; d++) {
 			char in[2] = { (char)c, (char)d }, out[4];
 			cs_sanitize(out, sizeof(out), in, 2);
+			if (c == 0xc2 && d <= 0x9f) { /* C1 controls steer terminals */
+				assert_string_equal(out, "?");
+				continue;
+			}
 			assert_memory_equal(out, in, 2);
 			assert_int_equal(out[2], '\0');
 		}
@@ -521,9 +528,9 @@ static void device_paths(void **state)
 		assert_true(dev("/dev/nvidia0 (deleted)", d));
 		/* The predicate is a glob of nvidia* in the directory itself. */
 		assert_true(dev("/dev/nvidiafoo", d));
-		/* MIG capability nodes live one level down, in nvidia-caps/, and
-		 * this predicate looks only at direct children of devdir. */
-		assert_false(dev("/dev/nvidia-caps/nvidia-cap1", d));
+		/* MIG capability nodes live one level down, in nvidia-caps/. */
+		assert_true(dev("/dev/nvidia-caps/nvidia-cap1", d));
+		assert_false(dev("/dev/nvidia-caps/x/nvidia-cap1", d));
 		assert_false(dev("/dev/nvidia", d));
 		assert_false(dev("/dev/nvidi", d));
 		assert_false(dev("/dev/", d));
