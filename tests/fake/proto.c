@@ -15,11 +15,6 @@ static const char *const op_names[FC_OP_COUNT] = {
 	[FC_OP_UNLOCK] = "unlock",
 };
 
-const char *fc_op_name(int op)
-{
-	return op >= 0 && op < FC_OP_COUNT ? op_names[op] : "?";
-}
-
 int fc_op_from_name(const char *name)
 {
 	for (int i = 0; i < FC_OP_COUNT; i++)

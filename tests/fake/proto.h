@@ -35,7 +35,6 @@ struct fc_rsp {
 	int32_t value;
 };
 
-const char *fc_op_name(int op);
 int fc_op_from_name(const char *name);
 /* The restore thread's address: the target's pid namespace (the inode of
  * /proc/PID/ns/pid) and its tgid inside that namespace. */
