@@ -1,6 +1,7 @@
 #include "devmap.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,21 +78,36 @@ static bool mapped(const cs_gpu_pair *pairs, unsigned n, const char *uuid)
 	return false;
 }
 
-/* The GPU that one CUDA_VISIBLE_DEVICES entry names, or NULL. */
+/* The GPU that one CUDA_VISIBLE_DEVICES entry names, or NULL: a decimal
+ * index, or a prefix of exactly one GPU's UUID starting with "GPU-"; CUDA
+ * ignores leading blanks. */
 static const cs_nvml_gpu *visible_entry(const char *e, size_t len, const cs_nvml_gpu *gpus, size_t ngpus)
 {
-	char buf[96];
-	if (len == 0 || len >= sizeof(buf))
+	while (len && isspace((unsigned char)*e))
+		e++, len--;
+	size_t digits = 0;
+	while (digits < len && e[digits] >= '0' && e[digits] <= '9')
+		digits++;
+	if (len && digits == len) {
+		unsigned long idx = 0;
+		for (size_t i = 0; i < len && idx <= UINT_MAX; i++)
+			idx = idx * 10 + (unsigned long)(e[i] - '0');
+		for (size_t i = 0; i < ngpus; i++)
+			if (gpus[i].index == idx)
+				return &gpus[i];
 		return NULL;
-	memcpy(buf, e, len);
-	buf[len] = '\0';
-	long idx;
-	bool is_idx = cs_parse_long(buf, 0, INT_MAX, &idx) == 0;
-	for (size_t i = 0; i < ngpus; i++) {
-		if (is_idx ? gpus[i].index == (unsigned)idx : strncasecmp(gpus[i].uuid, buf, len) == 0)
-			return &gpus[i];
 	}
-	return NULL;
+	if (len < 4 || strncasecmp(e, "GPU-", 4) != 0)
+		return NULL;
+	const cs_nvml_gpu *found = NULL;
+	for (size_t i = 0; i < ngpus; i++) {
+		if (strnlen(gpus[i].uuid, sizeof(gpus[i].uuid)) < len || strncasecmp(gpus[i].uuid, e, len) != 0)
+			continue;
+		if (found)
+			return NULL; /* ambiguous */
+		found = &gpus[i];
+	}
+	return found;
 }
 
 int cs_devmap_covers(const cs_gpu_pair *pairs, unsigned npairs, const char *visible, const cs_nvml_gpu *gpus,
@@ -105,14 +121,26 @@ int cs_devmap_covers(const cs_gpu_pair *pairs, unsigned npairs, const char *visi
 			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map leaves out GPU %u (%s), which "
 					    "process %d (%s) can see (it has no CUDA_VISIBLE_DEVICES)", gpus[i].index,
 					    gpus[i].uuid, (int)t->pid, t->comm);
-	for (const char *e = visible; !all && *e;) {
+	/* As CUDA reads the list: it ends at the first entry that names no GPU
+	 * or one already named, and empty entries are skipped. */
+	const cs_nvml_gpu *seen[64];
+	size_t nseen = 0;
+	for (const char *e = visible; !all && *e && nseen < CS_ARRAY_SIZE(seen);) {
 		size_t len = strcspn(e, ",");
-		const cs_nvml_gpu *g = visible_entry(e, len, gpus, ngpus);
-		if (g && !mapped(pairs, npairs, g->uuid))
+		const cs_nvml_gpu *g = len ? visible_entry(e, len, gpus, ngpus) : NULL;
+		e += len + (e[len] == ',');
+		if (!len)
+			continue;
+		for (size_t k = 0; g && k < nseen; k++)
+			if (seen[k] == g)
+				g = NULL;
+		if (!g)
+			break;
+		seen[nseen++] = g;
+		if (!mapped(pairs, npairs, g->uuid))
 			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map leaves out GPU %u (%s), which "
 					    "process %d (%s) can see (CUDA_VISIBLE_DEVICES=%s)", g->index, g->uuid,
 					    (int)t->pid, t->comm, visible);
-		e += len + (e[len] == ',');
 	}
 	return 0;
 }

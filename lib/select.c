@@ -32,7 +32,38 @@ void cs_visible_devices(pid_t pid, char *buf, size_t n)
 		cs_sanitize(buf, n, v, strnlen(v, (size_t)len - (size_t)(v - env)));
 }
 
-/* Whether a line of /proc/PID/cgroup names want or a cgroup below it. */
+/* Whether path (plen bytes) is want or a cgroup below it. */
+static bool path_under(const char *path, size_t plen, const char *want, size_t wlen)
+{
+	if (wlen == 1 && want[0] == '/')
+		return true;
+	return plen >= wlen && memcmp(path, want, wlen) == 0 && (plen == wlen || path[wlen] == '/');
+}
+
+/* Whether dir, the first directory of a path under /sys/fs/cgroup, is where
+ * a line's hierarchy is mounted: "cpu,cpuacct" (or its "cpu" symlink) for
+ * the controllers "cpu,cpuacct", "systemd" for "name=systemd", "unified"
+ * for the v2 hierarchy of a hybrid setup. */
+static bool names_hierarchy(const char *dir, size_t dlen, const char *ctl, size_t clen)
+{
+	if (clen == 0)
+		return dlen == 7 && memcmp(dir, "unified", 7) == 0;
+	if (dlen == clen && memcmp(dir, ctl, clen) == 0)
+		return true;
+	for (const char *c = ctl, *end = ctl + clen;;) {
+		const char *comma = memchr(c, ',', (size_t)(end - c));
+		const char *stop = comma ? comma : end;
+		if ((size_t)(stop - c) > 5 && memcmp(c, "name=", 5) == 0)
+			c += 5;
+		if ((size_t)(stop - c) == dlen && memcmp(c, dir, dlen) == 0)
+			return true;
+		if (!comma)
+			return false;
+		c = comma + 1;
+	}
+}
+
+/* One line, "hierarchy:controllers:path", without its newline. */
 static bool cgroup_line_matches(const char *line, size_t len, const char *want, size_t wlen)
 {
 	const char *c1 = memchr(line, ':', len);
@@ -41,12 +72,20 @@ static bool cgroup_line_matches(const char *line, size_t len, const char *want, 
 		return false;
 	const char *path = c2 + 1;
 	size_t plen = len - (size_t)(path - line);
-	if (wlen == 1 && want[0] == '/')
+	if (path_under(path, plen, want, wlen))
 		return true;
-	return plen >= wlen && memcmp(path, want, wlen) == 0 && (plen == wlen || path[wlen] == '/');
+	/* Under /sys/fs/cgroup a v1 hierarchy sits below its controllers'
+	 * directory, which /proc/PID/cgroup does not show. Only that line's
+	 * own directory may be dropped: "/cpu/a" must not select "/a" of
+	 * another hierarchy, nor "/x/a" the v2 cgroup "/a". */
+	const char *dir = want + 1, *slash = memchr(dir, '/', wlen - 1);
+	if (!slash)
+		return false;
+	return names_hierarchy(dir, (size_t)(slash - dir), c1 + 1, (size_t)(c2 - c1 - 1)) &&
+	       path_under(path, plen, slash, wlen - (size_t)(slash - want));
 }
 
-static bool in_cgroup(pid_t pid, const char *cg)
+bool cs_cgroup_matches(const char *text, size_t len, const char *cg)
 {
 	/* Accept the path as /proc/PID/cgroup shows it, or under /sys/fs/cgroup. */
 	const char *want = cg;
@@ -55,20 +94,25 @@ static bool in_cgroup(pid_t pid, const char *cg)
 	size_t wlen = strlen(want);
 	while (wlen > 1 && want[wlen - 1] == '/')
 		wlen--;
-	const char *v1 = strchr(want + 1, '/'); /* cgroup v1: drop the controller directory */
+	if (wlen == 0 || want[0] != '/')
+		return false;
+	for (size_t i = 0; i < len;) {
+		const char *nl = memchr(text + i, '\n', len - i);
+		size_t l = nl ? (size_t)(nl - (text + i)) : len - i;
+		if (cgroup_line_matches(text + i, l, want, wlen))
+			return true;
+		i += l + 1;
+	}
+	return false;
+}
+
+static bool in_cgroup(pid_t pid, const char *cg)
+{
 	char path[64], buf[8192];
 	snprintf(path, sizeof(path), "%d/cgroup", (int)pid);
 	_cleanup_close_ int dfd = open(cs_proc_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ssize_t n = dfd < 0 ? -1 : cs_read_at(dfd, path, buf, sizeof(buf));
-	for (ssize_t i = 0; i < n;) {
-		size_t l = strcspn(buf + i, "\n");
-		if (cgroup_line_matches(buf + i, l, want, wlen) ||
-		    (v1 && (size_t)(v1 - want) < wlen &&
-		     cgroup_line_matches(buf + i, l, v1, wlen - (size_t)(v1 - want))))
-			return true;
-		i += (ssize_t)l + 1;
-	}
-	return false;
+	return n > 0 && cs_cgroup_matches(buf, (size_t)n, cg);
 }
 
 bool cs_selection_covers(const cs_ptable *t, const cs_selection *sel, pid_t pid)

@@ -3,14 +3,19 @@
 #include "compat.h"
 #include "devmap.h"
 #include "persist.h"
+#include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* Reports a failed driver call of one operation, in that operation's words. */
+typedef int (*fail_fn)(cs_driver *d, const compat_args *a, cs_call call, int res);
+
 /* The driver's error lines, as NVIDIA's binary words them. */
 static int action_failed(cs_driver *d, const compat_args *a, cs_call call, int res)
 {
-	compat_fail("Could not %s on process ID %d: \"%s\"", cs_call_name(call), (int)a->pid, cs_cu_string(d, res));
+	compat_fail("Could not %s on process ID %d: \"%s\"", cs_call_name(call), (int)a->pid,
+		    cs_cu_string(d, res));
 	compat_hint(d, call, a->pid, res, a->timeout_ms);
 	return EXIT_FAILED;
 }
@@ -52,32 +57,39 @@ static int get_restore_tid(cs_driver *d, const compat_args *a)
 	return EXIT_DONE;
 }
 
+/* Checks --device-map before the driver sees it; returns -1 to go on. */
+static int device_pairs(cs_driver *d, const compat_args *a, const cs_nvml_gpu *gpus, size_t ngpus,
+			cs_gpu_pair **pairs, unsigned *npairs)
+{
+	cs_error err = { 0 };
+	if (!a->device_map)
+		return -1;
+	if (!cs_driver_can_remap(d))
+		return compat_fail("cuda-checkpoint: --device-map: this driver (version %d) cannot remap GPUs; "
+				   "that needs driver R580 (CUDA 13.0) or newer", cs_driver_version(d));
+	if (cs_devmap_parse(a->device_map, gpus, ngpus, pairs, npairs, &err) < 0)
+		return compat_fail("cuda-checkpoint: %s\ncuda-checkpoint: hint: %s", err.message, err.hint);
+	return -1;
+}
+
 /* The GPU list serves two things at restore: indices in --device-map, and
  * whether cuInit is needed (persistence mode off). */
-static int restore(cs_driver *d, const compat_args *a, int (*failed)(cs_driver *, const compat_args *, cs_call, int))
+static int restore(cs_driver *d, const compat_args *a, fail_fn failed)
 {
 	cs_nvml *nv = NULL;
-	cs_nvml_gpu *gpus = NULL;
+	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
-	cs_gpu_pair *pairs = NULL;
+	_cleanup_free_ cs_gpu_pair *pairs = NULL;
 	unsigned npairs = 0;
-	cs_error err = { 0 };
-	int status = -1;
 	cs_nvml_open(&nv, NULL);
 	if (cs_nvml_present(nv))
 		cs_nvml_gpus(nv, &gpus, &ngpus, NULL);
-	if (a->device_map && !cs_driver_can_remap(d))
-		status = compat_fail("cuda-checkpoint: --device-map: this driver (version %d) cannot remap GPUs; "
-				     "that needs driver R580 (CUDA 13.0) or newer", cs_driver_version(d));
-	else if (a->device_map && cs_devmap_parse(a->device_map, gpus, ngpus, &pairs, &npairs, &err) < 0)
-		status = compat_fail("cuda-checkpoint: %s\ncuda-checkpoint: hint: %s", err.message, err.hint);
+	int status = device_pairs(d, a, gpus, ngpus, &pairs, &npairs);
 	if (status < 0) {
 		cs_restore_init(d, gpus, ngpus);
 		int r = cs_cu_restore(d, a->pid, pairs, npairs);
 		status = r == CS_CU_SUCCESS ? EXIT_DONE : failed(d, a, CS_CALL_RESTORE, r);
 	}
-	free(pairs);
-	free(gpus);
 	cs_nvml_close(nv);
 	return status;
 }
@@ -106,10 +118,13 @@ static int toggle_out(cs_driver *d, const compat_args *a)
 		return EXIT_DONE;
 	toggle_failed(d, a, CS_CALL_CHECKPOINT, r);
 	int u = cs_cu_unlock(d, a->pid);
-	if (u != CS_CU_SUCCESS)
-		compat_fail("cuda-checkpoint: process %d is left locked: unlock failed: \"%s\"", (int)a->pid,
-			    cs_cu_string(d, u));
-	return EXIT_FAILED;
+	if (u == CS_CU_SUCCESS)
+		return EXIT_FAILED;
+	int state;
+	cs_cu_get_state(d, a->pid, &state);
+	const char *now = cs_state_name(state);
+	return compat_fail("cuda-checkpoint: process %d could not be unlocked again (\"%s\"); it is %s",
+			   (int)a->pid, cs_cu_string(d, u), now ? now : "in an unknown state");
 }
 
 /* Checkpointed -> locked -> running. A failed restore leaves the process
@@ -135,8 +150,14 @@ static int toggle(cs_driver *d, const compat_args *a)
 		return toggle_in(d, a);
 	/* Locked or failed: neither direction is defined, and guessing one
 	 * could undo what another caller is in the middle of. */
-	return toggle_failed(d, a, state == CS_STATE_LOCKED ? CS_CALL_CHECKPOINT : CS_CALL_RESTORE,
-			     CS_CU_ILLEGAL_STATE);
+	compat_fail("Error toggling CUDA in process ID %d: \"%s\"", (int)a->pid,
+		    cs_cu_string(d, CS_CU_ILLEGAL_STATE));
+	fprintf(stderr, "cuda-checkpoint: hint: %s\n", state == CS_STATE_LOCKED ?
+		"The process is locked (by another caller, or by a step that failed half-way): "
+		"'--action unlock' resumes it, '--action checkpoint' completes the checkpoint." :
+		"The driver reports that checkpointing this process failed; it cannot be toggled. "
+		"Run 'cudasnap doctor' and check the kernel log (dmesg).");
+	return EXIT_FAILED;
 }
 
 static int run(cs_driver *d, const compat_args *a)
@@ -160,8 +181,8 @@ int cmd_cuda_checkpoint(int argc, char **argv)
 	cs_driver *d = NULL;
 	cs_error err = { 0 };
 	if (cs_driver_open(&d, &err) < 0)
-		status = compat_fail("cuda-checkpoint: %s%s%s", err.message, err.hint[0] ? "\ncuda-checkpoint: hint: " : "",
-				     err.hint);
+		status = compat_fail("cuda-checkpoint: %s%s%s", err.message,
+				     err.hint[0] ? "\ncuda-checkpoint: hint: " : "", err.hint);
 	else
 		status = run(d, &a);
 	cs_driver_free(d);

@@ -38,6 +38,8 @@ static const cs_command commands[] = {
 	{ "unlock", cmd_unlock, "resume locked processes" },
 	{ "verify", cmd_verify, "list GPU device references that remain, and why" },
 	{ "doctor", cmd_doctor, "check the driver, GPUs, sandbox and CUDA processes before a checkpoint" },
+	{ "hook", cmd_hook, "gVisor's save/restore exec hook (runsc --save-restore-exec-argv)" },
+	{ "cuda-checkpoint", cmd_cuda_checkpoint, "behave as NVIDIA's cuda-checkpoint (R580 command line)" },
 };
 
 void cli_error(const cs_error *e)
@@ -100,7 +102,7 @@ static void usage(FILE *f)
 		"Checkpoint and restore the GPU state of every CUDA process in a container,\n"
 		"sandbox or process tree, as one transaction.\n\nCommands:\n", cs_prog);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f,
 		"\nOptions:\n"
 		"  -h, --help     show this help; '%s COMMAND --help' shows a command's\n"
@@ -112,8 +114,18 @@ static void usage(FILE *f)
 		"error; 3 failed and rollback incomplete.\n", cs_prog);
 }
 
+/* Installed as a cuda-checkpoint symlink, cudasnap stands in for NVIDIA's
+ * binary: CRIU and runsc run that name. */
+static bool called_as_cuda_checkpoint(const char *argv0)
+{
+	const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
+	return argv0 && strcmp(slash ? slash + 1 : argv0, "cuda-checkpoint") == 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (called_as_cuda_checkpoint(argv[0]))
+		return cmd_cuda_checkpoint(argc, argv);
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;

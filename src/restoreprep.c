@@ -20,7 +20,7 @@ static cs_target *find_target(cs_target *t, size_t n, pid_t pid)
 
 /* Orders the targets as the manifest says and refuses reused PIDs. Targets
  * the manifest does not name come after, by pid. */
-static int apply_manifest(const cs_manifest *m, cs_target *t, size_t n, cs_error *err)
+static int apply_manifest(const cs_manifest *m, cs_target *t, size_t n, bool reuse_warns, cs_error *err)
 {
 	for (size_t i = 0; i < n; i++)
 		t[i].order = 1 << 20;
@@ -30,6 +30,11 @@ static int apply_manifest(const cs_manifest *m, cs_target *t, size_t n, cs_error
 		if (cs_proc_start_time(cs_proc_dir(), e->pid, &st) < 0) {
 			cli_msg("warning: process %d (%s) of the last checkpoint has exited",
 				(int)e->pid, e->comm);
+			continue;
+		}
+		if (st != e->start_time && reuse_warns) {
+			cli_msg("warning: process %d (%s) started at %llu, not %llu as at the checkpoint; restoring "
+				"it in pid order", (int)e->pid, e->comm, st, e->start_time);
 			continue;
 		}
 		if (st != e->start_time)
@@ -58,7 +63,7 @@ static int load_manifest(txn_ctx *x, cs_target *t, size_t n, cs_error *err)
 			e.message);
 		return 0;
 	}
-	int r = apply_manifest(&m, t, n, err);
+	int r = apply_manifest(&m, t, n, x->c->reuse_warns, err);
 	cs_manifest_free(&m);
 	return r;
 }

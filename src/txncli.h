@@ -19,6 +19,7 @@ typedef struct txn_cli {
 	bool strict;
 	bool no_init;
 	bool ignore_manifest;
+	bool reuse_warns;      /* a changed start time warns instead of refusing (hook restore) */
 	const char *device_map;
 	void (*usage)(FILE *f);
 } txn_cli;

@@ -1,0 +1,288 @@
+"""cudasnap called as cuda-checkpoint: NVIDIA's R580 command line, replayed
+exactly as CRIU's CUDA plugin and runsc's automation call it."""
+import os
+import subprocess
+import time
+import unittest
+
+from harness import APP, BIN, GPU0, GPU1, LIBCUDA_LEGACY, Case, Result
+
+OS_TEXT = "OS call failed or operation not supported on this OS"
+STATE_TEXT = "the operation cannot be performed in the present state"
+
+
+class CompatCase(Case):
+    def setUp(self):
+        super().setUp()
+        # Callers run the binary by this name; argv[0] picks the mode.
+        self.cc_path = os.path.join(self.tmp, "cuda-checkpoint")
+        os.symlink(os.path.abspath(BIN), self.cc_path)
+
+    def cc(self, *args, env=None, timeout=60):
+        t0 = time.monotonic()
+        p = subprocess.run([self.cc_path, *map(str, args)], capture_output=True, text=True,
+                           env=dict(self.env, **(env or {})), timeout=timeout)
+        return Result(p, time.monotonic() - t0)
+
+    def popen(self, *args):
+        return subprocess.Popen([self.cc_path, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=self.env)
+
+    def assertFails(self, r, first_line):
+        """NVIDIA's binary: exit 1, nothing on stdout, its line first on stderr."""
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(r.out, "", r)
+        self.assertEqual(r.err.splitlines()[0], first_line, r)
+
+    def assertQuiet(self, r):
+        self.assertEqual((r.rc, r.out, r.err), (0, "", ""), r)
+
+    def sleeper(self):
+        p = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(p.wait)
+        self.addCleanup(p.kill)
+        return p.pid
+
+    def device_holders(self):
+        """What runsc looks at: every process with an fd on a device file."""
+        found = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                fds = os.listdir(f"/proc/{name}/fd")
+                links = [os.readlink(f"/proc/{name}/fd/{fd}") for fd in fds]
+            except OSError:
+                continue
+            if any(l.startswith(self.dev + "/") for l in links):
+                found.append(int(name))
+        return sorted(found)
+
+
+
+class Compat(CompatCase):
+    # ---- CRIU's CUDA plugin ------------------------------------------------
+
+    def test_help_names_action_for_criu(self):
+        for flag in ("-h", "--help"):
+            r = self.cc(flag)
+            self.assertEqual(r.rc, 0, r)
+            self.assertIn("--action", r.out[:2048])
+            self.assertIn("--device-map", r.out)
+
+    def test_criu_plugin_sequence(self):
+        pids = self.start("--spawn", "2", expect=3)
+        tids = {}
+        for pid in pids:
+            r = self.cc("--get-restore-tid", "--pid", pid)
+            self.assertEqual((r.rc, r.err), (0, ""), r)
+            self.assertRegex(r.out, r"^[1-9][0-9]*\n$")
+            self.assertLessEqual(len(r.out), 128)
+            tids[pid] = int(r.out)
+            self.assertTrue(os.path.exists(f"/proc/{pid}/task/{tids[pid]}"))
+            r = self.cc("--get-state", "--pid", tids[pid])
+            self.assertEqual((r.rc, r.out, r.err), (0, "running\n", ""), r)
+            self.assertQuiet(self.cc("--action", "lock", "--pid", pid, "--timeout", 10000))
+            self.assertQuiet(self.cc("--action", "checkpoint", "--pid", pid))
+        self.assertStates(pids, "checkpointed")
+        for pid in pids:
+            self.assertEqual(self.cc("--get-state", "--pid", tids[pid]).out, "checkpointed\n")
+            self.assertQuiet(self.cc("--action", "restore", "--pid", pid))
+            self.assertQuiet(self.cc("--action", "unlock", "--pid", pid))
+        self.assertStates(pids, "running")
+        self.assertDataOk(pids)
+
+    def test_criu_skips_a_process_without_restore_thread(self):
+        pid = self.sleeper()
+        r = self.cc("--get-restore-tid", "--pid", pid)
+        self.assertFails(r, f'Error getting restore thread ID for process ID {pid}: "initialization error"')
+
+    # ---- runsc --cuda-checkpoint-path -------------------------------------
+
+    def toggle_all(self, pids):
+        procs = [self.popen("--toggle", "--pid", pid) for pid in pids]
+        outs = [p.communicate(timeout=60) for p in procs]
+        return [(p.returncode, out, err) for p, (out, err) in zip(procs, outs)]
+
+    def test_runsc_sequence(self):
+        tree = self.start("--spawn", "2", "--mem", "2", expect=3)
+        pair = self.start("--fork-after-init", "1", expect=2)
+        forked = [p for p in pair if self.role(p) == "forked"]
+        candidates = self.device_holders()
+        self.assertEqual(candidates, sorted(tree + pair))
+        cuda = []
+        for pid in candidates:
+            r = self.cc("--get-state", "--pid", pid)
+            if pid in forked:
+                self.assertFails(r, f'Error getting process state for process ID {pid}: "initialization error"')
+                self.assertIn("forked", r.err)
+            else:
+                self.assertEqual((r.rc, r.out), (0, "running\n"), r)
+                cuda.append(pid)
+        self.assertEqual(self.toggle_all(cuda), [(0, "", "")] * len(cuda))
+        self.assertStates(cuda, "checkpointed")
+        self.assertEqual(self.toggle_all(cuda), [(0, "", "")] * len(cuda))
+        self.assertStates(cuda, "running")
+        self.assertDataOk(cuda)
+
+    def test_toggle_with_failed_checkpoint_leaves_the_process_running(self):
+        a, = self.start()
+        b, = self.start()
+        self.fault(f"{a} checkpoint error=999 1")
+        got = dict(zip((a, b), self.toggle_all([a, b])))
+        self.assertEqual(got[b], (0, "", ""))
+        rc, out, err = got[a]
+        self.assertEqual((rc, out), (1, ""), err)
+        self.assertEqual(err.splitlines()[0], f'Error toggling CUDA in process ID {a}: "unknown error"')
+        self.assertStates([a], "running")
+        self.assertStates([b], "checkpointed")
+        self.assertQuiet(self.cc("--toggle", "--pid", b))
+        self.assertDataOk([a, b])
+
+    def test_toggle_says_when_the_unlock_after_a_failed_checkpoint_fails(self):
+        pid, = self.start()
+        self.fault(f"{pid} checkpoint error=999 1", f"{pid} unlock error=999 1")
+        r = self.cc("--toggle", "--pid", pid)
+        self.assertFails(r, f'Error toggling CUDA in process ID {pid}: "unknown error"')
+        self.assertIn(f"process {pid} could not be unlocked again", r.err)
+        self.assertIn("it is locked", r.err)
+        self.assertStates([pid], "locked")
+        self.assertQuiet(self.cc("--action", "unlock", "--pid", pid))
+        self.assertDataOk([pid])
+
+    def test_toggle_restore_failure_stays_checkpointed(self):
+        pid, = self.start()
+        self.assertQuiet(self.cc("--toggle", "--pid", pid))
+        self.fault(f"{pid} restore error=2 1")
+        r = self.cc("--toggle", "--pid", pid)
+        self.assertFails(r, f'Error toggling CUDA in process ID {pid}: "out of memory"')
+        self.assertStates([pid], "checkpointed")
+        self.assertQuiet(self.cc("--toggle", "--pid", pid))
+        self.assertDataOk([pid])
+
+    def test_toggle_of_a_locked_process_is_refused(self):
+        pid, = self.start()
+        self.assertQuiet(self.cc("--action", "lock", "--pid", pid))
+        r = self.cc("--toggle", "--pid", pid)
+        self.assertFails(r, f'Error toggling CUDA in process ID {pid}: "{STATE_TEXT}"')
+        self.assertIn("--action unlock", r.err)
+        self.assertStates([pid], "locked")
+        self.assertQuiet(self.cc("--action", "unlock", "--pid", pid))
+
+    # ---- exact words and statuses -----------------------------------------
+
+    def test_get_state_of_a_process_that_never_loaded_cuda(self):
+        pid = self.sleeper()
+        r = self.cc("--get-state", "--pid", pid)
+        self.assertFails(r, f'Error getting process state for process ID {pid}: "initialization error"')
+        self.assertRegex(r.err.splitlines()[1], r"^cuda-checkpoint: hint: ")
+
+    def test_get_state_of_a_missing_pid(self):
+        for pid in (4000000, 0):
+            r = self.cc("--get-state", "--pid", pid)
+            self.assertFails(r, f'Error getting process state for process ID {pid}: "{OS_TEXT}"')
+        self.assertIn("nvidia-smi", r.err)
+
+    def test_actions_in_the_wrong_state(self):
+        pid, = self.start()
+        for action in ("checkpoint", "restore", "unlock"):
+            r = self.cc("--action", action, "--pid", pid)
+            self.assertFails(r, f'Could not {action} on process ID {pid}: "{STATE_TEXT}"')
+        self.assertQuiet(self.cc("--action", "lock", "--pid", pid))
+        r = self.cc("--action", "lock", "--pid", pid)
+        self.assertFails(r, f'Could not lock on process ID {pid}: "{STATE_TEXT}"')
+        self.assertIn("locked", r.err.splitlines()[1])
+        self.assertQuiet(self.cc("--action", "unlock", "--pid", pid))
+        self.assertStates([pid], "running")
+
+    def test_lock_timeout_behind_a_long_kernel(self):
+        pid, = self.start("--kernel-loop", "3000")
+        time.sleep(0.3)
+        r = self.cc("--action", "lock", "--pid", pid, "--timeout", 500)
+        self.assertFails(r, f'Could not lock on process ID {pid}: "device not ready"')
+        self.assertIn("--timeout", r.err)
+        self.assertLess(r.wall, 2.5)
+        self.assertStates([pid], "running")
+
+    def test_device_map_only_with_restore(self):
+        pid, = self.start()
+        for args in (("--action", "lock"), ("--action", "checkpoint"), ("--toggle",), ("--get-state",)):
+            r = self.cc(*args, "--pid", pid, "--device-map", f"{GPU0}={GPU0}")
+            self.assertEqual((r.rc, r.out), (1, ""), r)
+            self.assertIn("--device-map is only valid with --action restore", r.err)
+        self.assertStates([pid], "running")
+
+    def test_usage_errors_exit_1(self):
+        for args in ((), ("--get-state",), ("--pid", "1"), ("--action", "freeze", "--pid", "1"),
+                     ("--get-state", "--toggle", "--pid", "1"), ("--get-state", "--pid", "x"),
+                     ("--bogus",), ("--get-state", "--pid"), ("--get-state", "--pid", "1", "extra")):
+            with self.subTest(args=args):
+                r = self.cc(*args)
+                self.assertEqual((r.rc, r.out), (1, ""), r)
+                self.assertEqual(len(r.err.splitlines()), 1, r)
+
+    def test_option_spellings(self):
+        pid, = self.start()
+        for args in (("--get-state", f"--pid={pid}"), ("--get-state", "-p", pid), ("--get-state", f"-p{pid}")):
+            r = self.cc(*args)
+            self.assertEqual((r.rc, r.out), (0, "running\n"), r)
+        self.assertQuiet(self.cc(f"--action=lock", "-p", pid, "-t", 1000))
+        self.assertQuiet(self.cc("--action", "unlock", "-p", pid))
+        r = self.cs("cuda-checkpoint", "--get-state", "--pid", str(pid))
+        self.assertEqual((r.rc, r.out), (0, "running\n"), r)
+
+    def test_no_state_directory(self):
+        pid, = self.start()
+        self.assertQuiet(self.cc("--toggle", "--pid", pid))
+        self.assertQuiet(self.cc("--toggle", "--pid", pid))
+        self.assertFalse(os.path.exists(self.state))
+
+    def test_restore_without_persistence_mode_calls_cuinit(self):
+        pid, = self.start()
+        self.assertQuiet(self.cc("--toggle", "--pid", pid))
+        self.assertQuiet(self.cc("--action", "restore", "--pid", pid, env={"FAKECUDA_PERSISTENCE": "0"}))
+        self.assertQuiet(self.cc("--action", "unlock", "--pid", pid))
+        self.assertDataOk([pid])
+
+    def test_driver_without_checkpoint_api(self):
+        r = self.cc("--get-state", "--pid", 1, env={"CUDASNAP_LIBCUDA": LIBCUDA_LEGACY})
+        self.assertEqual((r.rc, r.out), (1, ""), r)
+        self.assertTrue(r.err.startswith("cuda-checkpoint: "), r)
+
+
+class CompatDeviceMap(CompatCase):
+    gpus = f"{GPU0},{GPU1}"
+
+    def setUp(self):
+        super().setUp()
+        self.pid, = self.start()
+        self.assertQuiet(self.cc("--toggle", "--pid", self.pid))
+
+    def restore(self, spec):
+        return self.cc("--action", "restore", "--pid", self.pid, "--device-map", spec)
+
+    def test_swap_by_uuid_then_by_index(self):
+        self.assertQuiet(self.restore(f"{GPU0}={GPU1},{GPU1}={GPU0}"))
+        self.assertQuiet(self.cc("--action", "unlock", "--pid", self.pid))
+        self.assertDataOk([self.pid])
+        self.assertQuiet(self.cc("--toggle", "--pid", self.pid))
+        self.assertQuiet(self.cc("-d", "0=1,1=0", "--action", "restore", "--pid", self.pid))
+        self.assertQuiet(self.cc("--action", "unlock", "--pid", self.pid))
+
+    def test_partial_map_is_the_driver_s_invalid_argument(self):
+        r = self.restore(f"{GPU0}={GPU1}")
+        self.assertFails(r, f'Could not restore on process ID {self.pid}: "invalid argument"')
+        self.assertStates([self.pid], "checkpointed")
+
+    def test_malformed_map_is_refused_before_the_driver(self):
+        for bad in ("GPU-123", "0=", "0=7", "0=1,0=1"):
+            with self.subTest(bad=bad):
+                r = self.restore(bad)
+                self.assertEqual((r.rc, r.out), (1, ""), r)
+                self.assertIn("--device-map", r.err)
+        self.assertStates([self.pid], "checkpointed")
+
+
+if __name__ == "__main__":
+    assert APP, "FAKE_APP is not set"
+    unittest.main(verbosity=2)
