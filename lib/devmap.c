@@ -89,9 +89,9 @@ static const cs_nvml_gpu *visible_entry(const char *e, size_t len, const cs_nvml
 	while (digits < len && e[digits] >= '0' && e[digits] <= '9')
 		digits++;
 	if (len && digits == len) {
-		unsigned long idx = 0;
+		unsigned long long idx = 0;
 		for (size_t i = 0; i < len && idx <= UINT_MAX; i++)
-			idx = idx * 10 + (unsigned long)(e[i] - '0');
+			idx = idx * 10 + (unsigned long long)(e[i] - '0');
 		for (size_t i = 0; i < ngpus; i++)
 			if (gpus[i].index == idx)
 				return &gpus[i];

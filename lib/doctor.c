@@ -189,7 +189,7 @@ static long long host_room(const cs_doctor_report *r, char *where, size_t size)
 	snprintf(where, size, "MemAvailable");
 	if (r->mem.cgroup_room >= 0 && (avail < 0 || r->mem.cgroup_room < avail)) {
 		avail = r->mem.cgroup_room;
-		snprintf(where, size, "left under the %.1f GiB limit of cgroup %s", r->mem.cgroup_limit / GIB,
+		snprintf(where, size, "left under the %.1f GiB limit of cgroup %s", (double)r->mem.cgroup_limit / GIB,
 			 r->mem.cgroup_path);
 	}
 	return avail;
@@ -218,8 +218,8 @@ static void check_memory(cs_doctor_report *r)
 	cs_doctor_add(r, "host-memory", status, 0,
 		      "Free host memory, or raise the memory limit of the container, before checkpointing: "
 		      "each process's GPU memory is copied into its own host memory.",
-		      "GPU memory in use: %.1f GiB%s; host memory available: %.1f GiB (%s)%s", used / GIB,
-		      unknown ? " (some GPUs unknown)" : "", avail / GIB, where,
+		      "GPU memory in use: %.1f GiB%s; host memory available: %.1f GiB (%s)%s", (double)used / GIB,
+		      unknown ? " (some GPUs unknown)" : "", (double)avail / GIB, where,
 		      status == FAIL ? ": a checkpoint of all of it would not fit" :
 		      status == WARN ? ": a checkpoint of all of it would fill more than 80% of that" : "");
 }
@@ -268,10 +268,10 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 	cs_host_memory(root, &r->mem);
 	if (rc == 0 && cs_nvml_present(n))
 		snprintf(r->nvml_driver_version, sizeof(r->nvml_driver_version), "%s", cs_nvml_driver_version(n));
-	if (rc == 0)
+	if (rc == 0) {
 		check_driver(r, d);
-	if (rc == 0)
 		rc = check_nvml(r, n);
+	}
 	if (rc == 0) {
 		check_memory(r);
 		check_sandbox(r);

@@ -120,7 +120,7 @@ static void scan_fds(int pdir, cs_doctor_proc *p, const char *devdir)
 
 static void read_environ(int pdir, cs_doctor_proc *p)
 {
-	size_t size = 1024 * 1024;
+	size_t size = (size_t)1024 * 1024;
 	_cleanup_free_ char *buf = malloc(size);
 	ssize_t n = buf ? cs_read_at(pdir, "environ", buf, size) : -ENOMEM;
 	if (n < 0) {

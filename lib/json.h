@@ -9,6 +9,8 @@
 json_object *cs_json_driver(const cs_driver *d);
 json_object *cs_json_proc(const cs_proc *p, const cs_driver *d);
 json_object *cs_json_error(const cs_error *e);
+/* [{"pid": 1, "error": "Permission denied"}, ...]: the processes a scan could not read. */
+json_object *cs_json_unreadable(const cs_ptable *t);
 /* Adds key -> int, or null when !valid. */
 void cs_json_add_int_or_null(json_object *o, const char *key, long long v, bool valid);
 void cs_json_add_str_or_null(json_object *o, const char *key, const char *s);

@@ -1,6 +1,7 @@
 #include "json.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void cs_json_add_int_or_null(json_object *o, const char *key, long long v, bool valid)
 {
@@ -20,6 +21,18 @@ json_object *cs_json_error(const cs_error *e)
 	cs_json_add_str_or_null(o, "hint", e->hint[0] ? e->hint : NULL);
 	cs_json_add_int_or_null(o, "cuda_result", e->cu, e->status == CS_EDRIVER);
 	return o;
+}
+
+json_object *cs_json_unreadable(const cs_ptable *t)
+{
+	json_object *a = json_object_new_array();
+	for (size_t i = 0; i < t->nunreadable; i++) {
+		json_object *u = json_object_new_object();
+		json_object_object_add(u, "pid", json_object_new_int(t->unreadable[i].pid));
+		json_object_object_add(u, "error", json_object_new_string(strerror(t->unreadable[i].errnum)));
+		json_object_array_add(a, u);
+	}
+	return a;
 }
 
 json_object *cs_json_driver(const cs_driver *d)

@@ -38,14 +38,15 @@ static json_object *entry_json(const cs_target *t, int order)
 
 char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, double wall)
 {
-	const cs_target **v = calloc(n ? n : 1, sizeof(*v));
+	/* v holds pointers: sizeof(*v) is one pointer's size, as meant. */
+	const cs_target **v = calloc(n ? n : 1, sizeof(*v)); // NOLINT(bugprone-sizeof-expression)
 	if (!v)
 		return NULL;
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++)
 		if (t[i].done[CS_STEP_CHECKPOINT] && t[i].state == CS_STATE_CHECKPOINTED)
 			v[m++] = &t[i];
-	qsort(v, m, sizeof(*v), by_ckpt_seq);
+	qsort(v, m, sizeof(*v), by_ckpt_seq); // NOLINT(bugprone-sizeof-expression): see above
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "version", json_object_new_int(1));
 	char when[40];
@@ -134,9 +135,16 @@ int cs_manifest_parse(const char *buf, size_t len, cs_manifest *m, cs_error *err
 	memset(m, 0, sizeof(*m));
 	if (len > CS_MANIFEST_MAX || len > INT_MAX)
 		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest is too large");
+	/* JSON is UTF-8; json-c's own check lets overlong forms and surrogates by. */
+	if (!cs_utf8_valid(buf, len))
+		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest %s/%s is corrupt or truncated "
+				    "(not UTF-8)", cs_state_dir(), CS_MANIFEST_NAME);
 	json_tokener *tok = json_tokener_new_ex(16);
 	if (!tok)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	/* JSON and nothing else: by default json-c also takes comments and
+	 * single quotes, which no manifest cudasnap writes contains. */
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	json_object *root = json_tokener_parse_ex(tok, buf, (int)len);
 	enum json_tokener_error je = json_tokener_get_error(tok);
 	size_t end = json_tokener_get_parse_end(tok);

@@ -12,6 +12,7 @@
 typedef int nvml_ret;
 typedef struct nvml_device_st *nvml_device;
 typedef struct {
+	/* cppcheck-suppress unusedStructMember ; NVML fills it, only total and used are read */
 	unsigned long long total, free, used;
 } nvml_memory_v1;
 typedef struct {

@@ -48,6 +48,17 @@ static bool terminal_control(const unsigned char *s, int n)
 	return false;
 }
 
+bool cs_utf8_valid(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		int n = (unsigned char)s[i] < 0x80 ? 1 : utf8_len((const unsigned char *)s + i, len - i);
+		if (n == 0)
+			return false;
+		i += (size_t)n;
+	}
+	return true;
+}
+
 void cs_sanitize(char *dst, size_t dstsize, const char *s, size_t len)
 {
 	size_t o = 0;
@@ -69,7 +80,7 @@ void cs_sanitize(char *dst, size_t dstsize, const char *s, size_t len)
 			i += n > 0 ? (size_t)n : 1;
 			continue;
 		}
-		dst[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+		dst[o++] = (char)((c < 0x20 || c == 0x7f) ? '?' : c);
 		i++;
 	}
 	dst[o] = '\0';
@@ -345,15 +356,17 @@ static int maps_line(cs_proc *p, const char *devdir, const char *line, size_t le
 	cs_map_entry m;
 	if (cs_parse_maps_line(line, len, &m) < 0 || m.path_len == 0 || m.path[0] != '/')
 		return 0;
-	if (cs_path_is_libcuda(m.path, m.path_len))
-		p->maps_libcuda = true;
-	else if (cs_path_is_nvml(m.path, m.path_len))
-		p->maps_nvml = true;
-	else if (cs_path_is_device(m.path, m.path_len, devdir)) {
+	/* A file of the device directory is a device reference whatever its
+	 * name: /dev/nvidia-caps/libcuda.so must not pass for the library. */
+	if (cs_path_is_device(m.path, m.path_len, devdir)) {
 		cs_devref ref = { .kind = CS_REF_MAP, .fd = -1, .start = m.start, .end = m.end };
 		cs_sanitize(ref.path, sizeof(ref.path), m.path, m.path_len);
 		return cs_proc_add_ref(p, &ref);
 	}
+	if (cs_path_is_libcuda(m.path, m.path_len))
+		p->maps_libcuda = true;
+	else if (cs_path_is_nvml(m.path, m.path_len))
+		p->maps_nvml = true;
 	return 0;
 }
 
@@ -423,8 +436,9 @@ int cs_tid_to_tgid(const char *procdir, pid_t tid, pid_t *tgid)
 	return 0;
 }
 
-int cs_proc_start_time(const char *procdir, pid_t pid, unsigned long long *start)
+static int read_pid_stat(const char *procdir, pid_t pid, cs_stat *st)
 {
+	memset(st, 0, sizeof(*st));
 	char name[16];
 	snprintf(name, sizeof(name), "%d", (int)pid);
 	_cleanup_close_ int dfd = open(procdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -433,10 +447,22 @@ int cs_proc_start_time(const char *procdir, pid_t pid, unsigned long long *start
 	_cleanup_close_ int pdir = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (pdir < 0)
 		return -errno;
+	return cs_proc_read_stat(pdir, st);
+}
+
+int cs_proc_start_time(const char *procdir, pid_t pid, unsigned long long *start)
+{
 	cs_stat st;
-	int r = cs_proc_read_stat(pdir, &st);
+	int r = read_pid_stat(procdir, pid, &st);
 	if (r < 0)
 		return r;
 	*start = st.start_time;
 	return 0;
+}
+
+bool cs_proc_alive(const char *procdir, pid_t pid, unsigned long long start)
+{
+	cs_stat st;
+	return read_pid_stat(procdir, pid, &st) == 0 && st.start_time == start && st.state != 'Z' &&
+	       st.state != 'X' && !(st.flags & CS_PF_EXITING);
 }

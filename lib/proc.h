@@ -11,6 +11,9 @@
 
 /* PF_KTHREAD in the flags field of /proc/PID/stat. */
 #define CS_PF_KTHREAD 0x00200000UL
+/* PF_EXITING: the process is tearing itself down (set before its memory
+ * and files go, long before it becomes a zombie). */
+#define CS_PF_EXITING 0x00000004UL
 
 typedef struct cs_stat {
 	pid_t pid, ppid;
@@ -34,6 +37,9 @@ int cs_parse_status_field(const char *buf, const char *key, long *out);
 int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out);
 /* Value of NAME in a NUL-separated environ block; NULL when absent. */
 const char *cs_environ_get(const char *buf, size_t len, const char *name);
+/* Whether s is well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF); control bytes allowed. */
+bool cs_utf8_valid(const char *s, size_t len);
 /* Copies s into dst, replacing control bytes and invalid UTF-8 with '?'. */
 void cs_sanitize(char *dst, size_t dstsize, const char *s, size_t len);
 
@@ -49,6 +55,12 @@ int cs_proc_scan_maps(int pdir, const char *devdir, cs_proc *p);
 int cs_tid_to_tgid(const char *procdir, pid_t tid, pid_t *tgid);
 /* Start time (stat field 22) of PID, for detecting PID reuse. */
 int cs_proc_start_time(const char *procdir, pid_t pid, unsigned long long *start);
+/* Whether PID is still the process that started at start, and has not
+ * exited or begun to: a zombie keeps its /proc entry and start time until
+ * its parent reaps it, and an exiting process keeps them while the kernel
+ * frees its memory (seconds for a large one), but the driver can no longer
+ * act on either. */
+bool cs_proc_alive(const char *procdir, pid_t pid, unsigned long long start);
 
 int cs_proc_add_ref(cs_proc *p, const cs_devref *ref);
 void cs_proc_clear(cs_proc *p);

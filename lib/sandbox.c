@@ -108,7 +108,7 @@ static void detect_gvisor(int rootfd, const char *root, cs_sandbox *s)
 /* Value of name in a process's environ file under root, copied to val. */
 static bool environ_value(int rootfd, const char *rel, const char *name, char *val, size_t vsize)
 {
-	size_t size = 256 * 1024;
+	size_t size = (size_t)256 * 1024;
 	_cleanup_free_ char *buf = malloc(size);
 	if (!buf)
 		return false;

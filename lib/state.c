@@ -52,9 +52,11 @@ int cs_state_open(cs_error *err)
 int cs_state_lock(int dirfd, const char *command, cs_error *err)
 {
 	int fd = openat(dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return cs_error_errno(err, CS_ESTATE, errno, HINT_STATE, "cannot open the lock file in %s",
-				      cs_state_dir());
+	if (fd < 0) {
+		int e = errno;
+		return cs_error_errno(err, CS_ESTATE, e, HINT_STATE, "cannot open the lock file in %s%s",
+				      cs_state_dir(), e == ELOOP ? " (it is a symlink, which is refused)" : "");
+	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		int e = errno;
 		char who[128] = "";
@@ -116,10 +118,11 @@ ssize_t cs_state_read(int dirfd, const char *name, size_t max, char **out, cs_er
 	*out = NULL;
 	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
-		if (errno == ENOENT)
+		int e = errno;
+		if (e == ENOENT)
 			return -ENOENT;
-		return cs_error_errno(err, CS_ESTATE, errno, "Remove it; a symlink is refused.",
-				      "cannot open %s/%s", cs_state_dir(), name);
+		return cs_error_errno(err, CS_ESTATE, e, "Remove it; a symlink is refused.", "cannot open %s/%s%s",
+				      cs_state_dir(), name, e == ELOOP ? " (it is a symlink, which is refused)" : "");
 	}
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))

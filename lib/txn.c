@@ -75,8 +75,7 @@ static cs_call step_call(cs_step s)
 /* Whether the process that was pid when the command began is still there. */
 static bool alive(const cs_target *t)
 {
-	unsigned long long st;
-	return cs_proc_start_time(cs_proc_dir(), t->pid, &st) == 0 && st == t->start_time;
+	return cs_proc_alive(cs_proc_dir(), t->pid, t->start_time);
 }
 
 static unsigned long long rss_bytes(pid_t pid)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The nearest ancestor the driver knows as a CUDA process. */
 static pid_t cuda_ancestor(const cs_ptable *t, pid_t pid)
@@ -92,4 +93,27 @@ void cs_verify_line(const cs_leftover *l, size_t n, size_t *used, char *buf, siz
 	snprintf(buf, size, "%d (%s, %s) holds %d fd%s and %d mapping%s%s of %s: %s", (int)p->pid, p->comm,
 		 cs_class_name(p->cls), fds, fds == 1 ? "" : "s", maps, maps == 1 ? "" : "s", without, files,
 		 l[0].reason);
+}
+
+void cs_unreadable_line(const cs_ptable *t, char *buf, size_t size)
+{
+	if (size == 0)
+		return;
+	buf[0] = '\0';
+	if (t->nunreadable == 0)
+		return;
+	size_t len = (size_t)snprintf(buf, size, "cannot read %zu process%s as uid %u:", t->nunreadable,
+				      t->nunreadable == 1 ? "" : "es", (unsigned)geteuid());
+	/* The reason once, at the first process that has it; the line stays short. */
+	enum { SHOWN = 20 };
+	for (size_t i = 0; i < t->nunreadable && i < SHOWN && len < size; i++) {
+		int e = t->unreadable[i].errnum;
+		bool first = true;
+		for (size_t k = 0; k < i && first; k++)
+			first = t->unreadable[k].errnum != e;
+		len += (size_t)snprintf(buf + len, size - len, "%s %d%s%s%s", i ? "," : "", (int)t->unreadable[i].pid,
+					first ? " (" : "", first ? strerror(e) : "", first ? ")" : "");
+	}
+	if (t->nunreadable > SHOWN && len < size)
+		snprintf(buf + len, size - len, " and %zu more", t->nunreadable - SHOWN);
 }

@@ -19,4 +19,9 @@ int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n);
  * fd) of nvidiactl, nvidia0: REASON". Leftovers of one process are adjacent. */
 void cs_verify_line(const cs_leftover *l, size_t n, size_t *used, char *buf, size_t size);
 
+/* "cannot read 3 processes as uid 65534: 1 (Permission denied), 57, 90":
+ * which processes the scan could not read, so that a clean result is not
+ * taken for a complete one. "" when every process was read. */
+void cs_unreadable_line(const cs_ptable *t, char *buf, size_t size);
+
 #endif

@@ -2,7 +2,7 @@
 # Installs the Debian/Ubuntu packages needed to build and test cudasnap.
 # Does nothing when they are all present, so it is cheap to call often.
 set -eu
-pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc"
+pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc bash-completion cppcheck clang-tidy valgrind"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,6 +1,7 @@
 /* cudasnap ps: every GPU-related process, as a tree, with its class and state. */
 #include "cli.h"
 #include "json.h"
+#include "verify.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -61,6 +62,10 @@ static void print_summary(const cs_ptable *t, const cs_driver *d)
 	if (t->nunreadable)
 		printf(", %zu unreadable (run as root or with CAP_SYS_PTRACE to see them)", t->nunreadable);
 	printf("\n");
+	char line[1024];
+	cs_unreadable_line(t, line, sizeof(line));
+	if (line[0])
+		printf("%s\n", line);
 	int v = cs_driver_version(d);
 	if (cs_driver_loaded(d))
 		printf("driver: CUDA %d.%d (%d) from %s\n", v / 1000, v % 1000 / 10, v, cs_driver_path(d));
@@ -113,14 +118,7 @@ static int print_json(const cs_ptable *t, const cs_driver *d)
 		json_object_array_add(arr, p);
 	}
 	json_object_object_add(o, "processes", arr);
-	json_object *un = json_object_new_array();
-	for (size_t i = 0; i < t->nunreadable; i++) {
-		json_object *u = json_object_new_object();
-		json_object_object_add(u, "pid", json_object_new_int(t->unreadable[i].pid));
-		json_object_object_add(u, "error", json_object_new_string(strerror(t->unreadable[i].errnum)));
-		json_object_array_add(un, u);
-	}
-	json_object_object_add(o, "unreadable", un);
+	json_object_object_add(o, "unreadable", cs_json_unreadable(t));
 	json_object_object_add(o, "scanned", json_object_new_int64((int64_t)t->scanned));
 	return cs_json_print(o);
 }

@@ -27,7 +27,9 @@ static int apply_manifest(const cs_manifest *m, cs_target *t, size_t n, bool reu
 	for (size_t i = 0; i < m->n; i++) {
 		const cs_manifest_entry *e = &m->e[i];
 		unsigned long long st;
-		if (cs_proc_start_time(cs_proc_dir(), e->pid, &st) < 0) {
+		/* A zombie keeps its pid and start time, but it has exited. */
+		if (cs_proc_start_time(cs_proc_dir(), e->pid, &st) < 0 ||
+		    (st == e->start_time && !cs_proc_alive(cs_proc_dir(), e->pid, st))) {
 			cli_msg("warning: process %d (%s) of the last checkpoint has exited",
 				(int)e->pid, e->comm);
 			continue;

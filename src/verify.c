@@ -22,10 +22,15 @@ static void usage(FILE *f)
 		cs_prog);
 }
 
-static void print_human(const cs_leftover *l, size_t n)
+static void print_human(const cs_ptable *t, const cs_leftover *l, size_t n)
 {
+	char unread[1024];
+	cs_unreadable_line(t, unread, sizeof(unread));
+	if (unread[0])
+		printf("%s (run as root or with CAP_SYS_PTRACE to check them)\n", unread);
 	if (n == 0) {
-		printf("No GPU device reference remains in this PID namespace.\n");
+		printf(unread[0] ? "No GPU device reference found in the processes that could be read.\n" :
+		       "No GPU device reference remains in this PID namespace.\n");
 		return;
 	}
 	for (size_t i = 0, used; i < n; i += used) {
@@ -36,7 +41,7 @@ static void print_human(const cs_leftover *l, size_t n)
 	printf("%zu GPU device reference%s remain%s.\n", n, n == 1 ? "" : "s", n == 1 ? "s" : "");
 }
 
-static int print_json(const cs_leftover *l, size_t n, const cs_driver *d)
+static int print_json(const cs_ptable *t, const cs_leftover *l, size_t n, const cs_driver *d)
 {
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "driver", cs_json_driver(d));
@@ -63,6 +68,7 @@ static int print_json(const cs_leftover *l, size_t n, const cs_driver *d)
 	}
 	json_object_object_add(o, "leftovers", a);
 	json_object_object_add(o, "count", json_object_new_int64((int64_t)n));
+	json_object_object_add(o, "unreadable", cs_json_unreadable(t));
 	return cs_json_print(o);
 }
 
@@ -86,9 +92,9 @@ int cmd_verify(int argc, char **argv)
 		if (cs_verify(&t, &l, &n) < 0)
 			n = 0;
 		if (json)
-			print_json(l, n, d);
+			print_json(&t, l, n, d);
 		else
-			print_human(l, n);
+			print_human(&t, l, n);
 		status = n ? EXIT_FAILED : EXIT_DONE;
 		free(l);
 		cs_ptable_free(&t);

@@ -36,7 +36,8 @@ static void one_line(const uint8_t *data, size_t len)
 		bool cuda = cs_path_is_libcuda(m.path, m.path_len);
 		bool nvml = cs_path_is_nvml(m.path, m.path_len);
 		FUZZ_CHECK(!(cuda && nvml));
-		FUZZ_CHECK(!(cuda && dev) && !(nvml && dev));
+		/* A device path may also look like a library (/dev/nvidia-caps/libcuda.so):
+		 * the maps reader counts it as a device, as fuzz_maps_file checks. */
 	}
 	free(line);
 }

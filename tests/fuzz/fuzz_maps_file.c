@@ -61,15 +61,16 @@ static void expect_line(const char *line, size_t len, cs_proc *want)
 	cs_map_entry m;
 	if (cs_parse_maps_line(line, len, &m) < 0 || m.path_len == 0 || m.path[0] != '/')
 		return;
-	if (cs_path_is_libcuda(m.path, m.path_len)) {
-		want->maps_libcuda = true;
-	} else if (cs_path_is_nvml(m.path, m.path_len)) {
-		want->maps_nvml = true;
-	} else if (cs_path_is_device(m.path, m.path_len, "/dev")) {
+	/* Anything in the device directory is a device, whatever its name. */
+	if (cs_path_is_device(m.path, m.path_len, "/dev")) {
 		cs_devref ref = { .kind = CS_REF_MAP, .fd = -1, .start = m.start, .end = m.end };
 		cs_sanitize(ref.path, sizeof(ref.path), m.path, m.path_len);
 		if (cs_proc_add_ref(want, &ref) < 0)
 			abort();
+	} else if (cs_path_is_libcuda(m.path, m.path_len)) {
+		want->maps_libcuda = true;
+	} else if (cs_path_is_nvml(m.path, m.path_len)) {
+		want->maps_nvml = true;
 	}
 }
 

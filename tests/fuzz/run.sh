@@ -13,19 +13,26 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cc=${CC:-clang}
 work=${WORK:-$root/build-fuzz}
-targets=${TARGETS:-"stat sanitize status maps maps_file environ parse_long"}
-# Only the parsers are fuzzed; they need nothing else from the library.
-lib_srcs="$root/lib/proc.c $root/lib/util.c"
+targets=${TARGETS:-"stat sanitize status maps maps_file environ parse_long cgroup txncli devmap manifest"}
 
 case $secs in
 ''|*[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
 esac
 
-mkdir -p "$work"
-cflags="-std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$root/include -I$root/lib -I$here"
+mkdir -p "$work/obj"
+jsonc_cflags=$(pkg-config --cflags json-c)
+jsonc_libs=$(pkg-config --libs json-c)
+cflags="-std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$root/include -I$root/lib -I$root/src -I$here"
 
+# The library once, instrumented; each target links what it uses from it.
+for src in "$root"/lib/*.c; do
+	"$cc" $cflags $jsonc_cflags -c -o "$work/obj/$(basename "$src" .c).o" "$src"
+done
 for t in $targets; do
-	"$cc" $cflags -o "$work/fuzz_$t" "$here/fuzz_$t.c" $lib_srcs
+	extra=""
+	# The option parser lives in src/; a stub stands in for src/main.c.
+	[ "$t" = txncli ] && extra="$root/src/txncli.c $here/cli_stub.c"
+	"$cc" $cflags -o "$work/fuzz_$t" "$here/fuzz_$t.c" $extra "$work"/obj/*.o $jsonc_libs -ldl -lpthread
 done
 
 status=0
@@ -34,11 +41,13 @@ for t in $targets; do
 	out="$work/$t"
 	rm -rf "$out"
 	mkdir -p "$out/corpus" "$out/artifacts"
+	dict=""
+	[ -f "$here/$t.dict" ] && dict="-dict=$here/$t.dict"
 	# One child process at a time that libFuzzer restarts after a crash, so
 	# that a known bug does not end the run; new inputs go to the scratch
 	# corpus, the committed seeds are only read.
 	"$work/fuzz_$t" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
-		-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+		-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 $dict \
 		-artifact_prefix="$out/artifacts/" \
 		"$out/corpus" "$here/corpus/$t" >"$out/log" 2>&1 || true
 	runs=$(sed -n 's/^#\([0-9][0-9]*\): .*/\1/p' "$out/log" | tail -n 1)
