@@ -168,3 +168,39 @@ void cs_manifest_free(cs_manifest *m)
 	free(m->e);
 	memset(m, 0, sizeof(*m));
 }
+
+static bool restored(json_object *e, const cs_target *t, size_t n)
+{
+	long long pid, start;
+	if (!get_int(e, "pid", 1, INT_MAX, &pid) || !get_int(e, "start_time", 0, LLONG_MAX, &start))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (t[i].pid == pid && t[i].start_time == (unsigned long long)start && t[i].done[CS_STEP_RESTORE] &&
+		    t[i].state == CS_STATE_RUNNING)
+			return true;
+	return false;
+}
+
+char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t n, size_t *left)
+{
+	cs_manifest check;
+	if (cs_manifest_parse(buf, len, &check, NULL) < 0)
+		return NULL;
+	cs_manifest_free(&check);
+	json_object *root = json_tokener_parse(buf), *arr;
+	if (!root || !json_object_object_get_ex(root, "processes", &arr)) {
+		json_object_put(root);
+		return NULL;
+	}
+	json_object *keep = json_object_new_array();
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *e = json_object_array_get_idx(arr, i);
+		if (!restored(e, t, n))
+			json_object_array_add(keep, json_object_get(e));
+	}
+	*left = json_object_array_length(keep);
+	json_object_object_add(root, "processes", keep);
+	char *s = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
+	json_object_put(root);
+	return s;
+}

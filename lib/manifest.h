@@ -32,5 +32,8 @@ char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, doubl
 /* Parses untrusted text; a corrupt manifest is an error with a hint. */
 int cs_manifest_parse(const char *buf, size_t len, cs_manifest *out, cs_error *err);
 void cs_manifest_free(cs_manifest *m);
+/* The manifest text without the entries of targets this restore brought back
+ * to running; *left is how many entries remain. NULL when buf does not parse. */
+char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t n, size_t *left);
 
 #endif

@@ -36,6 +36,9 @@ int cli_usage_error(const char *cmd);
 /* Options of a command that takes only --json and --help: returns -1 to go
  * on, or the exit status to return. */
 int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json);
+/* True (and says so) when processes could not be read and the caller lacks
+ * CAP_SYS_PTRACE: the listing may then miss CUDA processes, so exit 2. */
+bool cli_blind(const cs_ptable *t);
 /* The exit status for a library error. */
 int cli_exit_for(const cs_error *e);
 

@@ -1,5 +1,6 @@
 /* cudasnap: the command line. Each command lives in its own file. */
 #include "cli.h"
+#include "sandbox.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -64,6 +65,19 @@ int cli_usage_error(const char *cmd)
 {
 	fprintf(stderr, "Try '%s %s --help'.\n", cs_prog, cmd);
 	return EXIT_USAGE;
+}
+
+bool cli_blind(const cs_ptable *t)
+{
+	if (!t->nunreadable)
+		return false;
+	cs_sandbox sb;
+	cs_sandbox_detect(NULL, &sb);
+	if (sb.cap_sys_ptrace || (sb.euid == 0 && !sb.caps_known))
+		return false;
+	cli_msg("error: %zu process%s could not be read as uid %u: run as root or with CAP_SYS_PTRACE",
+		t->nunreadable, t->nunreadable == 1 ? "" : "es", (unsigned)sb.euid);
+	return true;
 }
 
 int cli_exit_for(const cs_error *e)

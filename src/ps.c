@@ -23,7 +23,9 @@ static void ps_usage(FILE *f)
 		"Related processes are shown as a tree.\n\n"
 		"Options:\n"
 		"  --json      print one JSON object on stdout\n"
-		"  -h, --help  show this help\n", cs_prog);
+		"  -h, --help  show this help\n"
+		"\nExit status: 0; 2 on a usage error, or when processes could not be read (run\n"
+		"as root or with CAP_SYS_PTRACE: the list may miss CUDA processes).\n", cs_prog);
 }
 
 typedef struct ps_row {
@@ -146,6 +148,8 @@ int cmd_ps(int argc, char **argv)
 		print_table(&t, d);
 		print_summary(&t, d);
 	}
+	if (rc == EXIT_DONE && cli_blind(&t))
+		rc = EXIT_USAGE;
 	cs_ptable_free(&t);
 	cs_driver_free(d);
 	return rc;

@@ -202,6 +202,24 @@ static void save_manifest(txn_ctx *x, const cs_target *t, size_t n, const cs_txn
 			"checkpointed processes instead", s ? ": " : "", s ? e.message : "");
 }
 
+/* The manifest keeps the processes this restore did not bring back (left
+ * out by --pid, say), so that a later restore still has their order. */
+static void forget_restored(txn_ctx *x, const cs_target *t, size_t n)
+{
+	_cleanup_free_ char *buf = NULL;
+	ssize_t len = cs_state_read(x->state_fd, CS_MANIFEST_NAME, CS_MANIFEST_MAX, &buf, NULL);
+	if (len == -ENOENT)
+		return;
+	size_t left = 0;
+	/* One that cannot be read (a symlink, corrupt) was not used: remove it (the link, not its target). */
+	_cleanup_free_ char *rest = len < 0 ? NULL : cs_manifest_prune(buf, (size_t)len, t, n, &left);
+	cs_error e;
+	if (!rest || left == 0)
+		unlinkat(x->state_fd, CS_MANIFEST_NAME, 0);
+	else if (cs_state_write(x->state_fd, CS_MANIFEST_NAME, rest, strlen(rest), &e) < 0)
+		cli_msg("warning: %s", e.message);
+}
+
 static int run_txn(txn_ctx *x, cs_target *t, size_t n)
 {
 	txn_cli *c = x->c;
@@ -222,7 +240,7 @@ static int run_txn(txn_ctx *x, cs_target *t, size_t n)
 	if (rc == 0 && c->op == CS_OP_CHECKPOINT && r.acted)
 		save_manifest(x, t, n, &r);
 	if (rc == 0 && c->op == CS_OP_RESTORE && r.acted)
-		unlinkat(x->state_fd, CS_MANIFEST_NAME, 0);
+		forget_restored(x, t, n);
 	print_human(x, t, n, &r);
 	if (c->json)
 		print_json(x, t, n, &r, status);

@@ -18,7 +18,8 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  --json      print one JSON object on stdout\n"
 		"  -h, --help  show this help\n"
-		"\nExit status: 0 no reference remains; 1 some remain; 2 usage or environment error.\n",
+		"\nExit status: 0 no reference remains; 1 some remain; 2 usage or environment error,\n"
+		"or processes could not be read (run as root or with CAP_SYS_PTRACE).\n",
 		cs_prog);
 }
 
@@ -95,7 +96,7 @@ int cmd_verify(int argc, char **argv)
 			print_json(&t, l, n, d);
 		else
 			print_human(&t, l, n);
-		status = n ? EXIT_FAILED : EXIT_DONE;
+		status = cli_blind(&t) ? EXIT_USAGE : n ? EXIT_FAILED : EXIT_DONE;
 		free(l);
 		cs_ptable_free(&t);
 	}

@@ -143,6 +143,18 @@ class Transaction(Case):
         self.assertEqual(self.cs("restore", "--ignore-manifest").rc, 0)
         self.assertStates(pids, "running")
 
+    def test_partial_restore_keeps_the_rest_of_the_manifest(self):
+        pids = self.tree("1")
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        man = os.path.join(self.state, "manifest.json")
+        self.assertEqual(self.cs("restore", "--pid", str(pids[1])).rc, 0)
+        with open(man) as f:
+            left = sorted(e["pid"] for e in json.load(f)["processes"])
+        self.assertEqual(left, [pids[0], pids[2]])
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertFalse(os.path.exists(man))
+        self.assertStates(pids, "running")
+
     def test_corrupt_manifest_falls_back_to_discovery(self):
         pids = self.tree("1")
         self.assertEqual(self.cs("checkpoint").rc, 0)
