@@ -8,32 +8,11 @@
 #include <ctype.h>
 #include <stdbool.h>
 
-/* Well-formed UTF-8 (RFC 3629), control characters allowed. */
-static bool utf8_valid(const unsigned char *s, size_t len)
-{
-	for (size_t i = 0; i < len;) {
-		unsigned c = s[i];
-		size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 :
-			   c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-		if (n == 0 || n > len - i)
-			return false;
-		unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
-		unsigned hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-		if (n > 1 && (s[i + 1] < lo || s[i + 1] > hi))
-			return false;
-		for (size_t k = 2; k < n; k++)
-			if ((s[i + k] & 0xc0) != 0x80)
-				return false;
-		i += n;
-	}
-	return true;
-}
-
 /* JSON text (RFC 8259) is UTF-8, here one object surrounded by whitespace
  * only: no comment, and no raw NUL byte anywhere. */
 static bool looks_like_one_object(const char *buf, size_t len)
 {
-	if (!utf8_valid((const unsigned char *)buf, len))
+	if (!cs_check_utf8(buf, len, true))
 		return false;
 	size_t a = 0, b = len;
 	while (a < b && strchr(" \t\r\n", buf[a]) && buf[a])

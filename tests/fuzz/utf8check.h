@@ -7,13 +7,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-static inline bool cs_check_utf8_clean(const char *str, size_t len)
+/* Well-formed UTF-8; with controls false, no C0 control byte or DEL either. */
+static inline bool cs_check_utf8(const char *str, size_t len, bool controls)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	for (size_t i = 0; i < len;) {
 		unsigned c = s[i];
 		if (c < 0x80) {
-			if (c < 0x20 || c == 0x7f)
+			if (!controls && (c < 0x20 || c == 0x7f))
 				return false;
 			i++;
 			continue;
@@ -47,6 +48,11 @@ static inline bool cs_check_utf8_clean(const char *str, size_t len)
 		i += n;
 	}
 	return true;
+}
+
+static inline bool cs_check_utf8_clean(const char *str, size_t len)
+{
+	return cs_check_utf8(str, len, false);
 }
 
 #endif
