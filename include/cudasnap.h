@@ -218,6 +218,7 @@ typedef struct cs_target {
 	unsigned long long rss_before, rss_after; /* bytes, around checkpoint/restore */
 	unsigned long long bytes;  /* GPU bytes moved (resident-memory growth or shrink) */
 	char visible_devices[128]; /* CUDA_VISIBLE_DEVICES of the target, "" when unset */
+	char gpus[512];            /* UUIDs of the GPUs it sees, comma-separated; "" unknown */
 	cs_error error;        /* why it failed, when failed */
 	/* private */
 	unsigned long seq[CS_STEP_COUNT];

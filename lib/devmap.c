@@ -110,37 +110,45 @@ static const cs_nvml_gpu *visible_entry(const char *e, size_t len, const cs_nvml
 	return found;
 }
 
-int cs_devmap_covers(const cs_gpu_pair *pairs, unsigned npairs, const char *visible, const cs_nvml_gpu *gpus,
-		     size_t ngpus, const cs_target *t, cs_error *err)
+size_t cs_visible_gpus(const char *visible, const cs_nvml_gpu *gpus, size_t ngpus, const cs_nvml_gpu **out,
+		       size_t max)
 {
-	if (ngpus == 0)
-		return 1;
-	bool all = !visible || !*visible;
-	for (size_t i = 0; all && i < ngpus; i++)
-		if (!mapped(pairs, npairs, gpus[i].uuid))
-			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map leaves out GPU %u (%s), which "
-					    "process %d (%s) can see (it has no CUDA_VISIBLE_DEVICES)", gpus[i].index,
-					    gpus[i].uuid, (int)t->pid, t->comm);
+	size_t n = 0;
+	if (!visible || !*visible) {
+		for (; n < ngpus && n < max; n++)
+			out[n] = &gpus[n];
+		return n;
+	}
 	/* As CUDA reads the list: it ends at the first entry that names no GPU
 	 * or one already named, and empty entries are skipped. */
-	const cs_nvml_gpu *seen[64];
-	size_t nseen = 0;
-	for (const char *e = visible; !all && *e && nseen < CS_ARRAY_SIZE(seen);) {
+	for (const char *e = visible; *e && n < max;) {
 		size_t len = strcspn(e, ",");
 		const cs_nvml_gpu *g = len ? visible_entry(e, len, gpus, ngpus) : NULL;
 		e += len + (e[len] == ',');
 		if (!len)
 			continue;
-		for (size_t k = 0; g && k < nseen; k++)
-			if (seen[k] == g)
+		for (size_t k = 0; g && k < n; k++)
+			if (out[k] == g)
 				g = NULL;
 		if (!g)
 			break;
-		seen[nseen++] = g;
-		if (!mapped(pairs, npairs, g->uuid))
-			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map leaves out GPU %u (%s), which "
-					    "process %d (%s) can see (CUDA_VISIBLE_DEVICES=%s)", g->index, g->uuid,
-					    (int)t->pid, t->comm, visible);
+		out[n++] = g;
 	}
+	return n;
+}
+
+int cs_devmap_covers(const cs_gpu_pair *pairs, unsigned npairs, const char *visible, const cs_nvml_gpu *gpus,
+		     size_t ngpus, const cs_target *t, cs_error *err)
+{
+	if (ngpus == 0)
+		return 1;
+	const cs_nvml_gpu *seen[64];
+	size_t n = cs_visible_gpus(visible, gpus, ngpus, seen, CS_ARRAY_SIZE(seen));
+	for (size_t i = 0; i < n; i++)
+		if (!mapped(pairs, npairs, seen[i]->uuid))
+			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map leaves out GPU %u (%s), which "
+					    "process %d (%s) can see (%s%s)", seen[i]->index, seen[i]->uuid, (int)t->pid,
+					    t->comm, visible && *visible ? "CUDA_VISIBLE_DEVICES=" : "it has no "
+					    "CUDA_VISIBLE_DEVICES", visible && *visible ? visible : "");
 	return 0;
 }

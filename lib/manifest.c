@@ -27,6 +27,13 @@ static json_object *entry_json(const cs_target *t, int order)
 	json_object_object_add(o, "comm", json_object_new_string(t->comm));
 	json_object_object_add(o, "order", json_object_new_int(order));
 	cs_json_add_str_or_null(o, "cuda_visible_devices", t->visible_devices[0] ? t->visible_devices : NULL);
+	json_object *gpus = t->gpus[0] ? json_object_new_array() : NULL;
+	for (const char *g = t->gpus; gpus && *g;) {
+		size_t len = strcspn(g, ",");
+		json_object_array_add(gpus, json_object_new_string_len(g, (int)len));
+		g += len + (g[len] == ',');
+	}
+	json_object_object_add(o, "gpus", gpus);
 	json_object_object_add(o, "bytes", json_object_new_uint64(t->bytes));
 	json_object *tm = json_object_new_object();
 	for (int s = 0; s < CS_STEP_COUNT; s++)

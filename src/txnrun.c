@@ -1,5 +1,6 @@
 /* The flow shared by checkpoint, restore, lock and unlock. */
 #include "txncli.h"
+#include "devmap.h"
 #include "json.h"
 #include "manifest.h"
 #include "sandbox.h"
@@ -193,8 +194,31 @@ static int early_error(txn_ctx *x, const cs_error *e)
 	return EXIT_USAGE; /* nothing was changed */
 }
 
-static void save_manifest(txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r)
+/* Which GPUs each target sees, by UUID, for the manifest (a restore onto
+ * other GPUs must map every one of them). */
+static void note_gpus(cs_target *t, size_t n)
 {
+	cs_nvml *nv = NULL;
+	cs_nvml_gpu *gpus = NULL;
+	size_t ngpus = 0;
+	cs_nvml_open(&nv, NULL);
+	if (cs_nvml_present(nv) && cs_nvml_gpus(nv, &gpus, &ngpus, NULL) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			const cs_nvml_gpu *seen[64];
+			size_t k = cs_visible_gpus(t[i].visible_devices, gpus, ngpus, seen, CS_ARRAY_SIZE(seen));
+			size_t used = 0;
+			for (size_t j = 0; j < k && used < sizeof(t[i].gpus); j++)
+				used += (size_t)snprintf(t[i].gpus + used, sizeof(t[i].gpus) - used, "%s%s",
+							 j ? "," : "", seen[j]->uuid);
+		}
+	}
+	free(gpus);
+	cs_nvml_close(nv);
+}
+
+static void save_manifest(txn_ctx *x, cs_target *t, size_t n, const cs_txn_result *r)
+{
+	note_gpus(t, n);
 	_cleanup_free_ char *s = cs_manifest_render(t, n, x->d, r->wall_seconds);
 	cs_error e;
 	if (!s || cs_state_write(x->state_fd, CS_MANIFEST_NAME, s, strlen(s), &e) < 0)

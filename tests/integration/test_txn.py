@@ -27,6 +27,7 @@ class Transaction(Case):
         self.assertEqual(sorted(e["pid"] for e in m["processes"]), pids)
         self.assertTrue(all(e["start_time"] > 0 for e in m["processes"]))
         self.assertIn("checkpoint", m["processes"][0]["seconds"])
+        self.assertEqual([e["gpus"] for e in m["processes"]], [[GPU0]] * 3)
         r = self.cs("restore", "--json")
         self.assertEqual(r.rc, 0, r)
         self.assertStates(pids, "running")
@@ -294,6 +295,16 @@ class DeviceMap(Case):
         self.assertEqual(r.rc, 2, r)
         self.assertIn("leaves out GPU 1", r.err)
         self.assertStates([self.pid], "checkpointed")
+
+    def test_manifest_names_the_gpus_each_process_sees(self):
+        pid, = self.start(env={"CUDA_VISIBLE_DEVICES": "1"})
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        with open(os.path.join(self.state, "manifest.json")) as f:
+            gpus = {e["pid"]: e["gpus"] for e in json.load(f)["processes"]}
+        self.assertEqual(gpus, {self.pid: [GPU0, GPU1], pid: [GPU1]})
+        r = self.cs("restore", "--device-map", f"{GPU1}={GPU0}", "--pid", str(pid))
+        self.assertEqual(r.rc, 0, r)
 
     def test_swap_by_uuid_and_by_index(self):
         r = self.cs("restore", "--device-map", f"{GPU0}={GPU1},{GPU1}={GPU0}")
