@@ -78,6 +78,10 @@ static void print_summary(const cs_ptable *t, const cs_driver *d)
 
 static void print_table(const cs_ptable *t, const cs_driver *d)
 {
+	if (t->n == 0) {
+		printf("No GPU-related process in this PID namespace.\n");
+		return;
+	}
 	ps_row *all = calloc(t->n + 1, sizeof(*all)), *rows = calloc(t->n + 1, sizeof(*rows));
 	unsigned char *done = calloc(t->n + 1, 1);
 	if (!all || !rows || !done) {
