@@ -234,6 +234,17 @@ int cs_nvml_gpus(cs_nvml *n, cs_nvml_gpu **gpus, size_t *count, cs_error *err)
 	return 0;
 }
 
+void cs_nvml_list(cs_nvml_gpu **gpus, size_t *count)
+{
+	cs_nvml *n = NULL;
+	cs_nvml_open(&n, NULL);
+	if (cs_nvml_gpus(n, gpus, count, NULL) < 0) {
+		*gpus = NULL;
+		*count = 0;
+	}
+	cs_nvml_close(n);
+}
+
 static int hex_digit(char c)
 {
 	if (c >= '0' && c <= '9')

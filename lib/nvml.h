@@ -51,6 +51,9 @@ const char *cs_nvml_strerror(const cs_nvml *n, int ret);
 /* Every GPU NVML reports, in index order; *gpus is malloc'ed (free it).
  * Per-GPU failures are recorded in each entry, not returned. */
 int cs_nvml_gpus(cs_nvml *n, cs_nvml_gpu **gpus, size_t *count, cs_error *err);
+/* Opens NVML, lists the GPUs and closes it again: an empty list (*gpus NULL)
+ * when NVML is absent or does not answer. */
+void cs_nvml_list(cs_nvml_gpu **gpus, size_t *count);
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (hex in either case, nothing
  * before or after) -> 16 bytes. Returns 0, or -EINVAL for anything else. */

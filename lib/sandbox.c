@@ -337,6 +337,11 @@ void cs_sandbox_detect(const char *root, cs_sandbox *out)
 	detect_privileges(have_status ? status : NULL, out);
 }
 
+bool cs_sandbox_may_trace_all(const cs_sandbox *s)
+{
+	return s->cap_sys_ptrace || (s->euid == 0 && !s->caps_known);
+}
+
 static long long meminfo_available(int rootfd)
 {
 	char buf[8192];

@@ -55,6 +55,9 @@ const char *cs_sandbox_root(void);
 /* Fills out from files under root (NULL: cs_sandbox_root()). Never fails:
  * what cannot be read stays unknown. */
 void cs_sandbox_detect(const char *root, cs_sandbox *out);
+/* Whether the caller may trace (and so checkpoint) processes of every user:
+ * CAP_SYS_PTRACE, or root where the capabilities cannot be read. */
+bool cs_sandbox_may_trace_all(const cs_sandbox *s);
 void cs_host_memory(const char *root, cs_hostmem *out);
 const char *cs_pidns_name(int ns); /* "host", "child", "unknown" */
 

@@ -76,21 +76,17 @@ static int device_pairs(cs_driver *d, const compat_args *a, const cs_nvml_gpu *g
  * whether cuInit is needed (persistence mode off). */
 static int restore(cs_driver *d, const compat_args *a, fail_fn failed)
 {
-	cs_nvml *nv = NULL;
 	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
 	_cleanup_free_ cs_gpu_pair *pairs = NULL;
 	unsigned npairs = 0;
-	cs_nvml_open(&nv, NULL);
-	if (cs_nvml_present(nv))
-		cs_nvml_gpus(nv, &gpus, &ngpus, NULL);
+	cs_nvml_list(&gpus, &ngpus);
 	int status = device_pairs(d, a, gpus, ngpus, &pairs, &npairs);
 	if (status < 0) {
 		cs_restore_init(d, gpus, ngpus);
 		int r = cs_cu_restore(d, a->pid, pairs, npairs);
 		status = r == CS_CU_SUCCESS ? EXIT_DONE : failed(d, a, CS_CALL_RESTORE, r);
 	}
-	cs_nvml_close(nv);
 	return status;
 }
 

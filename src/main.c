@@ -73,7 +73,7 @@ bool cli_blind(const cs_ptable *t)
 		return false;
 	cs_sandbox sb;
 	cs_sandbox_detect(NULL, &sb);
-	if (sb.cap_sys_ptrace || (sb.euid == 0 && !sb.caps_known))
+	if (cs_sandbox_may_trace_all(&sb))
 		return false;
 	cli_msg("error: %zu process%s could not be read as uid %u: run as root or with CAP_SYS_PTRACE",
 		t->nunreadable, t->nunreadable == 1 ? "" : "es", (unsigned)sb.euid);

@@ -105,19 +105,14 @@ int txn_prepare_restore(txn_ctx *x, cs_target *t, size_t n, cs_txn_opts *o, cs_g
 	*pairs = NULL;
 	if (!x->c->ignore_manifest && load_manifest(x, t, n, err) < 0)
 		return -CS_EPROC;
-	cs_nvml *nv = NULL;
-	cs_nvml_gpu *gpus = NULL;
+	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
-	cs_nvml_open(&nv, NULL);
-	if (cs_nvml_present(nv))
-		cs_nvml_gpus(nv, &gpus, &ngpus, NULL);
+	cs_nvml_list(&gpus, &ngpus);
 	int r = 0;
 	if (x->c->device_map)
 		r = device_map(x, t, n, gpus, ngpus, pairs, &o->npairs, err);
 	o->pairs = *pairs;
 	if (r == 0)
 		init_if_needed(x, gpus, ngpus);
-	free(gpus);
-	cs_nvml_close(nv);
 	return r;
 }

@@ -198,22 +198,17 @@ static int early_error(txn_ctx *x, const cs_error *e)
  * other GPUs must map every one of them). */
 static void note_gpus(cs_target *t, size_t n)
 {
-	cs_nvml *nv = NULL;
-	cs_nvml_gpu *gpus = NULL;
+	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
-	cs_nvml_open(&nv, NULL);
-	if (cs_nvml_present(nv) && cs_nvml_gpus(nv, &gpus, &ngpus, NULL) == 0) {
-		for (size_t i = 0; i < n; i++) {
-			const cs_nvml_gpu *seen[64];
-			size_t k = cs_visible_gpus(t[i].visible_devices, gpus, ngpus, seen, CS_ARRAY_SIZE(seen));
-			size_t used = 0;
-			for (size_t j = 0; j < k && used < sizeof(t[i].gpus); j++)
-				used += (size_t)snprintf(t[i].gpus + used, sizeof(t[i].gpus) - used, "%s%s",
-							 j ? "," : "", seen[j]->uuid);
-		}
+	cs_nvml_list(&gpus, &ngpus);
+	for (size_t i = 0; ngpus && i < n; i++) {
+		const cs_nvml_gpu *seen[64];
+		size_t k = cs_visible_gpus(t[i].visible_devices, gpus, ngpus, seen, CS_ARRAY_SIZE(seen));
+		size_t used = 0;
+		for (size_t j = 0; j < k && used < sizeof(t[i].gpus); j++)
+			used += (size_t)snprintf(t[i].gpus + used, sizeof(t[i].gpus) - used, "%s%s", j ? "," : "",
+						 seen[j]->uuid);
 	}
-	free(gpus);
-	cs_nvml_close(nv);
 }
 
 static void save_manifest(txn_ctx *x, cs_target *t, size_t n, const cs_txn_result *r)
@@ -303,7 +298,7 @@ static int check_privileges(const txn_ctx *x, const cs_ptable *t, const cs_targe
 			    cs_error *err)
 {
 	const cs_sandbox *sb = &x->sandbox;
-	if (sb->cap_sys_ptrace || (sb->euid == 0 && !sb->caps_known))
+	if (cs_sandbox_may_trace_all(sb))
 		return 0;
 	if (t->nunreadable)
 		return cs_error_set(err, CS_EENV, "Run cudasnap as root, or give it CAP_SYS_PTRACE.",
