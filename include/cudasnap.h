@@ -73,6 +73,11 @@ enum {
 	CS_CU_NOT_PERMITTED = 800,
 	CS_CU_NOT_SUPPORTED = 801,
 	CS_CU_UNKNOWN = 999,
+	/* Not CUresults: what a cs_cu_* call returns when cudasnap stopped
+	 * waiting for the driver. The call itself may still be running inside
+	 * a worker thread, and may still complete in the target. */
+	CS_CU_TIMED_OUT = -2,    /* its deadline passed */
+	CS_CU_INTERRUPTED = -3,  /* a signal asked the command to end */
 };
 
 /* The checkpoint API appeared in R570 (CUDA 12.8); GPU remapping in R580. */
@@ -97,7 +102,32 @@ const char *cs_driver_path(const cs_driver *d);
 const cs_error *cs_driver_error(const cs_driver *d); /* why it is not loaded */
 bool cs_driver_can_remap(const cs_driver *d);
 
-/* The six calls and cuInit. Return the raw CUresult. */
+/* How long cudasnap waits for each driver call. Every call but
+ * GetRestoreThreadId is answered by the target's restore thread and waits
+ * while the target is stopped or frozen, whatever the lock timeout: each call
+ * therefore runs in a worker thread that is given up on at its deadline. */
+typedef struct cs_limits {
+	double quick_s;       /* get-state, restore thread, unlock, cuInit (default 10) */
+	double lock_grace_s;  /* lock: its timeout plus this (default 5); timeout 0 has no deadline */
+	double move_s;        /* checkpoint and restore; 0: sized by cs_move_deadline */
+	volatile int *interrupted; /* once non-zero, waits end within stop_grace_s */
+	double stop_grace_s;  /* calls in flight when the signal came (default 1.5) */
+	double rollback_grace_s; /* then the rollback's calls (default 2.5) */
+} cs_limits;
+
+/* Replaces the driver's limits (cs_driver_open sets the defaults). */
+void cs_driver_set_limits(cs_driver *d, const cs_limits *l);
+const cs_limits *cs_driver_limits(const cs_driver *d);
+/* The deadline of a checkpoint or restore of a process with about bytes of
+ * GPU memory (0 when unknown): move_s when set, else 60 s + 2 s per GiB
+ * (unknown counts as 141 GiB, one whole H200). */
+double cs_move_deadline(const cs_driver *d, unsigned long long bytes);
+/* Calls given up on since the program started: they may still be blocked in
+ * worker threads, so the program should end with _exit, not exit. */
+unsigned cs_driver_abandoned(void);
+
+/* The six calls and cuInit. Return the raw CUresult, or CS_CU_TIMED_OUT /
+ * CS_CU_INTERRUPTED when cudasnap stopped waiting. */
 int cs_cu_init(cs_driver *d);
 int cs_cu_get_state(cs_driver *d, pid_t pid, int *state);
 int cs_cu_get_restore_tid(cs_driver *d, pid_t pid, pid_t *tid);
@@ -105,6 +135,9 @@ int cs_cu_lock(cs_driver *d, pid_t pid, unsigned timeout_ms);
 int cs_cu_checkpoint(cs_driver *d, pid_t pid);
 int cs_cu_restore(cs_driver *d, pid_t pid, const cs_gpu_pair *pairs, unsigned npairs);
 int cs_cu_unlock(cs_driver *d, pid_t pid);
+/* Checkpoint and restore with an explicit deadline in seconds (<= 0: none). */
+int cs_cu_checkpoint_by(cs_driver *d, pid_t pid, double seconds);
+int cs_cu_restore_by(cs_driver *d, pid_t pid, const cs_gpu_pair *pairs, unsigned npairs, double seconds);
 /* cuGetErrorName / cuGetErrorString, with fallbacks when the driver is absent. */
 const char *cs_cu_name(const cs_driver *d, int res);
 const char *cs_cu_string(const cs_driver *d, int res);
@@ -119,6 +152,20 @@ typedef enum cs_class {
 } cs_class;
 
 const char *cs_class_name(int cls);
+
+/* Why a process cannot answer the driver now. Every driver call but
+ * GetRestoreThreadId is carried out by the target's restore thread, and
+ * waits (without bound, whatever the lock timeout) while that thread is
+ * stopped, ptrace-stopped or in a frozen cgroup. */
+typedef enum cs_halt {
+	CS_HALT_NONE = 0,
+	CS_HALT_STOPPED,  /* SIGSTOP / job control (state T) */
+	CS_HALT_TRACED,   /* stopped by a tracer: a debugger, strace, CRIU's seize (state t) */
+	CS_HALT_FROZEN,   /* in a frozen cgroup: docker pause, the cgroup freezer */
+} cs_halt;
+
+/* "stopped" (also for traced) or "frozen"; NULL for CS_HALT_NONE. */
+const char *cs_halt_name(int halt);
 
 typedef enum cs_ref_kind { CS_REF_FD, CS_REF_MAP } cs_ref_kind;
 
@@ -143,6 +190,7 @@ typedef struct cs_proc {
 	int state;          /* cs_state, CS_STATE_UNKNOWN when not asked or not known */
 	pid_t restore_tid;  /* 0 when unknown */
 	int cu_result;      /* the driver's answer to GetState, -1 when not asked */
+	int halt;           /* cs_halt: found stopped or frozen, so GetState was not asked */
 	cs_devref *refs;
 	size_t nrefs;
 	size_t refcap; /* private */
@@ -220,14 +268,24 @@ typedef struct cs_target {
 	char visible_devices[128]; /* CUDA_VISIBLE_DEVICES of the target, "" when unset */
 	char gpus[512];            /* UUIDs of the GPUs it sees, comma-separated; "" unknown */
 	cs_error error;        /* why it failed, when failed */
+	pid_t restore_tid;     /* the driver's helper thread, 0 when unknown */
+	unsigned long long gpu_bytes; /* GPU memory expected to move, 0 when unknown */
+	bool halted;           /* stopped or frozen: refused, or met during the command */
+	bool abandoned;        /* a call on it was given up on: its state is not known */
+	unsigned long long moved; /* progress: bytes moved so far by the step in flight */
+	double stalled_s;      /* progress: seconds since the step in flight last moved memory */
 	/* private */
 	unsigned long seq[CS_STEP_COUNT];
 	bool done[CS_STEP_COUNT];
+	int in_flight;         /* atomic: a checkpoint or restore call is running */
+	double step_t0, last_move_at;
+	unsigned long long last_rss;
 } cs_target;
 
 typedef enum cs_outcome {
 	CS_OUTCOME_DONE = 0,
 	CS_OUTCOME_ROLLED_BACK = 1,
+	CS_OUTCOME_REFUSED = 2,    /* a selected process could not answer: nothing was changed */
 	CS_OUTCOME_INCOMPLETE = 3,
 } cs_outcome;
 
@@ -249,6 +307,12 @@ typedef struct cs_txn_opts {
 	 * filled) rolls the whole transaction back, as --strict needs. */
 	int (*post_check)(void *ctx, cs_target *targets, size_t n, cs_error *err);
 	void *post_ctx;
+	/* Called about every watch_s seconds (default 0.5) from the caller's
+	 * thread while a checkpoint or restore step runs, with each target's
+	 * moved and stalled_s up to date; the caller must not change targets. */
+	void (*watch)(void *ctx, const cs_target *targets, size_t n, cs_step step, double elapsed);
+	void *watch_ctx;
+	double watch_s;
 } cs_txn_opts;
 
 typedef struct cs_txn_result {
@@ -260,8 +324,16 @@ typedef struct cs_txn_result {
 } cs_txn_result;
 
 /* Runs op over targets as one transaction: every target reaches the goal, or
- * every target is returned to the state it had, newest change first. */
+ * every target is returned to the state it had, newest change first. A
+ * target that is stopped or frozen when the command begins makes it fail
+ * before anything changes (CS_OUTCOME_REFUSED). Driver calls are bounded by
+ * the driver's limits (cs_driver_set_limits); a call given up on leaves its
+ * target abandoned, in an unknown state. */
 int cs_txn_run(cs_driver *d, const cs_txn_opts *opts, cs_target *targets, size_t n, cs_txn_result *res);
+
+/* The command that returns t to initial_state when the rollback left it
+ * behind ("cudasnap restore --pid 12"...), written into buf. */
+void cs_target_recovery(const cs_target *t, char *buf, size_t size);
 
 /* The resolved device directory ($CUDASNAP_DEV_DIR or /dev). */
 const char *cs_dev_dir(void);

@@ -1,5 +1,6 @@
 /* Process table -> GPU-related processes, classified by asking the driver. */
 #include "cudasnap.h"
+#include "halt.h"
 #include "proc.h"
 #include "util.h"
 
@@ -143,14 +144,29 @@ static void classify(cs_proc *p, cs_driver *d)
 		p->cls = holds ? CS_CLASS_DEVICE_HOLDER : p->maps_libcuda ? CS_CLASS_UNKNOWN : CS_CLASS_NONE;
 		return;
 	}
+	/* The restore thread first: the driver names it without asking the
+	 * process, and it is the thread that must run for anything else. */
+	pid_t tid;
+	int rt = cs_cu_get_restore_tid(d, p->pid, &tid);
+	cs_halt_info h;
+	if (cs_proc_halt(cs_proc_dir(), p->pid, rt == CS_CU_SUCCESS ? tid : 0, &h) != CS_HALT_NONE) {
+		p->halt = h.halt;
+		p->restore_tid = rt == CS_CU_SUCCESS ? tid : 0;
+		p->cls = rt == CS_CU_SUCCESS ? CS_CLASS_CUDA : holds ? CS_CLASS_DEVICE_HOLDER :
+			 rt == CS_CU_NOT_INITIALIZED ? CS_CLASS_NONE : CS_CLASS_UNKNOWN;
+		return;
+	}
 	int state;
 	p->cu_result = cs_cu_get_state(d, p->pid, &state);
 	if (p->cu_result == CS_CU_SUCCESS) {
 		p->cls = CS_CLASS_CUDA;
 		p->state = state;
-		pid_t tid;
-		if (cs_cu_get_restore_tid(d, p->pid, &tid) == CS_CU_SUCCESS)
+		if (rt == CS_CU_SUCCESS)
 			p->restore_tid = tid;
+	} else if ((p->cu_result == CS_CU_TIMED_OUT || p->cu_result == CS_CU_INTERRUPTED) && rt == CS_CU_SUCCESS) {
+		/* Known to the driver, but it did not answer (stopped since the check). */
+		p->cls = CS_CLASS_CUDA;
+		p->restore_tid = tid;
 	} else if (p->cu_result == CS_CU_NOT_INITIALIZED) {
 		/* Loaded libcuda but never initialized it: no GPU relation. */
 		p->cls = holds ? CS_CLASS_DEVICE_HOLDER : CS_CLASS_NONE;

@@ -5,6 +5,7 @@
 #include "doctor.h"
 #include "proc.h"
 #include "util.h"
+#include "verify.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -319,10 +320,7 @@ static void check_unreadable(cs_doctor_report *r, const cs_ptable *t)
 		cs_doctor_list_add(list, sizeof(list), "%d: %s", (int)t->unreadable[i].pid,
 				   strerror(t->unreadable[i].errnum));
 	cs_doctor_add(r, "unreadable", WARN, 0,
-		      r->env.cap_sys_ptrace ?
-		      "Even CAP_SYS_PTRACE was refused: a security module (AppArmor, SELinux, Yama) or an "
-		      "outer sandbox denies access; run cudasnap where it may read these processes." :
-		      "Run cudasnap as root or with CAP_SYS_PTRACE.",
+		      r->env.cap_sys_ptrace ? CS_FIX_UNREADABLE_TRACER : CS_FIX_UNREADABLE,
 		      "%zu process%s could not be read (%s%s), so CUDA processes may be missing above",
 		      t->nunreadable, t->nunreadable == 1 ? "" : "es", list, t->nunreadable > 8 ? ", ..." : "");
 }
@@ -343,7 +341,9 @@ static void check_holders(cs_doctor_report *r, const cs_ptable *t)
 		cs_doctor_add(r, "device-holders", WARN, 0,
 			      "End them before a checkpoint, or have each initialize CUDA itself: a process "
 			      "forked after CUDA init keeps device files the driver cannot release, and a "
-			      "sandbox or CRIU snapshot of it fails. 'cudasnap ps' shows them.",
+			      "sandbox or CRIU snapshot of it fails. 'cudasnap ps' shows them. Workers (e.g. "
+			      "PyTorch DataLoader's) made with multiprocessing_context=\"spawn\" or \"forkserver\", "
+			      "or started before CUDA is initialized, can be checkpointed.",
 			      "%zu process%s hold%s GPU device files the driver cannot checkpoint: %s", n,
 			      n == 1 ? "" : "es", n == 1 ? "s" : "", list);
 }

@@ -2,6 +2,7 @@
  * explains itself) on machines without an NVIDIA driver. */
 #include "cudasnap.h"
 #include "cuda_abi.h"
+#include "bounded.h"
 #include "util.h"
 
 #include <dlfcn.h>
@@ -25,6 +26,7 @@ struct cs_driver {
 	cu_ckpt_fn checkpoint;
 	cu_restore_fn restore;
 	cu_unlock_fn unlock;
+	cs_limits limits;
 };
 
 #define HINT_INSTALL "Install the NVIDIA driver R570 or newer, or make libcuda.so.1 visible here " \
@@ -97,6 +99,7 @@ int cs_driver_open(cs_driver **out, cs_error *err)
 	*out = d;
 	if (!d)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	d->limits = (cs_limits){ .quick_s = 10, .lock_grace_s = 5, .stop_grace_s = 1.5, .rollback_grace_s = 2.5 };
 	int r = load(d, &d->error);
 	if (r < 0) {
 		if (err)
@@ -121,13 +124,81 @@ const char *cs_driver_path(const cs_driver *d) { return d ? d->path : ""; }
 const cs_error *cs_driver_error(const cs_driver *d) { return d ? &d->error : NULL; }
 bool cs_driver_can_remap(const cs_driver *d) { return cs_driver_loaded(d) && d->version >= CS_DRIVER_REMAP_VERSION; }
 
+void cs_driver_set_limits(cs_driver *d, const cs_limits *l)
+{
+	if (d)
+		d->limits = *l;
+}
+
+const cs_limits *cs_driver_limits(const cs_driver *d) { return &d->limits; }
+
+unsigned cs_driver_abandoned(void) { return cs_bounded_abandoned(); }
+
+double cs_move_deadline(const cs_driver *d, unsigned long long bytes)
+{
+	if (d && d->limits.move_s > 0)
+		return d->limits.move_s;
+	double gib = bytes ? (double)bytes / (1024.0 * 1024 * 1024) : 141;
+	return 60 + 2 * gib;
+}
+
+/* One call as the worker thread runs it: everything it needs is copied in,
+ * so that a call given up on never reads the caller's memory. */
+typedef struct cu_call {
+	int (*run)(struct cu_call *c);
+	void *fn;
+	int pid;
+	int out;
+	unsigned timeout_ms;
+	unsigned npairs;
+	CUcheckpointGpuPair pairs[64];
+} cu_call;
+
+static int run_call(void *copy)
+{
+	cu_call *c = copy;
+	return c->run(c);
+}
+
+static int run_init(cu_call *c) { return ((cu_init_fn)c->fn)(0); }
+static int run_get_state(cu_call *c)
+{
+	return ((cu_get_state_fn)c->fn)(c->pid, &c->out);
+}
+static int run_get_tid(cu_call *c) { return ((cu_get_tid_fn)c->fn)(c->pid, &c->out); }
+static int run_lock(cu_call *c)
+{
+	CUcheckpointLockArgs args;
+	memset(&args, 0, sizeof(args));
+	args.timeoutMs = c->timeout_ms;
+	return ((cu_lock_fn)c->fn)(c->pid, &args);
+}
+static int run_checkpoint(cu_call *c) { return ((cu_ckpt_fn)c->fn)(c->pid, NULL); }
+static int run_restore(cu_call *c)
+{
+	if (c->npairs == 0)
+		return ((cu_restore_fn)c->fn)(c->pid, NULL);
+	CUcheckpointRestoreArgs args;
+	memset(&args, 0, sizeof(args));
+	args.gpuPairs = c->pairs;
+	args.gpuPairsCount = c->npairs;
+	return ((cu_restore_fn)c->fn)(c->pid, &args);
+}
+static int run_unlock(cu_call *c) { return ((cu_unlock_fn)c->fn)(c->pid, NULL); }
+
+static int bounded(cs_driver *d, cu_call *c, double seconds)
+{
+	return cs_bounded_call(run_call, c, sizeof(*c), seconds, d->limits.interrupted, d->limits.stop_grace_s);
+}
+
 /* Without a driver every call answers as if the library never initialized. */
 #define NEED_DRIVER(d) do { if (!cs_driver_loaded(d)) return CS_CU_NOT_INITIALIZED; } while (0)
 
 int cs_cu_init(cs_driver *d)
 {
 	NEED_DRIVER(d);
-	int r = d->init(0);
+	cu_call c = { .run = run_init, .fn = (void *)d->init };
+	int r = bounded(d, &c, d->limits.quick_s);
 	if (r == 0)
 		d->initialized = true;
 	return r;
@@ -135,62 +206,71 @@ int cs_cu_init(cs_driver *d)
 
 int cs_cu_get_state(cs_driver *d, pid_t pid, int *state)
 {
+	*state = CS_STATE_UNKNOWN;
 	NEED_DRIVER(d);
-	int s = CS_STATE_UNKNOWN;
-	int r = d->get_state((int)pid, &s);
-	*state = r == 0 ? s : CS_STATE_UNKNOWN;
+	cu_call c = { .run = run_get_state, .fn = (void *)d->get_state, .pid = (int)pid };
+	int r = bounded(d, &c, d->limits.quick_s);
+	if (r == 0)
+		*state = c.out;
 	return r;
 }
 
 int cs_cu_get_restore_tid(cs_driver *d, pid_t pid, pid_t *tid)
 {
+	*tid = 0;
 	NEED_DRIVER(d);
-	int t = 0;
-	int r = d->get_tid((int)pid, &t);
-	*tid = r == 0 ? (pid_t)t : 0;
+	cu_call c = { .run = run_get_tid, .fn = (void *)d->get_tid, .pid = (int)pid };
+	int r = bounded(d, &c, d->limits.quick_s);
+	if (r == 0)
+		*tid = (pid_t)c.out;
 	return r;
 }
 
 int cs_cu_lock(cs_driver *d, pid_t pid, unsigned timeout_ms)
 {
 	NEED_DRIVER(d);
-	CUcheckpointLockArgs args;
-	memset(&args, 0, sizeof(args));
-	args.timeoutMs = timeout_ms;
-	return d->lock((int)pid, &args);
+	cu_call c = { .run = run_lock, .fn = (void *)d->lock, .pid = (int)pid, .timeout_ms = timeout_ms };
+	/* The lock timeout bounds the wait for GPU work, not for a process
+	 * that cannot answer: the grace covers the rest. */
+	return bounded(d, &c, timeout_ms ? timeout_ms / 1000.0 + d->limits.lock_grace_s : 0);
+}
+
+int cs_cu_checkpoint_by(cs_driver *d, pid_t pid, double seconds)
+{
+	NEED_DRIVER(d);
+	cu_call c = { .run = run_checkpoint, .fn = (void *)d->checkpoint, .pid = (int)pid };
+	return bounded(d, &c, seconds);
 }
 
 int cs_cu_checkpoint(cs_driver *d, pid_t pid)
 {
+	return cs_cu_checkpoint_by(d, pid, cs_move_deadline(d, 0));
+}
+
+int cs_cu_restore_by(cs_driver *d, pid_t pid, const cs_gpu_pair *pairs, unsigned npairs, double seconds)
+{
 	NEED_DRIVER(d);
-	return d->checkpoint((int)pid, NULL);
+	cu_call c = { .run = run_restore, .fn = (void *)d->restore, .pid = (int)pid };
+	if (npairs > CS_ARRAY_SIZE(c.pairs))
+		return CS_CU_INVALID_VALUE;
+	for (unsigned i = 0; i < npairs; i++) {
+		memcpy(c.pairs[i].oldUuid, pairs[i].old_uuid, 16);
+		memcpy(c.pairs[i].newUuid, pairs[i].new_uuid, 16);
+	}
+	c.npairs = npairs;
+	return bounded(d, &c, seconds);
 }
 
 int cs_cu_restore(cs_driver *d, pid_t pid, const cs_gpu_pair *pairs, unsigned npairs)
 {
-	NEED_DRIVER(d);
-	if (npairs == 0)
-		return d->restore((int)pid, NULL);
-	CUcheckpointGpuPair *cp = calloc(npairs, sizeof(*cp));
-	if (!cp)
-		return CS_CU_OUT_OF_MEMORY;
-	for (unsigned i = 0; i < npairs; i++) {
-		memcpy(cp[i].oldUuid, pairs[i].old_uuid, 16);
-		memcpy(cp[i].newUuid, pairs[i].new_uuid, 16);
-	}
-	CUcheckpointRestoreArgs args;
-	memset(&args, 0, sizeof(args));
-	args.gpuPairs = cp;
-	args.gpuPairsCount = npairs;
-	int r = d->restore((int)pid, &args);
-	free(cp);
-	return r;
+	return cs_cu_restore_by(d, pid, pairs, npairs, cs_move_deadline(d, 0));
 }
 
 int cs_cu_unlock(cs_driver *d, pid_t pid)
 {
 	NEED_DRIVER(d);
-	return d->unlock((int)pid, NULL);
+	cu_call c = { .run = run_unlock, .fn = (void *)d->unlock, .pid = (int)pid };
+	return bounded(d, &c, d->limits.quick_s);
 }
 
 /* Names and texts of the codes cudasnap meets, for when no driver answers. */
@@ -208,6 +288,8 @@ static const struct { int code; const char *name, *text; } known[] = {
 	{ 800, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted" },
 	{ 801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported" },
 	{ 999, "CUDA_ERROR_UNKNOWN", "unknown error" },
+	{ CS_CU_TIMED_OUT, "CUDASNAP_CALL_TIMED_OUT", "the driver did not answer before the deadline" },
+	{ CS_CU_INTERRUPTED, "CUDASNAP_CALL_INTERRUPTED", "a signal ended the wait for the driver" },
 };
 
 static const char *fallback(int res, bool name)
@@ -221,7 +303,7 @@ static const char *fallback(int res, bool name)
 const char *cs_cu_name(const cs_driver *d, int res)
 {
 	const char *s = NULL;
-	if (cs_driver_loaded(d) && d->err_name && d->err_name(res, &s) == 0 && s)
+	if (res >= 0 && cs_driver_loaded(d) && d->err_name && d->err_name(res, &s) == 0 && s)
 		return s;
 	return fallback(res, true);
 }
@@ -229,7 +311,7 @@ const char *cs_cu_name(const cs_driver *d, int res)
 const char *cs_cu_string(const cs_driver *d, int res)
 {
 	const char *s = NULL;
-	if (cs_driver_loaded(d) && d->err_string && d->err_string(res, &s) == 0 && s)
+	if (res >= 0 && cs_driver_loaded(d) && d->err_string && d->err_string(res, &s) == 0 && s)
 		return s;
 	return fallback(res, false);
 }

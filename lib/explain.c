@@ -22,8 +22,9 @@ const char *cs_call_name(cs_call c)
 	"Use a runsc release from 2025 or later with nvproxy, or run cudasnap from the save/restore hook."
 #define HINT_FORKED "This process was forked from a CUDA process without exec (the PyTorch " \
 	"DataLoader shape): it holds the parent's device files but the driver cannot checkpoint it. " \
-	"Stop such workers before checkpointing (e.g. DataLoader persistent_workers=False, num_workers=0), " \
-	"or start them with the 'spawn' method."
+	"Workers made with multiprocessing_context=\"spawn\" or \"forkserver\", or started before CUDA " \
+	"is initialized, can be checkpointed: pass DataLoader(..., multiprocessing_context=\"spawn\"), " \
+	"or stop such workers before checkpointing (persistent_workers=False, or num_workers=0)."
 #define HINT_NOT_CUDA "The driver does not know this process: it never initialized CUDA, or not yet. " \
 	"Only processes listed as 'cuda' by 'cudasnap ps' can be checkpointed."
 #define HINT_DEVICE_HOLDER "This process opened GPU device files itself without the CUDA driver's " \
@@ -94,6 +95,16 @@ static void hint_for(const cs_explain_ctx *c, int res, char *hint, size_t n)
 			"not cover every GPU the process can see. Run 'cudasnap doctor' for the GPU list." :
 			"The driver rejected the call's arguments.";
 		break;
+	case CS_CU_TIMED_OUT:
+	case CS_CU_INTERRUPTED:
+		snprintf(hint, n, "%s; the call may still complete inside the process. Once it runs again, "
+			 "'cudasnap ps' shows its state: 'cudasnap restore --pid %d' returns a checkpointed process, "
+			 "'cudasnap unlock --pid %d' a locked one.%s", res == CS_CU_TIMED_OUT ?
+			 "The driver did not answer in time: the process may be stopped, frozen, or moving much "
+			 "memory" : "A signal ended the command while the driver worked on this process",
+			 (int)c->pid, (int)c->pid, res == CS_CU_TIMED_OUT && (c->call == CS_CALL_CHECKPOINT ||
+			 c->call == CS_CALL_RESTORE) ? " Raise --step-timeout for very large processes." : "");
+		return;
 	default:
 		h = "Run 'cudasnap doctor' and check the kernel log (dmesg) for NVIDIA driver messages.";
 	}
@@ -118,6 +129,10 @@ int cs_explain(const cs_driver *d, const cs_explain_ctx *c, int res, cs_error *e
 		       ": the driver does not know it as a CUDA process";
 	else if (res == CS_CU_NOT_READY && c->call == CS_CALL_LOCK)
 		what = ": timed out behind running GPU work";
+	else if (res == CS_CU_TIMED_OUT)
+		what = ": no answer, cudasnap stopped waiting";
+	else if (res == CS_CU_INTERRUPTED)
+		what = ": interrupted";
 	snprintf(err->message, sizeof(err->message), "%s of %s failed: %s (%s, %d)%s", cs_call_name(c->call),
 		 who, cs_cu_string(d, res), cs_cu_name(d, res), res, what);
 	hint_for(c, res, err->hint, sizeof(err->hint));

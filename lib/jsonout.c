@@ -56,7 +56,10 @@ json_object *cs_json_proc(const cs_proc *p, const cs_driver *d)
 	json_object_object_add(o, "ppid", json_object_new_int(p->ppid));
 	json_object_object_add(o, "comm", json_object_new_string(p->comm));
 	json_object_object_add(o, "class", json_object_new_string(cs_class_name(p->cls)));
-	cs_json_add_str_or_null(o, "state", cs_state_name(p->state));
+	/* A stopped or frozen process was not asked: its halt is its state. */
+	cs_json_add_str_or_null(o, "state", p->halt ? cs_halt_name(p->halt) : cs_state_name(p->state));
+	static const char *const halts[] = { NULL, "stopped", "traced", "frozen" };
+	cs_json_add_str_or_null(o, "halt", (unsigned)p->halt < 4 ? halts[p->halt] : NULL);
 	cs_json_add_int_or_null(o, "restore_tid", p->restore_tid, p->restore_tid > 0);
 	json_object_object_add(o, "device_fds", json_object_new_int(p->device_fds));
 	json_object_object_add(o, "device_maps", json_object_new_int(p->device_maps));
@@ -64,7 +67,7 @@ json_object *cs_json_proc(const cs_proc *p, const cs_driver *d)
 	json_object_object_add(o, "start_time", json_object_new_uint64(p->start_time));
 	json_object_object_add(o, "maps_libcuda", json_object_new_boolean(p->maps_libcuda));
 	json_object_object_add(o, "maps_nvml", json_object_new_boolean(p->maps_nvml));
-	bool asked = p->cu_result >= 0;
+	bool asked = p->cu_result != -1;
 	cs_json_add_str_or_null(o, "driver_answer", asked ? cs_cu_name(d, p->cu_result) : NULL);
 	return o;
 }

@@ -21,13 +21,25 @@ typedef struct {
 } nvml_memory_v2;
 
 _Static_assert(sizeof(nvml_memory_v2) == 40, "nvmlMemory_v2_t ABI");
+/* nvmlProcessInfo_t (the v2 layout, also used by the _v3 call). */
+typedef struct {
+	unsigned int pid;
+	unsigned long long used;
+	/* cppcheck-suppress unusedStructMember ; NVML fills them, only pid and used are read */
+	unsigned int gpu_instance, compute_instance;
+} nvml_proc_info;
+_Static_assert(sizeof(nvml_proc_info) == 24, "nvmlProcessInfo_t ABI");
 /* NVML_STRUCT_VERSION(Memory, 2): the size in the low bits, 2 in the top byte. */
 #define NVML_MEMORY_V2_VERSION ((unsigned)sizeof(nvml_memory_v2) | (2u << 24))
 
 enum {
 	NVML_OK = 0,
 	NVML_ERR_NOT_SUPPORTED = 3,
+	NVML_ERR_INSUFFICIENT_SIZE = 7,
 };
+
+/* NVML_VALUE_NOT_AVAILABLE: the used memory of a process NVML may not see. */
+#define NVML_NOT_AVAILABLE (~0ULL)
 
 struct cs_nvml {
 	void *handle;
@@ -47,6 +59,7 @@ struct cs_nvml {
 	nvml_ret (*memory)(nvml_device, nvml_memory_v1 *);
 	nvml_ret (*memory_v2)(nvml_device, nvml_memory_v2 *);   /* optional */
 	nvml_ret (*mig_mode)(nvml_device, unsigned *, unsigned *); /* optional */
+	nvml_ret (*procs)(nvml_device, unsigned *, nvml_proc_info *); /* optional */
 };
 
 #define HINT_NVML "NVML (libnvidia-ml.so.1) comes with the NVIDIA driver; in containers the NVIDIA " \
@@ -91,6 +104,7 @@ static int load_symbols(cs_nvml *n)
 		{ "nvmlDeviceGetMemoryInfo", (void **)&n->memory, true },
 		{ "nvmlDeviceGetMemoryInfo_v2", (void **)&n->memory_v2, false },
 		{ "nvmlDeviceGetMigMode", (void **)&n->mig_mode, false },
+		{ "nvmlDeviceGetComputeRunningProcesses_v3", (void **)&n->procs, false },
 	};
 	for (size_t i = 0; i < CS_ARRAY_SIZE(syms); i++) {
 		*syms[i].slot = dlsym(n->handle, syms[i].name);
@@ -241,6 +255,59 @@ void cs_nvml_list(cs_nvml_gpu **gpus, size_t *count)
 	if (cs_nvml_gpus(n, gpus, count, NULL) < 0) {
 		*gpus = NULL;
 		*count = 0;
+	}
+	cs_nvml_close(n);
+}
+
+/* Adds the GPU memory NVML reports for each process of one GPU into *out. */
+static int add_procs(cs_nvml *n, nvml_device dev, cs_nvml_proc **out, size_t *count, size_t *cap)
+{
+	unsigned c = 64;
+	_cleanup_free_ nvml_proc_info *v = NULL;
+	nvml_ret ret;
+	for (int tries = 0; tries < 4; tries++) {
+		free(v);
+		v = calloc(c, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		unsigned got = c;
+		ret = n->procs(dev, &got, v);
+		c = ret == NVML_ERR_INSUFFICIENT_SIZE ? got + 16 : got;
+		if (ret != NVML_ERR_INSUFFICIENT_SIZE)
+			break;
+	}
+	if (ret != NVML_OK)
+		return 0; /* unknown for this GPU: processes keep 0 */
+	for (unsigned i = 0; i < c; i++) {
+		if (v[i].used == NVML_NOT_AVAILABLE)
+			continue;
+		size_t k = 0;
+		while (k < *count && (*out)[k].pid != (pid_t)v[i].pid)
+			k++;
+		if (k == *count) {
+			if (cs_grow(out, cap, *count + 1, sizeof(**out)) < 0)
+				return -ENOMEM;
+			(*out)[(*count)++] = (cs_nvml_proc){ .pid = (pid_t)v[i].pid };
+		}
+		(*out)[k].bytes += v[i].used;
+	}
+	return 0;
+}
+
+void cs_nvml_proc_list(cs_nvml_proc **out, size_t *count)
+{
+	*out = NULL;
+	*count = 0;
+	cs_nvml *n = NULL;
+	cs_nvml_open(&n, NULL);
+	unsigned c = 0;
+	size_t cap = 0;
+	if (cs_nvml_present(n) && n->procs && n->count(&c) == NVML_OK) {
+		for (unsigned i = 0; i < c && i < 1024; i++) {
+			nvml_device dev = NULL;
+			if (n->by_index(i, &dev) == NVML_OK && add_procs(n, dev, out, count, &cap) < 0)
+				break;
+		}
 	}
 	cs_nvml_close(n);
 }

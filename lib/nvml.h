@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* NVML's own buffer sizes (NVML_DEVICE_UUID_V2_BUFFER_SIZE, ...). */
 #define CS_NVML_UUID_SIZE 96
@@ -54,6 +55,17 @@ int cs_nvml_gpus(cs_nvml *n, cs_nvml_gpu **gpus, size_t *count, cs_error *err);
 /* Opens NVML, lists the GPUs and closes it again: an empty list (*gpus NULL)
  * when NVML is absent or does not answer. */
 void cs_nvml_list(cs_nvml_gpu **gpus, size_t *count);
+
+/* GPU memory of one process, summed over the GPUs, as NVML reports it. Its
+ * pid is a PID of the initial PID namespace (nvidia-smi's). */
+typedef struct cs_nvml_proc {
+	pid_t pid;
+	unsigned long long bytes;
+} cs_nvml_proc;
+
+/* Opens NVML, lists the processes that hold GPU memory, closes it. An empty
+ * list when NVML is absent, too old or does not answer; *out is malloc'ed. */
+void cs_nvml_proc_list(cs_nvml_proc **out, size_t *count);
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (hex in either case, nothing
  * before or after) -> 16 bytes. Returns 0, or -EINVAL for anything else. */

@@ -10,6 +10,11 @@ typedef void (*cs_pool_fn)(void *ctx, size_t index);
  * threads (the caller's thread among them), and returns when all are done. */
 int cs_pool_run(unsigned jobs, size_t n, cs_pool_fn fn, void *ctx);
 
+/* The same on jobs threads of its own while the caller's thread calls
+ * tick(tick_ctx, elapsed) about every period seconds until all are done. */
+int cs_pool_run_watched(unsigned jobs, size_t n, cs_pool_fn fn, void *ctx, void (*tick)(void *tick_ctx, double elapsed),
+			void *tick_ctx, double period);
+
 double cs_now(void); /* monotonic seconds */
 
 #endif

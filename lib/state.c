@@ -1,12 +1,18 @@
 #include "state.h"
+#include "proc.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 
 #define HINT_STATE "Set CUDASNAP_STATE_DIR to a directory owned by root (or you) with mode 0700."
 
@@ -49,6 +55,137 @@ int cs_state_open(cs_error *err)
 	return fd;
 }
 
+/* Naming the process that holds the lock. The owner line alone is not
+ * enough: a second command started together with the first can find the
+ * lock taken before the owner line is written. The kernel knows the holder
+ * at once, through /proc/locks. */
+#define HOLDER_SIZE 128
+/* A command line is cut to this many bytes: the message stays one line. */
+#define HOLDER_CMD_SIZE 80
+/* How long to wait for the owner line of a holder /proc/locks cannot name. */
+#define OWNER_TRIES 10
+#define OWNER_WAIT_NS 10000000L
+
+/* Whether "MAJ:MIN:INODE" of /proc/locks (device numbers in hex, the inode
+ * in decimal) names the file st describes. */
+static bool lock_dev_matches(const char *s, const struct stat *st)
+{
+	char *end;
+	if (!isxdigit((unsigned char)*s))
+		return false;
+	unsigned long maj = strtoul(s, &end, 16);
+	if (*end != ':' || !isxdigit((unsigned char)end[1]))
+		return false;
+	unsigned long min = strtoul(end + 1, &end, 16);
+	if (*end != ':' || !isdigit((unsigned char)end[1]))
+		return false;
+	unsigned long long ino = strtoull(end + 1, &end, 10);
+	return *end == '\0' && maj == major(st->st_dev) && min == minor(st->st_dev) &&
+	       ino == (unsigned long long)st->st_ino;
+}
+
+/* Whether a line of /proc/locks is a held flock on the file st describes;
+ * sets *pid to its holder. "ID: [-> ]TYPE MODE RW PID MAJ:MIN:INODE START END";
+ * "->" marks a waiter, not a holder. The line is cut into words. */
+static bool lock_line_matches(char *line, const struct stat *st, pid_t *pid)
+{
+	char *word[6], *save = NULL, *w = strtok_r(line, " \t\n", &save);
+	size_t n = 0;
+	for (; w && n < CS_ARRAY_SIZE(word); w = strtok_r(NULL, " \t\n", &save))
+		word[n++] = w;
+	long p;
+	if (n < CS_ARRAY_SIZE(word) || strcmp(word[1], "FLOCK") != 0 || cs_parse_long(word[4], 1, INT_MAX, &p) < 0 ||
+	    !lock_dev_matches(word[5], st))
+		return false;
+	*pid = (pid_t)p;
+	return true;
+}
+
+/* The pid holding the flock on fd, from /proc/locks; 0 when not found (no
+ * /proc/locks, or a holder outside this PID namespace). */
+static pid_t lock_holder(int fd)
+{
+	struct stat st;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/locks", cs_proc_dir());
+	if (fstat(fd, &st) < 0)
+		return 0;
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	char line[256];
+	pid_t pid;
+	while (fgets(line, sizeof(line), f))
+		if (lock_line_matches(line, &st, &pid))
+			return pid;
+	return 0;
+}
+
+/* "pid N, 'prog args...'" from /proc/N/cmdline, argv[0] without its
+ * directory, cut short and with control bytes replaced; false when the
+ * command line cannot be read or is empty (a zombie). */
+static bool describe_pid(pid_t pid, char *who, size_t size)
+{
+	char path[PATH_MAX], raw[HOLDER_CMD_SIZE * 2], cmd[HOLDER_CMD_SIZE];
+	snprintf(path, sizeof(path), "%s/%d/cmdline", cs_proc_dir(), (int)pid);
+	ssize_t len = cs_read_at(AT_FDCWD, path, raw, sizeof(raw)), n = len;
+	while (n > 0 && raw[n - 1] == '\0')
+		n--;
+	if (n <= 0)
+		return false;
+	for (ssize_t i = 0; i < n; i++)
+		if (raw[i] == '\0')
+			raw[i] = ' ';
+	raw[n] = '\0';
+	size_t arg0 = strcspn(raw, " ");
+	const char *base = raw;
+	for (size_t i = 0; i < arg0; i++)
+		if (raw[i] == '/')
+			base = raw + i + 1;
+	cs_sanitize(cmd, sizeof(cmd), base, strlen(base));
+	bool cut = strlen(base) >= sizeof(cmd) || (size_t)len >= sizeof(raw) - 1;
+	snprintf(who, size, "pid %d, '%s%s'", (int)pid, cmd, cut ? "..." : "");
+	return true;
+}
+
+/* The owner line cudasnap writes after taking the lock; false when empty,
+ * or when it names another process than pid (> 0), the holder found in
+ * /proc/locks: then it was left by an earlier holder. */
+static bool read_owner(int fd, pid_t pid, char *who, size_t size)
+{
+	char line[HOLDER_SIZE];
+	ssize_t n = pread(fd, line, sizeof(line) - 1, 0);
+	line[n > 0 ? n : 0] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	if (!line[0])
+		return false;
+	char *end;
+	if (pid > 0 && (strncmp(line, "pid ", 4) != 0 || strtol(line + 4, &end, 10) != pid || *end != ','))
+		return false;
+	cs_sanitize(who, size, line, strlen(line));
+	return true;
+}
+
+/* Fills who with the best description of the holder of fd's lock: its
+ * command line, else its owner line, else (the holder has only just taken
+ * the lock) the owner line once written, else its pid or "unknown process". */
+static void describe_holder(int fd, char *who, size_t size)
+{
+	pid_t pid = lock_holder(fd);
+	if (pid > 0 && describe_pid(pid, who, size))
+		return;
+	for (int i = 0; i < OWNER_TRIES; i++) {
+		if (read_owner(fd, pid, who, size))
+			return;
+		if (i + 1 < OWNER_TRIES)
+			nanosleep(&(struct timespec){ .tv_nsec = OWNER_WAIT_NS }, NULL);
+	}
+	if (pid > 0)
+		snprintf(who, size, "pid %d", (int)pid);
+	else
+		snprintf(who, size, "unknown process");
+}
+
 int cs_state_lock(int dirfd, const char *command, cs_error *err)
 {
 	int fd = openat(dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -59,15 +196,14 @@ int cs_state_lock(int dirfd, const char *command, cs_error *err)
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		int e = errno;
-		char who[128] = "";
-		ssize_t n = pread(fd, who, sizeof(who) - 1, 0);
-		who[n > 0 ? n : 0] = '\0';
-		who[strcspn(who, "\n")] = '\0';
+		char who[HOLDER_SIZE];
+		if (e == EWOULDBLOCK)
+			describe_holder(fd, who, sizeof(who));
 		close(fd);
 		if (e == EWOULDBLOCK)
 			return cs_error_set(err, CS_ESTATE, "Wait for it to finish; only one checkpoint, restore, "
 					    "lock or unlock runs at a time.",
-					    "another cudasnap is running (%s)", who[0] ? who : "unknown process");
+					    "another cudasnap is running (%s)", who);
 		return cs_error_errno(err, CS_ESTATE, e, NULL, "cannot lock %s/lock", cs_state_dir());
 	}
 	char line[128];

@@ -1,7 +1,9 @@
 /* The transaction: every target reaches the goal state, or every target is
  * returned to the state it had, newest change first. */
 #include "cudasnap.h"
+#include "bounded.h"
 #include "explain.h"
+#include "halt.h"
 #include "pool.h"
 #include "proc.h"
 #include "util.h"
@@ -93,20 +95,38 @@ static int call_step(run *r, cs_target *t, cs_step s, bool fwd)
 {
 	switch (s) {
 	case CS_STEP_LOCK: return cs_cu_lock(r->d, t->pid, r->o->timeout_ms);
-	case CS_STEP_CHECKPOINT: return cs_cu_checkpoint(r->d, t->pid);
+	case CS_STEP_CHECKPOINT: return cs_cu_checkpoint_by(r->d, t->pid, cs_move_deadline(r->d, t->gpu_bytes));
 	case CS_STEP_RESTORE:
 		/* A rollback restores onto the GPUs the process came from. */
-		return cs_cu_restore(r->d, t->pid, fwd ? r->o->pairs : NULL, fwd ? r->o->npairs : 0);
+		return cs_cu_restore_by(r->d, t->pid, fwd ? r->o->pairs : NULL, fwd ? r->o->npairs : 0,
+					cs_move_deadline(r->d, t->gpu_bytes));
 	default: return cs_cu_unlock(r->d, t->pid);
 	}
+}
+
+static bool gave_up(int res)
+{
+	return res == CS_CU_TIMED_OUT || res == CS_CU_INTERRUPTED;
+}
+
+/* Whether the target cannot answer the driver now; fills h. */
+static bool halted_now(const cs_target *t, cs_halt_info *h)
+{
+	return cs_proc_halt(cs_proc_dir(), t->pid, t->restore_tid, h) != CS_HALT_NONE;
 }
 
 static void fail_target(run *r, cs_target *t, cs_step s, int res)
 {
 	t->exited = !alive(t);
 	int state = CS_STATE_UNKNOWN;
-	if (!t->exited)
+	cs_halt_info h;
+	if (gave_up(res))
+		t->abandoned = true;
+	/* Asking a process that did not answer, or cannot, would only wait again. */
+	if (!t->exited && !t->abandoned && !halted_now(t, &h))
 		cs_cu_get_state(r->d, t->pid, &state);
+	if (t->abandoned)
+		t->state = CS_STATE_UNKNOWN;
 	cs_explain_ctx c = {
 		.call = step_call(s), .pid = t->pid, .comm = t->comm, .cls = CS_CLASS_CUDA,
 		.state = state, .pid_visible = !t->exited, .timeout_ms = r->o->timeout_ms, .gvisor = r->o->gvisor,
@@ -131,6 +151,37 @@ static void report(run *r, const cs_target *t, cs_step s, bool undo, int res, do
 	pthread_mutex_unlock(&r->mu);
 }
 
+static void fail_halted(cs_target *t, const cs_halt_info *h, const char *doing)
+{
+	t->halted = true;
+	t->failed = true;
+	cs_halt_error(&t->error, t->pid, t->comm, h, doing);
+}
+
+static unsigned long long moved_between(cs_step s, unsigned long long before, unsigned long long now)
+{
+	if (s == CS_STEP_CHECKPOINT)
+		return now > before ? now - before : 0;
+	return before > now ? before - now : 0;
+}
+
+/* A checkpoint or restore call, watched by the caller's thread through
+ * in_flight (1 while running, 2 once done and bytes are final). */
+static int moving_call(run *r, cs_target *t, cs_step s)
+{
+	t->rss_before = t->last_rss = rss_bytes(t->pid);
+	t->moved = 0;
+	t->step_t0 = t->last_move_at = cs_now();
+	__atomic_store_n(&t->in_flight, 1, __ATOMIC_RELEASE);
+	int res = call_step(r, t, s, true);
+	if (res == CS_CU_SUCCESS) {
+		t->rss_after = rss_bytes(t->pid);
+		t->bytes = moved_between(s, t->rss_before, t->rss_after);
+	}
+	__atomic_store_n(&t->in_flight, 2, __ATOMIC_RELEASE);
+	return res;
+}
+
 static void do_step(void *ctx, size_t i)
 {
 	run *r = ctx;
@@ -140,18 +191,20 @@ static void do_step(void *ctx, size_t i)
 	cs_step s = r->step;
 	int res;
 	double t0 = cs_now();
+	cs_halt_info h;
 	if (!alive(t)) {
 		res = CS_CU_OPERATING_SYSTEM;
+	} else if ((s == CS_STEP_CHECKPOINT || s == CS_STEP_RESTORE) && halted_now(t, &h)) {
+		/* Stopped since the plan: the call would wait for it, and these have
+		 * long deadlines (lock and unlock follow the plan's check closely and
+		 * wait seconds at most). */
+		fail_halted(t, &h, cs_step_name(s));
+		atomic_store(&r->abort, 1);
+		return;
+	} else if (s == CS_STEP_CHECKPOINT || s == CS_STEP_RESTORE) {
+		res = moving_call(r, t, s);
 	} else {
-		bool moves = s == CS_STEP_CHECKPOINT || s == CS_STEP_RESTORE;
-		if (moves)
-			t->rss_before = rss_bytes(t->pid);
 		res = call_step(r, t, s, true);
-		if (moves && res == CS_CU_SUCCESS) {
-			t->rss_after = rss_bytes(t->pid);
-			unsigned long long a = t->rss_after, b = t->rss_before;
-			t->bytes = s == CS_STEP_CHECKPOINT ? (a > b ? a - b : 0) : (b > a ? b - a : 0);
-		}
 	}
 	double secs = cs_now() - t0;
 	if (res == CS_CU_SUCCESS) {
@@ -182,6 +235,8 @@ static int newest_first(const void *a, const void *b)
  * touched again: the next undo would only fail on the wrong state. */
 static void rollback(run *r)
 {
+	if (r->o->interrupted && *r->o->interrupted)
+		cs_bounded_extend(cs_driver_limits(r->d)->rollback_grace_s);
 	size_t cap = r->n * CS_STEP_COUNT, m = 0;
 	undo_item *items = calloc(cap ? cap : 1, sizeof(*items));
 	if (!items) {
@@ -198,7 +253,21 @@ static void rollback(run *r)
 		cs_target *t = items[k].t;
 		if (t->rollback_failed || t->exited)
 			continue;
+		if (t->abandoned) {
+			/* Its last call may still complete: nothing more can be asked of it. */
+			t->rollback_failed = true;
+			continue;
+		}
 		cs_step u = inverse(items[k].s);
+		cs_halt_info h;
+		if (alive(t) && halted_now(t, &h)) {
+			char doing[64];
+			snprintf(doing, sizeof(doing), "roll back (%s)", cs_step_name(u));
+			t->rollback_failed = true;
+			t->halted = true;
+			cs_halt_error(&t->error, t->pid, t->comm, &h, doing);
+			continue;
+		}
 		double t0 = cs_now();
 		int res = alive(t) ? call_step(r, t, u, false) : CS_CU_OPERATING_SYSTEM;
 		report(r, t, u, true, res, cs_now() - t0);
@@ -228,6 +297,9 @@ static void settle(run *r)
 			t->state = CS_STATE_UNKNOWN;
 			continue;
 		}
+		cs_halt_info h;
+		if (t->abandoned || halted_now(t, &h))
+			continue; /* it cannot answer: keep the last known state */
 		int s;
 		if (cs_cu_get_state(r->d, t->pid, &s) == CS_CU_SUCCESS)
 			t->state = s;
@@ -243,11 +315,44 @@ static int by_order(const void *a, const void *b, void *ctx)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
+/* Refuses, before any call that a target must answer, a selection that
+ * holds a stopped or frozen process: each is named in its own error. */
+static int refuse_halted(run *r, cs_error *err)
+{
+	size_t halted = 0;
+	cs_target *first = NULL;
+	for (size_t i = 0; i < r->n; i++) {
+		cs_target *t = &r->t[i];
+		cs_halt_info h;
+		if (!alive(t))
+			continue;
+		if (t->restore_tid == 0)
+			cs_cu_get_restore_tid(r->d, t->pid, &t->restore_tid); /* answered without the target */
+		if (!halted_now(t, &h))
+			continue;
+		fail_halted(t, &h, cs_op_name(r->o->op));
+		first = first ? first : t;
+		halted++;
+	}
+	if (!halted)
+		return 0;
+	*err = first->error;
+	if (halted > 1) {
+		size_t len = strlen(err->message);
+		snprintf(err->message + len, sizeof(err->message) - len, "; %zu selected processes cannot answer",
+			 halted);
+	}
+	return -CS_EPROC;
+}
+
 /* Reads every target's starting state; fails before anything changes when
  * one cannot be read. */
 static int plan(run *r, cs_error *err)
 {
 	int want = op_start_state(r->o->op);
+	int rc = refuse_halted(r, err);
+	if (rc < 0)
+		return rc;
 	for (size_t i = 0; i < r->n; i++) {
 		cs_target *t = &r->t[i];
 		t->state = t->initial_state = CS_STATE_UNKNOWN;
@@ -284,7 +389,8 @@ static void finish(run *r, bool rolled)
 		for (size_t i = 0; i < r->n; i++) {
 			cs_target *t = &r->t[i];
 			/* A process that exited cannot be returned; it is reported as exited. */
-			if (!t->skipped && !t->exited && (t->rollback_failed || t->state != t->initial_state)) {
+			if (!t->skipped && !t->exited &&
+			    (t->rollback_failed || t->abandoned || t->state != t->initial_state)) {
 				t->rollback_failed = true;
 				res->outcome = CS_OUTCOME_INCOMPLETE;
 			}
@@ -295,6 +401,48 @@ static void finish(run *r, bool rolled)
 		res->skipped += r->t[i].skipped;
 	}
 	res->acted = r->nact;
+}
+
+/* Progress of the step in flight, from the targets' resident memory. */
+static void tick(void *ctx, double elapsed)
+{
+	run *r = ctx;
+	double now = cs_now();
+	for (size_t k = 0; k < r->nact; k++) {
+		cs_target *t = &r->t[r->order[k]];
+		int f = __atomic_load_n(&t->in_flight, __ATOMIC_ACQUIRE);
+		if (f == 2) {
+			t->moved = t->bytes;
+			t->stalled_s = 0;
+		}
+		if (f != 1)
+			continue;
+		unsigned long long rss = rss_bytes(t->pid);
+		if (rss != t->last_rss) {
+			t->last_rss = rss;
+			t->last_move_at = now;
+		}
+		t->moved = moved_between(r->step, t->rss_before, rss);
+		t->stalled_s = now - t->last_move_at;
+	}
+	r->o->watch(r->o->watch_ctx, r->t, r->n, r->step, elapsed);
+}
+
+void cs_target_recovery(const cs_target *t, char *buf, size_t size)
+{
+	int s = t->abandoned || t->halted ? CS_STATE_UNKNOWN : t->state;
+	const char *from = s == CS_STATE_CHECKPOINTED ? "restore" : s == CS_STATE_LOCKED ? "unlock" : NULL;
+	bool back_running = t->initial_state == CS_STATE_RUNNING;
+	if (s == CS_STATE_CHECKPOINTED && t->initial_state == CS_STATE_LOCKED)
+		snprintf(buf, size, "cudasnap restore --pid %d, then cudasnap lock --pid %d", (int)t->pid, (int)t->pid);
+	else if (from && back_running)
+		snprintf(buf, size, "cudasnap %s --pid %d", from, (int)t->pid);
+	else if (from)
+		snprintf(buf, size, "cudasnap ps; it was %s before", cs_state_name(t->initial_state) ?
+			 cs_state_name(t->initial_state) : "in another state");
+	else
+		snprintf(buf, size, "once it runs again: cudasnap ps, then cudasnap restore --pid %d if it is "
+			 "checkpointed, or cudasnap unlock --pid %d if it is locked", (int)t->pid, (int)t->pid);
 }
 
 /* The first failure, in dispatch order, becomes the transaction's error. */
@@ -322,7 +470,7 @@ int cs_txn_run(cs_driver *d, const cs_txn_opts *o, cs_target *targets, size_t n,
 		return cs_error_set(&res->error, CS_ESYS, NULL, "out of memory");
 	int rc = plan(&r, &res->error);
 	if (rc < 0) {
-		res->outcome = CS_OUTCOME_ROLLED_BACK;
+		res->outcome = rc == -CS_EPROC ? CS_OUTCOME_REFUSED : CS_OUTCOME_ROLLED_BACK;
 		goto out;
 	}
 	unsigned jobs = o->sequential ? 1 : o->jobs ? o->jobs : 8;
@@ -331,7 +479,11 @@ int cs_txn_run(cs_driver *d, const cs_txn_opts *o, cs_target *targets, size_t n,
 	bool failed = false;
 	for (size_t k = 0; k < nsteps && !failed && r.nact; k++) {
 		r.step = steps[k];
-		cs_pool_run(jobs, r.nact, do_step, &r);
+		bool moves = r.step == CS_STEP_CHECKPOINT || r.step == CS_STEP_RESTORE;
+		if (moves && o->watch)
+			cs_pool_run_watched(jobs, r.nact, do_step, &r, tick, &r, o->watch_s > 0 ? o->watch_s : 0.5);
+		else
+			cs_pool_run(jobs, r.nact, do_step, &r);
 		failed = atomic_load(&r.abort);
 		if (!failed && o->interrupted && *o->interrupted) {
 			failed = true;

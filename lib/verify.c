@@ -26,13 +26,15 @@ static void reason(const cs_ptable *t, const cs_proc *p, cs_leftover *l)
 				 "reference (a file it opened itself, outside the CUDA driver)");
 		else
 			snprintf(l->reason, sizeof(l->reason), "a CUDA process that was not checkpointed (%s)",
-				 state ? state : "state unknown");
+				 p->halt ? cs_halt_name(p->halt) : state ? state : "state unknown");
 		return;
 	case CS_CLASS_DEVICE_HOLDER:
 		l->cuda_ancestor = cuda_ancestor(t, p->pid);
 		if (l->cuda_ancestor)
 			snprintf(l->reason, sizeof(l->reason), "forked from CUDA process %d without exec (a "
-				 "DataLoader-style worker): the driver cannot checkpoint it", (int)l->cuda_ancestor);
+				 "DataLoader-style worker): the driver cannot checkpoint it; workers made with "
+				 "multiprocessing_context=\"spawn\" or \"forkserver\", or started before CUDA is "
+				 "initialized, can be checkpointed", (int)l->cuda_ancestor);
 		else
 			snprintf(l->reason, sizeof(l->reason), "opened the GPU device files itself: the driver "
 				 "cannot checkpoint it");

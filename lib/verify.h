@@ -24,4 +24,12 @@ void cs_verify_line(const cs_leftover *l, size_t n, size_t *used, char *buf, siz
  * taken for a complete one. "" when every process was read. */
 void cs_unreadable_line(const cs_ptable *t, char *buf, size_t size);
 
+/* What to do about processes that could not be read, for a caller without
+ * CAP_SYS_PTRACE and for one that has it (then the denial comes from
+ * elsewhere: PID 1 of a gVisor sandbox or of a VM may stay unreadable).
+ * cudasnap doctor and cudasnap ps say the same. */
+#define CS_FIX_UNREADABLE "Run cudasnap as root or with CAP_SYS_PTRACE."
+#define CS_FIX_UNREADABLE_TRACER "Even CAP_SYS_PTRACE was refused: a security module (AppArmor, SELinux, " \
+	"Yama) or an outer sandbox denies access; run cudasnap where it may read these processes."
+
 #endif

@@ -22,6 +22,9 @@ static void usage(FILE *f)
 		"                    older gVisor cannot save them); default: warn\n"
 		"      --json        print the result as one JSON object on stdout\n"
 		"  -h, --help        show this help\n"
+		);
+	txn_cli_deadline_help(f);
+	fprintf(f,
 		"\nEnvironment: CUDASNAP_STATE_DIR (default /run/cudasnap), CUDASNAP_LIBCUDA.\n"
 		"Exit status: 0 done; 1 failed, everything rolled back; 2 usage or environment\n"
 		"error (nothing changed); 3 failed and rollback incomplete (named on stderr).\n");

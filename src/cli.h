@@ -28,6 +28,10 @@ extern bool cli_timestamps;
 /* One line on stderr: "cudasnap: message", timestamped in hook mode. */
 void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Replaces the one updating status line of a terminal (stderr); NULL or ""
+ * wipes it. The next cli_msg wipes it too. */
+void cli_status(const char *line);
+
 /* Prints "cudasnap: message" and the hint on stderr. */
 void cli_error(const cs_error *e);
 void cli_errorf(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -39,6 +43,9 @@ int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FI
 /* True (and says so) when processes could not be read and the caller lacks
  * CAP_SYS_PTRACE: the listing may then miss CUDA processes, so exit 2. */
 bool cli_blind(const cs_ptable *t);
+/* Whether this process may trace every process (cs_sandbox_may_trace_all):
+ * then more privilege would not make an unreadable process readable. */
+bool cli_may_trace_all(void);
 /* The exit status for a library error. */
 int cli_exit_for(const cs_error *e);
 

@@ -8,22 +8,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reports a failed driver call of one operation, in that operation's words. */
-typedef int (*fail_fn)(cs_driver *d, const compat_args *a, cs_call call, int res);
-
-/* The driver's error lines, as NVIDIA's binary words them. */
-static int action_failed(cs_driver *d, const compat_args *a, cs_call call, int res)
+/* The first line of a failure, in the words NVIDIA's binary uses for the
+ * operation; text is the quoted part. */
+static void fail_line(const compat_args *a, cs_call call, const char *text)
 {
-	compat_fail("Could not %s on process ID %d: \"%s\"", cs_call_name(call), (int)a->pid,
-		    cs_cu_string(d, res));
+	int pid = (int)a->pid;
+	switch (a->op) {
+	case COMPAT_GET_STATE:
+		compat_fail("Error getting process state for process ID %d: \"%s\"", pid, text);
+		break;
+	case COMPAT_GET_TID:
+		/* No public source shows NVIDIA's wording for this one; it follows
+		 * the get-state line. */
+		compat_fail("Error getting restore thread ID for process ID %d: \"%s\"", pid, text);
+		break;
+	case COMPAT_TOGGLE:
+		compat_fail("Error toggling CUDA in process ID %d: \"%s\"", pid, text);
+		break;
+	default:
+		compat_fail("Could not %s on process ID %d: \"%s\"", cs_call_name(call), pid, text);
+	}
+}
+
+/* A failed driver call: NVIDIA's line, then cudasnap's hint. */
+static int call_failed(cs_driver *d, const compat_args *a, cs_call call, int res)
+{
+	fail_line(a, call, cs_cu_string(d, res));
 	compat_hint(d, call, a->pid, res, a->timeout_ms);
 	return EXIT_FAILED;
 }
 
-static int toggle_failed(cs_driver *d, const compat_args *a, cs_call call, int res)
+/* Every call but GetRestoreThreadId waits, without bound and whatever the
+ * lock timeout, while the target's restore thread cannot run; NVIDIA's
+ * binary hangs there. Refuse at once instead; returns -1 to go on. */
+static int refuse_halted(cs_driver *d, const compat_args *a)
 {
-	compat_fail("Error toggling CUDA in process ID %d: \"%s\"", (int)a->pid, cs_cu_string(d, res));
-	compat_hint(d, call, a->pid, res, a->timeout_ms);
+	compat_halt h;
+	if (!compat_halted(d, a->pid, &h))
+		return -1;
+	char text[64];
+	snprintf(text, sizeof(text), "the process is %s and cannot answer", cs_halt_name(h.info.halt));
+	fail_line(a, a->op == COMPAT_ACTION ? a->action : CS_CALL_GET_STATE, text);
+	compat_halt_hint(&h);
 	return EXIT_FAILED;
 }
 
@@ -31,28 +57,18 @@ static int get_state(cs_driver *d, const compat_args *a)
 {
 	int state;
 	int r = cs_cu_get_state(d, a->pid, &state);
-	if (r != CS_CU_SUCCESS) {
-		compat_fail("Error getting process state for process ID %d: \"%s\"", (int)a->pid,
-			    cs_cu_string(d, r));
-		compat_hint(d, CS_CALL_GET_STATE, a->pid, r, 0);
-		return EXIT_FAILED;
-	}
+	if (r != CS_CU_SUCCESS)
+		return call_failed(d, a, CS_CALL_GET_STATE, r);
 	printf("%s\n", cs_state_name(state) ? cs_state_name(state) : "unknown");
 	return EXIT_DONE;
 }
 
-/* No public source shows NVIDIA's wording for this one; it follows the
- * get-state line. */
 static int get_restore_tid(cs_driver *d, const compat_args *a)
 {
 	pid_t tid;
 	int r = cs_cu_get_restore_tid(d, a->pid, &tid);
-	if (r != CS_CU_SUCCESS) {
-		compat_fail("Error getting restore thread ID for process ID %d: \"%s\"", (int)a->pid,
-			    cs_cu_string(d, r));
-		compat_hint(d, CS_CALL_GET_TID, a->pid, r, 0);
-		return EXIT_FAILED;
-	}
+	if (r != CS_CU_SUCCESS)
+		return call_failed(d, a, CS_CALL_GET_TID, r);
 	printf("%d\n", (int)tid);
 	return EXIT_DONE;
 }
@@ -74,7 +90,7 @@ static int device_pairs(cs_driver *d, const compat_args *a, const cs_nvml_gpu *g
 
 /* The GPU list serves two things at restore: indices in --device-map, and
  * whether cuInit is needed (persistence mode off). */
-static int restore(cs_driver *d, const compat_args *a, fail_fn failed)
+static int restore(cs_driver *d, const compat_args *a)
 {
 	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
@@ -85,7 +101,7 @@ static int restore(cs_driver *d, const compat_args *a, fail_fn failed)
 	if (status < 0) {
 		cs_restore_init(d, gpus, ngpus);
 		int r = cs_cu_restore(d, a->pid, pairs, npairs);
-		status = r == CS_CU_SUCCESS ? EXIT_DONE : failed(d, a, CS_CALL_RESTORE, r);
+		status = r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, CS_CALL_RESTORE, r);
 	}
 	return status;
 }
@@ -96,10 +112,10 @@ static int action(cs_driver *d, const compat_args *a)
 	switch (a->action) {
 	case CS_CALL_LOCK: r = cs_cu_lock(d, a->pid, a->timeout_ms); break;
 	case CS_CALL_CHECKPOINT: r = cs_cu_checkpoint(d, a->pid); break;
-	case CS_CALL_RESTORE: return restore(d, a, action_failed);
+	case CS_CALL_RESTORE: return restore(d, a);
 	default: r = cs_cu_unlock(d, a->pid); break;
 	}
-	return r == CS_CU_SUCCESS ? EXIT_DONE : action_failed(d, a, a->action, r);
+	return r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, a->action, r);
 }
 
 /* Running -> locked -> checkpointed; a failed checkpoint is unlocked again so
@@ -108,11 +124,11 @@ static int toggle_out(cs_driver *d, const compat_args *a)
 {
 	int r = cs_cu_lock(d, a->pid, a->timeout_ms);
 	if (r != CS_CU_SUCCESS)
-		return toggle_failed(d, a, CS_CALL_LOCK, r);
+		return call_failed(d, a, CS_CALL_LOCK, r);
 	r = cs_cu_checkpoint(d, a->pid);
 	if (r == CS_CU_SUCCESS)
 		return EXIT_DONE;
-	toggle_failed(d, a, CS_CALL_CHECKPOINT, r);
+	call_failed(d, a, CS_CALL_CHECKPOINT, r);
 	int u = cs_cu_unlock(d, a->pid);
 	if (u == CS_CU_SUCCESS)
 		return EXIT_FAILED;
@@ -127,11 +143,11 @@ static int toggle_out(cs_driver *d, const compat_args *a)
  * checkpointed, where a later toggle can retry. */
 static int toggle_in(cs_driver *d, const compat_args *a)
 {
-	int status = restore(d, a, toggle_failed);
+	int status = restore(d, a);
 	if (status != EXIT_DONE)
 		return status;
 	int r = cs_cu_unlock(d, a->pid);
-	return r == CS_CU_SUCCESS ? EXIT_DONE : toggle_failed(d, a, CS_CALL_UNLOCK, r);
+	return r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, CS_CALL_UNLOCK, r);
 }
 
 static int toggle(cs_driver *d, const compat_args *a)
@@ -139,15 +155,14 @@ static int toggle(cs_driver *d, const compat_args *a)
 	int state;
 	int r = cs_cu_get_state(d, a->pid, &state);
 	if (r != CS_CU_SUCCESS)
-		return toggle_failed(d, a, CS_CALL_GET_STATE, r);
+		return call_failed(d, a, CS_CALL_GET_STATE, r);
 	if (state == CS_STATE_RUNNING)
 		return toggle_out(d, a);
 	if (state == CS_STATE_CHECKPOINTED)
 		return toggle_in(d, a);
 	/* Locked or failed: neither direction is defined, and guessing one
 	 * could undo what another caller is in the middle of. */
-	compat_fail("Error toggling CUDA in process ID %d: \"%s\"", (int)a->pid,
-		    cs_cu_string(d, CS_CU_ILLEGAL_STATE));
+	fail_line(a, CS_CALL_GET_STATE, cs_cu_string(d, CS_CU_ILLEGAL_STATE));
 	fprintf(stderr, "cuda-checkpoint: hint: %s\n", state == CS_STATE_LOCKED ?
 		"The process is locked (by another caller, or by a step that failed half-way): "
 		"'--action unlock' resumes it, '--action checkpoint' completes the checkpoint." :
@@ -158,6 +173,11 @@ static int toggle(cs_driver *d, const compat_args *a)
 
 static int run(cs_driver *d, const compat_args *a)
 {
+	if (a->op != COMPAT_GET_TID) {
+		int status = refuse_halted(d, a);
+		if (status >= 0)
+			return status;
+	}
 	switch (a->op) {
 	case COMPAT_GET_STATE: return get_state(d, a);
 	case COMPAT_GET_TID: return get_restore_tid(d, a);

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "explain.h"
+#include "halt.h"
 
 typedef enum compat_op {
 	COMPAT_NONE,
@@ -32,5 +33,16 @@ int compat_parse(int argc, char **argv, compat_args *a);
 int compat_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* After a failed driver call: one more stderr line with cudasnap's hint. */
 void compat_hint(cs_driver *d, cs_call call, pid_t pid, int res, unsigned timeout_ms);
+
+typedef struct compat_halt {
+	pid_t tgid;          /* the process of --pid (which may name a thread) */
+	cs_halt_info info;
+} compat_halt;
+
+/* Whether the target's restore thread is stopped, traced or frozen, so that
+ * any call but GetRestoreThreadId would wait until it runs again. */
+bool compat_halted(cs_driver *d, pid_t pid, compat_halt *out);
+/* The hint line for a halted target: why, and how it runs again. */
+void compat_halt_hint(const compat_halt *h);
 
 #endif

@@ -45,8 +45,9 @@ static void compat_usage(FILE *f)
 		"\tPrints this help\n"
 		"\n"
 		"Errors: one line on stderr quoting the driver's error text, then a hint; exit\n"
-		"status 1. 'cudasnap checkpoint' and 'cudasnap restore' act on every CUDA process\n"
-		"of the namespace as one transaction.\n", CUDASNAP_VERSION);
+		"status 1. A stopped or frozen process is refused at once, as the driver would\n"
+		"wait until it runs again. 'cudasnap checkpoint' and 'cudasnap restore' act on\n"
+		"every CUDA process of the namespace as one transaction.\n", CUDASNAP_VERSION);
 }
 
 int compat_fail(const char *fmt, ...)
@@ -59,11 +60,25 @@ int compat_fail(const char *fmt, ...)
 	return EXIT_FAILED;
 }
 
+/* NVIDIA's binary answers every usage error with its line, an empty line
+ * and the whole help on stderr, exit status 1; scripts written against it
+ * may match that shape. */
+static int __attribute__((format(printf, 1, 2))) usage_fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\n\n", stderr);
+	compat_usage(stderr);
+	return EXIT_FAILED;
+}
+
 static int set_op(compat_args *a, compat_op op)
 {
 	if (a->op != COMPAT_NONE && a->op != op)
-		return compat_fail("cuda-checkpoint: give one operation: --get-state, --action, --toggle or "
-				   "--get-restore-tid");
+		return usage_fail("cuda-checkpoint: give one operation: --get-state, --action, --toggle or "
+				  "--get-restore-tid");
 	a->op = op;
 	return -1;
 }
@@ -80,38 +95,39 @@ static int parse_action(compat_args *a, const char *word)
 			return set_op(a, COMPAT_ACTION);
 		}
 	}
-	return compat_fail("cuda-checkpoint: unknown action '%s' (lock, checkpoint, restore or unlock)", word);
+	return usage_fail("Invalid process state");
 }
 
 /* pid 0 and PIDs of other namespaces go to the driver as given: its answer
  * (304) is part of the interface. */
-static int parse_number(const char *arg, const char *opt, long *out)
+static int parse_pid(compat_args *a, const char *arg)
 {
-	if (cs_parse_long(arg, 0, INT_MAX, out) < 0)
-		return compat_fail("cuda-checkpoint: %s: '%s' is not a whole number", opt, arg);
+	long v;
+	if (cs_parse_long(arg, 0, INT_MAX, &v) < 0)
+		return usage_fail("pid must be a non-negative integer");
+	a->pid = (pid_t)v;
+	a->have_pid = true;
+	return -1;
+}
+
+static int parse_timeout(compat_args *a, const char *arg)
+{
+	long v;
+	if (cs_parse_long(arg, 0, INT_MAX, &v) < 0)
+		return usage_fail("cuda-checkpoint: --timeout: '%s' is not a whole number of milliseconds", arg);
+	a->timeout_ms = (unsigned)v;
 	return -1;
 }
 
 static int parse_one(compat_args *a, int o, const char *arg)
 {
-	long v;
-	int r;
 	switch (o) {
 	case OPT_GET_STATE: return set_op(a, COMPAT_GET_STATE);
 	case OPT_GET_TID: return set_op(a, COMPAT_GET_TID);
 	case OPT_TOGGLE: return set_op(a, COMPAT_TOGGLE);
 	case OPT_ACTION: return parse_action(a, arg);
-	case 'p':
-		if ((r = parse_number(arg, "--pid", &v)) >= 0)
-			return r;
-		a->pid = (pid_t)v;
-		a->have_pid = true;
-		return -1;
-	case 't':
-		if ((r = parse_number(arg, "--timeout", &v)) >= 0)
-			return r;
-		a->timeout_ms = (unsigned)v;
-		return -1;
+	case 'p': return parse_pid(a, arg);
+	case 't': return parse_timeout(a, arg);
 	case 'd': a->device_map = arg; return -1;
 	default: return EXIT_FAILED;
 	}
@@ -120,11 +136,11 @@ static int parse_one(compat_args *a, int o, const char *arg)
 static int check(const compat_args *a)
 {
 	if (a->op == COMPAT_NONE)
-		return compat_fail("cuda-checkpoint: no operation given; see cuda-checkpoint --help");
+		return usage_fail("No operation selected");
 	if (!a->have_pid)
-		return compat_fail("cuda-checkpoint: --pid <pid> is required");
+		return usage_fail("Missing pid to perform operation on");
 	if (a->device_map && !(a->op == COMPAT_ACTION && a->action == CS_CALL_RESTORE))
-		return compat_fail("cuda-checkpoint: --device-map is only valid with --action restore");
+		return usage_fail("cuda-checkpoint: --device-map is only valid with --action restore");
 	return -1;
 }
 
@@ -149,14 +165,13 @@ int compat_parse(int argc, char **argv, compat_args *a)
 			return EXIT_DONE;
 		}
 		if (o == '?' || o == ':')
-			return compat_fail("cuda-checkpoint: %s '%s'; see cuda-checkpoint --help",
-					   o == '?' ? "unknown option" : "missing value for", argv[optind - 1]);
+			return usage_fail("cuda-checkpoint: %s '%s'", o == '?' ? "unknown option" : "missing value for",
+					  argv[optind - 1]);
 		int r = parse_one(a, o, optarg);
 		if (r >= 0)
 			return r;
 	}
 	if (optind < argc)
-		return compat_fail("cuda-checkpoint: unexpected argument '%s'; see cuda-checkpoint --help",
-				   argv[optind]);
+		return usage_fail("cuda-checkpoint: unexpected argument '%s'", argv[optind]);
 	return check(a);
 }

@@ -44,6 +44,10 @@ static void usage(FILE *f)
 		"      --no-strict   only warn about them (default: newer runsc can save idle\n"
 		"                    NVML clients, so remaining references need not be fatal)\n"
 		"  -t, --timeout MS  driver lock timeout in milliseconds (default 10000)\n"
+		"      --deadline SEC  end the hook after SEC seconds (default 540), rolling\n"
+		"                    back what it can and saying where every process stands,\n"
+		"                    before runsc's exec timeout (default 10 min) kills it\n"
+		"                    without a word; keep it below that timeout\n"
 		"      --json        print the result as one JSON object on stdout\n"
 		"  -h, --help        show this help\n"
 		"\n"
@@ -54,11 +58,12 @@ static void usage(FILE *f)
 		"rollback incomplete.\n", cs_prog);
 }
 
-enum { OPT_STRICT = 256, OPT_NO_STRICT, OPT_JSON };
+enum { OPT_STRICT = 256, OPT_NO_STRICT, OPT_JSON, OPT_DEADLINE };
 
 typedef struct hook_opts {
 	int strict; /* -1: not given */
 	unsigned timeout_ms;
+	unsigned deadline_s;
 	bool json;
 } hook_opts;
 
@@ -77,10 +82,11 @@ static int parse(int argc, char **argv, hook_opts *o)
 		{ "no-strict", no_argument, NULL, OPT_NO_STRICT },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "deadline", required_argument, NULL, OPT_DEADLINE },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	*o = (hook_opts){ .strict = -1, .timeout_ms = 10000 };
+	*o = (hook_opts){ .strict = -1, .timeout_ms = 10000, .deadline_s = 540 };
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, ":ht:", opts, NULL)) != -1;) {
 		long v;
@@ -89,6 +95,12 @@ static int parse(int argc, char **argv, hook_opts *o)
 		case OPT_STRICT: o->strict = 1; break;
 		case OPT_NO_STRICT: o->strict = 0; break;
 		case OPT_JSON: o->json = true; break;
+		case OPT_DEADLINE:
+			if (cs_parse_long(optarg, 1, 86400, &v) < 0)
+				return hook_usage_error("--deadline is not a whole number of seconds from 1 to 86400:",
+							optarg);
+			o->deadline_s = (unsigned)v;
+			break;
 		case 't':
 			if (cs_parse_long(optarg, 0, INT_MAX, &v) < 0)
 				return hook_usage_error("--timeout is not a whole number of milliseconds:", optarg);
@@ -155,6 +167,8 @@ int cmd_hook(int argc, char **argv)
 	 * doing; refusing would make runsc kill the sandbox. */
 	txn_cli c = { .cmd = save ? "checkpoint" : "restore", .op = op, .timeout_ms = o.timeout_ms,
 		      .json = o.json, .strict = o.strict, .usage = usage, .reuse_warns = true };
+	/* SIGALRM ends the transaction as SIGTERM would: rolled back and reported. */
+	alarm(o.deadline_s);
 	r = txn_cli_execute(&c);
 	txn_cli_free(&c);
 	return r;

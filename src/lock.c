@@ -17,6 +17,9 @@ static void usage_for(FILE *f, bool lock)
 		"      --sequential  one process at a time\n"
 		"      --json        print the result as one JSON object on stdout\n"
 		"  -h, --help        show this help\n"
+		);
+	txn_cli_deadline_help(f);
+	fprintf(f,
 		"\nExit status: 0 done; 1 failed, everything rolled back; 2 usage or environment\n"
 		"error; 3 failed and rollback incomplete.\n");
 }

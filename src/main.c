@@ -3,14 +3,33 @@
 #include "sandbox.h"
 
 #include <getopt.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <sys/time.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *cs_prog = "cudasnap";
 bool cli_timestamps;
+
+/* Messages come from worker threads and the progress line from the main
+ * one: one lock keeps lines whole, and a message first wipes the progress
+ * line that a terminal shows. */
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool status_shown;
+
+void cli_status(const char *line)
+{
+	pthread_mutex_lock(&out_mu);
+	fprintf(stderr, "\r\033[K%s", line ? line : "");
+	fflush(stderr);
+	status_shown = line && *line;
+	pthread_mutex_unlock(&out_mu);
+}
+
+static void emit(const char *line);
 
 void cli_msg(const char *fmt, ...)
 {
@@ -19,6 +38,16 @@ void cli_msg(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	pthread_mutex_lock(&out_mu);
+	if (status_shown)
+		fputs("\r\033[K", stderr);
+	status_shown = false;
+	emit(line);
+	pthread_mutex_unlock(&out_mu);
+}
+
+static void emit(const char *line)
+{
 	if (cli_timestamps) {
 		struct timeval tv;
 		struct tm tm;
@@ -65,6 +94,13 @@ int cli_usage_error(const char *cmd)
 {
 	fprintf(stderr, "Try '%s %s --help'.\n", cs_prog, cmd);
 	return EXIT_USAGE;
+}
+
+bool cli_may_trace_all(void)
+{
+	cs_sandbox sb;
+	cs_sandbox_detect(NULL, &sb);
+	return cs_sandbox_may_trace_all(&sb);
 }
 
 bool cli_blind(const cs_ptable *t)
@@ -136,7 +172,26 @@ static bool called_as_cuda_checkpoint(const char *argv0)
 	return argv0 && strcmp(slash ? slash + 1 : argv0, "cuda-checkpoint") == 0;
 }
 
+/* A driver call given up on may still be blocked inside a worker thread,
+ * and the driver library's exit handlers could wait for it: end without
+ * running them. */
+static int leave(int status)
+{
+	if (cs_driver_abandoned() == 0)
+		return status;
+	fflush(stdout);
+	fflush(stderr);
+	_exit(status);
+}
+
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+	return leave(dispatch(argc, argv));
+}
+
+static int dispatch(int argc, char **argv)
 {
 	if (called_as_cuda_checkpoint(argv[0]))
 		return cmd_cuda_checkpoint(argc, argv);

@@ -61,13 +61,19 @@ static void print_summary(const cs_ptable *t, const cs_driver *d)
 	       "%zu device-holder, %zu unknown; %zu processes scanned",
 	       t->n, t->n == 1 ? "" : "es", cls[CS_CLASS_CUDA], st[0], st[1], st[2], st[3],
 	       cls[CS_CLASS_DEVICE_HOLDER], cls[CS_CLASS_UNKNOWN], t->scanned);
+	/* More privilege helps only a caller that lacks it; one that may trace
+	 * every process gets the reason doctor gives, on a line of its own. */
+	bool tracer = t->nunreadable && cli_may_trace_all();
 	if (t->nunreadable)
-		printf(", %zu unreadable (run as root or with CAP_SYS_PTRACE to see them)", t->nunreadable);
+		printf(", %zu unreadable%s", t->nunreadable,
+		       tracer ? "" : " (run as root or with CAP_SYS_PTRACE to see them)");
 	printf("\n");
 	char line[1024];
 	cs_unreadable_line(t, line, sizeof(line));
 	if (line[0])
 		printf("%s\n", line);
+	if (tracer)
+		printf("  hint: %s\n", CS_FIX_UNREADABLE_TRACER);
 	int v = cs_driver_version(d);
 	if (cs_driver_loaded(d))
 		printf("driver: CUDA %d.%d (%d) from %s\n", v / 1000, v % 1000 / 10, v, cs_driver_path(d));
@@ -100,7 +106,11 @@ static void print_table(const cs_ptable *t, const cs_driver *d)
 		int depth = rows[i].depth > 8 ? 8 : rows[i].depth;
 		snprintf(name, sizeof(name), "%*s%s%s", depth * 2, "", depth ? "\\_ " : "", p->comm);
 		snprintf(tid, sizeof(tid), p->restore_tid > 0 ? "%d" : "-", (int)p->restore_tid);
-		if (cs_state_name(p->state))
+		if (cs_halt_name(p->halt))
+			snprintf(state, sizeof(state), "%s", cs_halt_name(p->halt));
+		else if (p->cu_result == CS_CU_TIMED_OUT || p->cu_result == CS_CU_INTERRUPTED)
+			snprintf(state, sizeof(state), "no-answer");
+		else if (cs_state_name(p->state))
 			snprintf(state, sizeof(state), "%s", cs_state_name(p->state));
 		else if (p->cu_result > 0 && p->cls == CS_CLASS_UNKNOWN)
 			snprintf(state, sizeof(state), "%s", cs_cu_name(d, p->cu_result));

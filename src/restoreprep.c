@@ -46,8 +46,10 @@ static int apply_manifest(const cs_manifest *m, cs_target *t, size_t n, bool reu
 					    "PID %d was reused: it started at %llu, but the checkpointed process (%s) "
 					    "started at %llu; refusing to restore", (int)e->pid, st, e->comm, e->start_time);
 		cs_target *x = find_target(t, n, e->pid);
-		if (x)
+		if (x) {
 			x->order = e->order;
+			x->gpu_bytes = e->bytes; /* what it moved at the checkpoint: its deadline and progress */
+		}
 	}
 	return 0;
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 enum { OPT_PID = 'p', OPT_TREE = 256, OPT_CGROUP, OPT_TIMEOUT, OPT_JOBS, OPT_SEQ, OPT_JSON, OPT_STRICT,
-       OPT_MAP, OPT_NOINIT, OPT_NOMANIFEST };
+       OPT_MAP, OPT_NOINIT, OPT_NOMANIFEST, OPT_STEP_TIMEOUT };
 
 void txn_cli_selection_help(FILE *f)
 {
@@ -19,6 +19,20 @@ void txn_cli_selection_help(FILE *f)
 		"                      (as /proc/PID/cgroup shows it, or under /sys/fs/cgroup)\n"
 		"PIDs are those of this PID namespace, as 'cudasnap ps' shows them; PIDs from\n"
 		"nvidia-smi are host PIDs and are rejected when they do not exist here.\n");
+}
+
+void txn_cli_deadline_help(FILE *f)
+{
+	fprintf(f,
+		"      --step-timeout SEC  give up on a checkpoint or restore call after SEC\n"
+		"                    seconds (default: 60 s + 2 s per GiB of the process's GPU\n"
+		"                    memory, as recorded or, when unknown, 342 s)\n"
+		"\nNo driver call waits without bound: a stopped, traced or frozen process cannot\n"
+		"answer the driver, so a selection holding one is refused before anything changes\n"
+		"(a stopped process that is not selected is no obstacle). The lock waits --timeout\n"
+		"plus 5 s, other calls 10 s. SIGINT or SIGTERM ends the command within 5 s,\n"
+		"rolling back what it can; a second signal ends it at once. A process left\n"
+		"behind is named with the command that recovers it.\n");
 }
 
 static int add_pid(pid_t **v, size_t *n, size_t *cap, const char *arg, const char *opt)
@@ -58,6 +72,13 @@ static int parse_one(txn_cli *c, int opt, const char *arg)
 		c->sel.cgroup = arg;
 		return 0;
 	case OPT_TIMEOUT: return parse_uint(arg, "--timeout", INT_MAX, &c->timeout_ms);
+	case OPT_STEP_TIMEOUT:
+		if (parse_uint(arg, "--step-timeout", 86400, &c->step_timeout_s) < 0 || c->step_timeout_s == 0) {
+			if (c->step_timeout_s == 0)
+				cli_errorf(NULL, "--step-timeout must be at least 1 second");
+			return -1;
+		}
+		return 0;
 	case OPT_JOBS:
 		if (parse_uint(arg, "--jobs", 1024, &c->jobs) < 0 || c->jobs == 0) {
 			if (c->jobs == 0)
@@ -82,6 +103,7 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 		{ "tree", required_argument, NULL, OPT_TREE },
 		{ "cgroup", required_argument, NULL, OPT_CGROUP },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "step-timeout", required_argument, NULL, OPT_STEP_TIMEOUT },
 		{ "jobs", required_argument, NULL, OPT_JOBS },
 		{ "sequential", no_argument, NULL, OPT_SEQ },
 		{ "json", no_argument, NULL, OPT_JSON },

@@ -4,6 +4,7 @@
 #define CS_TXNCLI_H
 
 #include "cli.h"
+#include "progress.h"
 #include "sandbox.h"
 #include "select.h"
 
@@ -13,6 +14,7 @@ typedef struct txn_cli {
 	cs_selection sel;
 	size_t pcap, tcap;
 	unsigned timeout_ms;
+	unsigned step_timeout_s;  /* 0: sized by the driver's default */
 	unsigned jobs;
 	bool sequential;
 	bool json;
@@ -32,6 +34,7 @@ typedef struct txn_ctx {
 	size_t nleft, nleft_scope;
 	int state_fd;
 	cs_sandbox sandbox;     /* gVisor or not, privileges */
+	txn_watch_state watch;  /* progress of the step in flight */
 } txn_ctx;
 
 /* Restore's preparation: manifest order and PID-reuse check, device map,
@@ -46,5 +49,7 @@ void txn_cli_free(txn_cli *c);
 
 /* The option help shared by the four commands. */
 void txn_cli_selection_help(FILE *f);
+/* --step-timeout and what the deadlines and signals do. */
+void txn_cli_deadline_help(FILE *f);
 
 #endif

@@ -1,6 +1,7 @@
 /* The flow shared by checkpoint, restore, lock and unlock. */
 #include "txncli.h"
 #include "devmap.h"
+#include "halt.h"
 #include "json.h"
 #include "manifest.h"
 #include "sandbox.h"
@@ -14,9 +15,18 @@
 
 static volatile int interrupted;
 
+/* The first signal rolls back what can be rolled back within the grace;
+ * a second one ends the command at once. */
 static void on_signal(int sig)
 {
 	(void)sig;
+	if (interrupted) {
+		static const char msg[] = "cudasnap: second signal: exiting now; 'cudasnap ps' shows where every "
+					  "process stands\n";
+		ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)w;
+		_exit(EXIT_INCOMPLETE);
+	}
 	interrupted = 1;
 }
 
@@ -27,7 +37,9 @@ static void catch_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGALRM, &sa, NULL); /* the hook's own deadline */
 }
+
 
 static double gib(unsigned long long b) { return (double)b / (1024.0 * 1024 * 1024); }
 
@@ -76,15 +88,34 @@ static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
 
 static const char *state_word(const cs_target *t)
 {
-	return t->exited ? "exited" : cs_state_name(t->state) ? cs_state_name(t->state) : "unknown";
+	if (t->exited)
+		return "exited";
+	if (t->abandoned)
+		return "unknown";
+	return cs_state_name(t->state) ? cs_state_name(t->state) : t->halted ? "stopped" : "unknown";
 }
 
 static const char *outcome_word(const cs_txn_result *r, size_t n)
 {
 	if (n == 0)
 		return "nothing-to-do";
-	return r->outcome == CS_OUTCOME_DONE ? "done" : r->outcome == CS_OUTCOME_ROLLED_BACK ? "rolled-back" :
-	       "incomplete";
+	switch (r->outcome) {
+	case CS_OUTCOME_DONE: return "done";
+	case CS_OUTCOME_ROLLED_BACK: return "rolled-back";
+	case CS_OUTCOME_REFUSED: return "refused";
+	default: return "incomplete";
+	}
+}
+
+static void print_refused(const char *cmd, const cs_target *t, size_t n)
+{
+	size_t halted = 0;
+	for (size_t i = 0; i < n; i++)
+		halted += t[i].halted;
+	cli_msg("%s refused; nothing was changed%s", cmd, halted > 1 ? ". Processes that cannot answer the driver now:" : "");
+	for (size_t i = 0; halted > 1 && i < n; i++)
+		if (t[i].halted)
+			cli_msg("  %s", t[i].error.message);
 }
 
 static void print_human(txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r)
@@ -102,16 +133,26 @@ static void print_human(txn_ctx *x, const cs_target *t, size_t n, const cs_txn_r
 		return;
 	}
 	cli_error(&r->error);
+	if (r->outcome == CS_OUTCOME_REFUSED) {
+		print_refused(cmd, t, n);
+		return;
+	}
 	cli_msg("%s FAILED; %s", cmd, r->outcome == CS_OUTCOME_ROLLED_BACK ?
 		"every process is back in its state before the command:" : "rollback INCOMPLETE:");
 	for (size_t i = 0; i < n; i++) {
 		if (t[i].skipped)
 			continue;
+		bool behind = t[i].rollback_failed || t[i].abandoned;
 		cli_msg("  %d (%s): %s (was %s)%s", (int)t[i].pid, t[i].comm, state_word(&t[i]),
 			cs_state_name(t[i].initial_state) ? cs_state_name(t[i].initial_state) : "unknown",
-			t[i].rollback_failed ? "  <- LEFT BEHIND" : "");
-		if (t[i].rollback_failed && t[i].error.message[0])
+			behind ? "  <- LEFT BEHIND" : "");
+		if (behind && t[i].error.message[0])
 			cli_msg("      %s", t[i].error.message);
+		if (behind) {
+			char cmdline[256];
+			cs_target_recovery(&t[i], cmdline, sizeof(cmdline));
+			cli_msg("      to recover: %s", cmdline);
+		}
 	}
 }
 
@@ -125,6 +166,13 @@ static json_object *target_json(const cs_target *t)
 	json_object_object_add(o, "skipped", json_object_new_boolean(t->skipped));
 	json_object_object_add(o, "failed", json_object_new_boolean(t->failed));
 	json_object_object_add(o, "rollback_failed", json_object_new_boolean(t->rollback_failed));
+	json_object_object_add(o, "halted", json_object_new_boolean(t->halted));
+	json_object_object_add(o, "abandoned", json_object_new_boolean(t->abandoned));
+	if (t->rollback_failed || t->abandoned) {
+		char cmdline[256];
+		cs_target_recovery(t, cmdline, sizeof(cmdline));
+		json_object_object_add(o, "recovery", json_object_new_string(cmdline));
+	}
 	json_object_object_add(o, "bytes", json_object_new_uint64(t->bytes));
 	json_object *secs = json_object_new_object();
 	for (int s = 0; s < CS_STEP_COUNT; s++)
@@ -211,6 +259,22 @@ static void note_gpus(cs_target *t, size_t n)
 	}
 }
 
+/* Each target's GPU memory, for the checkpoint's deadline and progress.
+ * NVML names processes by their PIDs in the initial PID namespace, which
+ * are this namespace's only when cudasnap runs there. */
+static void note_gpu_bytes(const txn_ctx *x, cs_target *t, size_t n)
+{
+	if (x->sandbox.pid_ns != CS_PIDNS_HOST)
+		return;
+	_cleanup_free_ cs_nvml_proc *procs = NULL;
+	size_t count = 0;
+	cs_nvml_proc_list(&procs, &count);
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < count; k++)
+			if (procs[k].pid == t[i].pid)
+				t[i].gpu_bytes = procs[k].bytes;
+}
+
 static void save_manifest(txn_ctx *x, cs_target *t, size_t n, const cs_txn_result *r)
 {
 	note_gpus(t, n);
@@ -244,17 +308,21 @@ static int run_txn(txn_ctx *x, cs_target *t, size_t n)
 	txn_cli *c = x->c;
 	cs_txn_opts o = { .op = c->op, .timeout_ms = c->timeout_ms, .jobs = c->jobs, .sequential = c->sequential,
 			  .interrupted = &interrupted, .progress = progress, .progress_ctx = x,
-			  .gvisor = x->sandbox.gvisor };
+			  .gvisor = x->sandbox.gvisor, .watch = txn_watch, .watch_ctx = &x->watch, .watch_s = 0.5 };
+	x->watch.cmd = c->cmd;
 	if (c->op == CS_OP_CHECKPOINT) {
 		o.post_check = post_check;
 		o.post_ctx = x;
 	}
 	_cleanup_free_ cs_gpu_pair *pairs = NULL;
 	cs_error err = { 0 };
+	if (c->op == CS_OP_CHECKPOINT)
+		note_gpu_bytes(x, t, n);
 	if (c->op == CS_OP_RESTORE && txn_prepare_restore(x, t, n, &o, &pairs, &err) < 0)
 		return early_error(x, &err);
 	cs_txn_result r;
 	int rc = cs_txn_run(x->d, &o, t, n, &r);
+	txn_watch_end(&x->watch);
 	int status = exit_status(&r, rc);
 	if (rc == 0 && c->op == CS_OP_CHECKPOINT && r.acted)
 		save_manifest(x, t, n, &r);
@@ -274,8 +342,10 @@ static size_t keep_relevant(const txn_cli *c, cs_target *t, size_t n)
 		return n;
 	int want = c->op == CS_OP_RESTORE ? CS_STATE_CHECKPOINTED : CS_STATE_LOCKED;
 	size_t k = 0;
+	/* A process whose state is unknown (stopped, so not asked) stays: the
+	 * transaction refuses it by name rather than skipping it in silence. */
 	for (size_t i = 0; i < n; i++)
-		if (t[i].state == want)
+		if (t[i].state == want || t[i].state == CS_STATE_UNKNOWN)
 			t[k++] = t[i];
 	return k;
 }
@@ -350,7 +420,7 @@ static int with_driver(txn_ctx *x)
 
 int txn_cli_execute(txn_cli *c)
 {
-	txn_ctx x = { .c = c, .state_fd = -1 };
+	txn_ctx x = { .c = c, .state_fd = -1, .watch = { .tty = -1 } };
 	cs_error err = { 0 };
 	catch_signals();
 	cs_sandbox_detect(NULL, &x.sandbox);
@@ -359,6 +429,10 @@ int txn_cli_execute(txn_cli *c)
 		cs_driver_free(x.d);
 		return s;
 	}
+	cs_limits lim = *cs_driver_limits(x.d);
+	lim.interrupted = &interrupted;
+	lim.move_s = c->step_timeout_s;
+	cs_driver_set_limits(x.d, &lim);
 	int status = with_driver(&x);
 	free(x.left);
 	cs_ptable_free(&x.after);

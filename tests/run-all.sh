@@ -9,17 +9,22 @@ scripts/deps.sh || exit 2
 passed=0 failed=0
 run_build() { # dir, meson options...
 	local dir=$1; shift
+	# The logs live in the build directory, which git ignores, so that a run
+	# leaves nothing to commit at the top of the tree. The directory has to
+	# exist before meson setup runs, since the setup log is written into it.
+	local log=$dir/run-all
+	mkdir -p "$dir" || { failed=$((failed + 1)); return; }
 	if [ ! -f "$dir/build.ninja" ]; then
-		meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; failed=$((failed + 1)); return; }
+		meson setup "$dir" "$@" >"$log.setup.log" 2>&1 || { cat "$log.setup.log"; failed=$((failed + 1)); return; }
 	fi
-	if ! ninja -C "$dir" >"$dir.build.log" 2>&1; then
-		cat "$dir.build.log"; failed=$((failed + 1)); return
+	if ! ninja -C "$dir" >"$log.build.log" 2>&1; then
+		cat "$log.build.log"; failed=$((failed + 1)); return
 	fi
-	meson test -C "$dir" --print-errorlogs --num-processes 2 "${MESON_TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
+	meson test -C "$dir" --print-errorlogs --num-processes 2 "${MESON_TEST_ARGS[@]}" 2>&1 | tee "$log.test.log"
 	local ok fail
-	ok=$(awk '/^Ok:/ {print $2}' "$dir.test.log"); fail=0
+	ok=$(awk '/^Ok:/ {print $2}' "$log.test.log"); fail=0
 	for k in Fail: Timeout: "Unexpected Pass:"; do
-		v=$(grep "^$k" "$dir.test.log" | awk '{print $NF}')
+		v=$(grep "^$k" "$log.test.log" | awk '{print $NF}')
 		fail=$((fail + ${v:-0}))
 	done
 	[ -n "$ok" ] || { echo "no test summary from $dir"; fail=$((fail + 1)); ok=0; }

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,35 +11,41 @@
 
 /* The caller half: the six checkpoint calls as a tool such as cudasnap makes
  * them. Everything is local to the call, so any number of threads may call
- * at once; the target's restore thread serializes calls on one process. */
+ * at once; the target's restore thread serializes calls on one process.
+ * Five of them wait for the target's answer however long it takes (a stopped
+ * target answers once it runs again: no timeout here, as in the real
+ * driver); GetRestoreThreadId answers from /proc. */
+
+struct target {
+	unsigned long pidns;
+	int tgid;       /* in the target's own pid namespace */
+	int local_tgid; /* in the caller's */
+};
 
 /* The tgid in the target's own pid namespace (the last NStgid field), which
  * is what the target itself calls its pid, whichever namespace the caller is
  * in; pid may be any thread of the target, as with the real driver. */
-static int read_tgid(int pid)
+static int read_tgid(int pid, struct target *t)
 {
 	char path[64], line[256];
-	int tgid = -1, nstgid = -1;
+	int nstgid = -1;
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	FILE *f = fopen(path, "re");
 	if (f == NULL)
 		return -1;
+	t->local_tgid = -1;
 	while (fgets(line, sizeof(line), f)) {
 		if (strncmp(line, "Tgid:", 5) == 0)
-			tgid = atoi(line + 5);
+			t->local_tgid = atoi(line + 5);
 		if (strncmp(line, "NStgid:", 7) != 0)
 			continue;
 		char *last = strrchr(line, '\t');
 		nstgid = last ? atoi(last + 1) : -1;
 	}
 	fclose(f);
-	return nstgid > 0 ? nstgid : tgid;
+	t->tgid = nstgid > 0 ? nstgid : t->local_tgid;
+	return t->tgid > 0 && t->local_tgid > 0 ? 0 : -1;
 }
-
-struct target {
-	unsigned long pidns;
-	int tgid;
-};
 
 static CUresult resolve(int pid, struct target *t)
 {
@@ -52,8 +59,7 @@ static CUresult resolve(int pid, struct target *t)
 	/* the real driver answers the same when it may not ptrace the target */
 	if (geteuid() != 0 && st.st_uid != geteuid())
 		return CUDA_ERROR_OPERATING_SYSTEM;
-	t->tgid = read_tgid(pid);
-	if (t->tgid <= 0)
+	if (read_tgid(pid, t) != 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	t->pidns = fc_pidns(pid);
 	if (t->pidns != 0)
@@ -139,15 +145,38 @@ CUresult cuCheckpointProcessGetState(int pid, CUprocessState *state)
 	return rc;
 }
 
+/* Faults on get_restore_tid act here, since the call never reaches the
+ * target; their counts are therefore kept per caller process. */
+static CUresult restore_tid_faults(const struct target *t)
+{
+	struct fc_fault_hit hit;
+	fc_faults_check(FC_OP_GET_RESTORE_TID, t->tgid, 0, &hit);
+	if (hit.delay_ms)
+		fc_sleep_ms(hit.delay_ms);
+	/* "the target dies during the call", from outside: it cannot _exit
+	 * itself for a call it never sees */
+	if (hit.exit_now) {
+		kill(t->local_tgid, SIGKILL);
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	return hit.error;
+}
+
 CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)
 {
-	struct fc_req req = { .op = FC_OP_GET_RESTORE_TID };
-	int32_t v = 0;
+	struct target t;
 	if (tid == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
-	CUresult rc = call(pid, &req, &v);
+	CUresult rc = resolve(pid, &t);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	int found = fc_find_restore_tid(pid);
+	/* never initialized, a child forked without exec: no restore thread */
+	if (found == 0)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	rc = restore_tid_faults(&t);
 	if (rc == CUDA_SUCCESS)
-		*tid = v;
+		*tid = found;
 	return rc;
 }
 

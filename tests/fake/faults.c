@@ -9,7 +9,9 @@
 
 /* $FAKECUDA_FAULTS, one fault a line: <pid|*> <op> <action> [times].
  * Read again at every request, since tests rewrite it while targets run;
- * any change to the file re-arms the counts. */
+ * any change to the file re-arms the counts. Targets check it from their
+ * restore thread, callers for get_restore_tid (which never reaches the
+ * target) from any number of threads: hence the lock. */
 
 #define MAX_LINES 64
 #define MAX_BYTES 65536
@@ -24,6 +26,7 @@ struct fault {
 	long times; /* -1 = always */
 };
 
+static pthread_mutex_t faults_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct stat seen;
 static uint64_t seen_hash;
 static int fired[MAX_LINES];
@@ -103,7 +106,7 @@ static void apply(const struct fault *f, struct fc_fault_hit *hit)
 	}
 }
 
-static void check_line(char *line, int idx, int op, int fresh, struct fc_fault_hit *hit)
+static void check_line(char *line, int idx, int op, int pid, int warn, struct fc_fault_hit *hit)
 {
 	char copy[256];
 	snprintf(copy, sizeof(copy), "%s", line);
@@ -111,9 +114,9 @@ static void check_line(char *line, int idx, int op, int fresh, struct fc_fault_h
 	struct fault f;
 	memset(&f, 0, sizeof(f));
 	int r = parse_line(line, &f);
-	if (r < 0 && fresh)
+	if (r < 0 && warn)
 		fprintf(stderr, "fakecuda: ignoring fault line %d: %s\n", idx + 1, copy);
-	if (r <= 0 || f.op != op || (f.pid != 0 && f.pid != getpid()))
+	if (r <= 0 || f.op != op || (f.pid != 0 && f.pid != pid))
 		return;
 	if (f.times >= 0 && fired[idx] >= f.times)
 		return;
@@ -151,18 +154,14 @@ static char *slurp(const char *path, struct stat *st, size_t *len)
 	return text;
 }
 
-void fc_faults_check(int op, struct fc_fault_hit *hit)
+/* Must be called with faults_mu held. */
+static void check_text(char *text, size_t len, const struct stat *st, int op, int pid,
+		       int warn, struct fc_fault_hit *hit)
 {
-	struct stat st;
-	size_t len = 0;
-	memset(hit, 0, sizeof(*hit));
-	char *text = slurp(getenv("FAKECUDA_FAULTS"), &st, &len);
-	if (text == NULL)
-		return;
 	uint64_t h = hash(text, len);
-	int fresh = changed(&st) || h != seen_hash;
+	int fresh = changed(st) || h != seen_hash;
 	if (fresh) {
-		seen = st;
+		seen = *st;
 		seen_hash = h;
 		memset(fired, 0, sizeof(fired));
 	}
@@ -171,8 +170,21 @@ void fc_faults_check(int op, struct fc_fault_hit *hit)
 		char *nl = strchr(line, '\n');
 		if (nl)
 			*nl = '\0';
-		check_line(line, idx, op, fresh, hit);
+		check_line(line, idx, op, pid, warn && fresh, hit);
 		line = nl ? nl + 1 : NULL;
 	}
+}
+
+void fc_faults_check(int op, int pid, int warn, struct fc_fault_hit *hit)
+{
+	struct stat st;
+	size_t len = 0;
+	memset(hit, 0, sizeof(*hit));
+	char *text = slurp(getenv("FAKECUDA_FAULTS"), &st, &len);
+	if (text == NULL)
+		return;
+	pthread_mutex_lock(&faults_mu);
+	check_text(text, len, &st, op, pid, warn, hit);
+	pthread_mutex_unlock(&faults_mu);
 	free(text);
 }

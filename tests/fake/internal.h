@@ -74,7 +74,15 @@ struct fc_fault_hit {
 	int leak_fd;
 	int leak_map;
 };
-void fc_faults_check(int op, struct fc_fault_hit *hit);
+/* pid: the target's own pid (as its getpid() says), matched against the
+ * lines; warn: report bad lines on stderr (targets only, so that a caller's
+ * own output stays clean) */
+void fc_faults_check(int op, int pid, int warn, struct fc_fault_hit *hit);
+
+/* caller_tid.c: the restore thread of process pid (any of its thread ids,
+ * in the caller's pid namespace), as the target itself numbers it; 0 if it
+ * has none */
+int fc_find_restore_tid(int pid);
 
 /* server.c */
 int fc_server_start(void);

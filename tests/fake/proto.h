@@ -20,6 +20,10 @@ enum fc_op {
 };
 
 #define FC_MAGIC 0x66637564u
+
+/* The restore thread's name (its /proc/PID/task/TID/comm): the caller finds
+ * the thread by it, without asking the target, which may be stopped. */
+#define FC_RESTORE_THREAD_NAME "fakecuda-rt"
 #define FC_MAX_PAIRS 32
 
 struct fc_req {

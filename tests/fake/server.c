@@ -9,7 +9,10 @@
 
 /* The restore thread: the real driver keeps a helper thread inside every CUDA
  * process that carries out the checkpoint calls made from outside; here it
- * answers them over an abstract unix socket named after the process. */
+ * answers them over an abstract unix socket named after the process. While
+ * the process is stopped the requests wait in the socket, as they wait with
+ * the real driver. GetRestoreThreadId never comes here: the caller answers
+ * it from /proc (caller_tid.c). */
 
 static int listen_fd = -1;
 static int conn_fd = -1;
@@ -21,9 +24,6 @@ static CUresult dispatch(const struct fc_req *req, const struct fc_fault_hit *hi
 		pthread_mutex_lock(&fc_tgt.mu);
 		*value = (int32_t)fc_tgt.state;
 		pthread_mutex_unlock(&fc_tgt.mu);
-		return CUDA_SUCCESS;
-	case FC_OP_GET_RESTORE_TID:
-		*value = fc_tgt.restore_tid;
 		return CUDA_SUCCESS;
 	case FC_OP_LOCK:
 		return fc_op_lock(req->timeout_ms);
@@ -48,18 +48,22 @@ static void serve(int c)
 	    req.op >= FC_OP_COUNT || req.npairs > FC_MAX_PAIRS)
 		return;
 	struct fc_fault_hit hit;
-	fc_faults_check((int)req.op, &hit);
+	fc_faults_check((int)req.op, (int)getpid(), 1, &hit);
 	if (hit.delay_ms)
 		fc_sleep_ms(hit.delay_ms);
 	if (hit.exit_now)
 		_exit(1);
 	rsp.result = hit.error ? hit.error : dispatch(&req, &hit, &rsp.value);
+	/* A caller that died meanwhile does not undo the call, and its closed
+	 * socket must not kill the target: fc_write_all sends with MSG_NOSIGNAL. */
 	fc_write_all(c, &rsp, sizeof(rsp));
 }
 
 static void *restore_thread(void *arg)
 {
 	(void)arg;
+	/* named before cuInit returns, so that a caller finds it from then on */
+	pthread_setname_np(pthread_self(), FC_RESTORE_THREAD_NAME);
 	pthread_mutex_lock(&fc_tgt.mu);
 	fc_tgt.restore_tid = (int)gettid();
 	pthread_cond_broadcast(&fc_tgt.cv);

@@ -16,12 +16,14 @@ static void check_forked(const struct env *e, const struct drv *d, int parent)
 {
 	struct ready kid;
 	CUprocessState st;
+	int tid = 0;
 	if (find_ready(e, parent, "forked", &kid, 1) != 1) {
 		check(0, "forked-after-init child is ready");
 		return;
 	}
-	check(d->get_state(kid.pid, &st) == 3 && d->lock(kid.pid, NULL) == 3,
-	      "child forked after cuInit: state, lock -> 3");
+	check(d->get_state(kid.pid, &st) == 3 && d->lock(kid.pid, NULL) == 3 &&
+		      d->get_tid(kid.pid, &tid) == 3,
+	      "child forked after cuInit: state, lock, restore thread id -> 3");
 }
 
 /* lock (through another thread of the process) -> checkpoint */

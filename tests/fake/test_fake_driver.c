@@ -138,6 +138,7 @@ int main(int argc, char **argv)
 	test_roles(&e, &d);
 	test_spawn(&e, &d);
 	test_concurrency(&e, &d);
+	test_stopped(&e, &d);
 	test_legacy(&e);
 	test_persistence(&e, &d);
 	test_nvml(&e);

@@ -80,6 +80,7 @@ void test_faults(const struct env *e, const struct drv *d);
 void test_roles(const struct env *e, const struct drv *d);
 void test_spawn(const struct env *e, const struct drv *d);
 void test_concurrency(const struct env *e, const struct drv *d);
+void test_stopped(const struct env *e, const struct drv *d);
 void test_legacy(const struct env *e);
 void test_nvml(const struct env *e);
 

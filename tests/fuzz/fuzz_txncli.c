@@ -16,7 +16,7 @@ typedef struct model {
 	pid_t pids[MAXARGS], trees[MAXARGS];
 	size_t npids, ntrees;
 	const char *cgroup, *device_map;
-	unsigned timeout_ms, jobs;
+	unsigned timeout_ms, jobs, step_timeout_s;
 	bool sequential, json, strict, no_init, ignore_manifest;
 } model;
 
@@ -30,7 +30,8 @@ typedef struct opt {
 #define ALL 0xf
 static const opt opts[] = {
 	{ "pid", 'p', true, ALL }, { "tree", 0, true, ALL }, { "cgroup", 0, true, ALL },
-	{ "timeout", 't', true, ALL }, { "jobs", 'j', true, ALL }, { "sequential", 0, false, ALL },
+	{ "timeout", 't', true, ALL }, { "step-timeout", 0, true, ALL }, { "jobs", 'j', true, ALL },
+	{ "sequential", 0, false, ALL },
 	{ "json", 0, false, ALL }, { "help", 'h', false, ALL },
 	{ "strict", 0, false, 1 << CS_OP_CHECKPOINT },
 	{ "device-map", 'd', true, 1 << CS_OP_RESTORE }, { "no-init", 0, false, 1 << CS_OP_RESTORE },
@@ -79,6 +80,10 @@ static bool apply(model *m, const opt *o, const char *val)
 		if (!number(val, 0, INT_MAX, &v))
 			return false;
 		m->timeout_ms = (unsigned)v;
+	} else if (!strcmp(n, "step-timeout")) {
+		if (!number(val, 1, 86400, &v))
+			return false;
+		m->step_timeout_s = (unsigned)v;
 	} else if (!strcmp(n, "jobs")) {
 		if (!number(val, 1, 1024, &v))
 			return false;
@@ -207,7 +212,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(!m.npids || !memcmp(c.sel.pids, m.pids, m.npids * sizeof(pid_t)));
 		FUZZ_CHECK(!m.ntrees || !memcmp(c.sel.trees, m.trees, m.ntrees * sizeof(pid_t)));
 		FUZZ_CHECK(same_str(c.sel.cgroup, m.cgroup) && same_str(c.device_map, m.device_map));
-		FUZZ_CHECK(c.timeout_ms == m.timeout_ms && c.jobs == m.jobs);
+		FUZZ_CHECK(c.timeout_ms == m.timeout_ms && c.jobs == m.jobs && c.step_timeout_s == m.step_timeout_s);
 		FUZZ_CHECK(c.sequential == m.sequential && c.json == m.json && c.strict == m.strict);
 		FUZZ_CHECK(c.no_init == m.no_init && c.ignore_manifest == m.ignore_manifest);
 	}

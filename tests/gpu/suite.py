@@ -6,6 +6,7 @@ Builds tests/gpu/workload.cu with nvcc when --workload is not given. Prints
 one line per check and ends with "N passed, N failed".
 """
 import argparse
+import ctypes
 import glob
 import json
 import os
@@ -362,6 +363,156 @@ def scenario_compat_runsc(env):
     data_ok(env, cuda, "PyTorch tree after runsc-style toggles")
 
 
+def proc_state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "?"
+
+
+def wait_stopped(pid):
+    deadline = time.monotonic() + 5
+    while proc_state(pid) != "T" and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def recover(env, pids):
+    """Brings every process back to running with cudasnap's own commands."""
+    got = by_pid(env.cs_json("ps").obj)
+    for p in pids:
+        st = got.get(p, {}).get("state")
+        if st == "checkpointed":
+            env.cs("restore", "--pid", str(p))
+        elif st == "locked":
+            env.cs("unlock", "--pid", str(p))
+    got = by_pid(env.cs_json("ps").obj)
+    return {p: got.get(p, {}).get("state") for p in pids}
+
+
+def scenario_stopped(env, gib=4):
+    """Issue 11: three CUDA processes, one stopped."""
+    pids = [env.workload_proc(gib)[1][0] for _ in range(3)]
+    a, b, c = pids
+    try:
+        os.kill(a, signal.SIGSTOP)
+        wait_stopped(a)
+        r = env.cs("ps")
+        print(r.stdout)
+        row = [line for line in r.stdout.splitlines() if line.startswith(str(a))]
+        check(f"ps with one stopped: exit 0 in {r.wall:.3f} s (< 1 s), shows it stopped",
+              r.returncode == 0 and r.wall < 1 and row and "stopped" in row[0], r.stderr[-300:])
+        v = env.cs("verify")
+        check(f"verify with one stopped ends in {v.wall:.3f} s", v.wall < 5 and v.returncode in (0, 1))
+        ck = env.cs_json("checkpoint", "--pid", str(b), "--pid", str(c))
+        check(f"checkpoint of the two others: exit 0 in {ck.wall:.3f} s", ck.returncode == 0, ck.stderr[-400:])
+        rs = env.cs_json("restore", "--pid", str(b), "--pid", str(c))
+        check(f"restore of the two others: exit 0 in {rs.wall:.3f} s", rs.returncode == 0, rs.stderr[-400:])
+        al = env.cs_json("checkpoint")
+        print(al.stderr)
+        check(f"checkpoint of all refused in {al.wall:.3f} s, exit 1, names {a} and kill -CONT",
+              al.returncode == 1 and al.wall < 1 and f"process {a}" in al.stderr and "kill -CONT" in al.stderr
+              and (al.obj or {}).get("outcome") == "refused", al.stderr[-400:])
+        got = by_pid(env.cs_json("ps").obj)
+        check("nothing changed by the refusal", got[b]["state"] == got[c]["state"] == "running")
+        os.kill(a, signal.SIGCONT)
+        data_ok(env, pids, "three after the stopped-process checks")
+
+        # SIGTERM while a checkpoint is blocked on a process stopped in the middle of it.
+        p = subprocess.Popen([env.cudasnap, "checkpoint"], env=dict(os.environ, CUDASNAP_STATE_DIR=env.state),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.4)
+        os.kill(a, signal.SIGSTOP)
+        time.sleep(1.2)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        wall = time.monotonic() - t0
+        print(err)
+        check(f"SIGTERM on a blocked checkpoint: exit {p.returncode} after {wall:.3f} s (< 5 s)",
+              wall < 5 and p.returncode != 0, err[-300:])
+        os.kill(a, signal.SIGCONT)
+        time.sleep(8)
+        states = recover(env, pids)
+        check(f"all running after SIGCONT and recovery ({states})", set(states.values()) == {"running"})
+        data_ok(env, pids, "after SIGTERM, SIGCONT and recovery")
+
+        # A deadline that expires: a 1 s step timeout on a checkpoint of several GiB.
+        dl = env.cs_json("checkpoint", "--pid", str(a), "--step-timeout", "1")
+        print(dl.stderr)
+        check(f"--step-timeout 1: exit {dl.returncode} after {dl.wall:.3f} s, process abandoned with a recovery line",
+              dl.returncode == 3 and dl.wall < 4 and "cudasnap restore --pid" in dl.stderr, dl.stderr[-300:])
+        time.sleep(10)
+        states = recover(env, [a])
+        check(f"the abandoned checkpoint completed in the target; recovered ({states})", states[a] == "running")
+        data_ok(env, pids, "after the expired deadline and recovery")
+
+        # Progress on a pipe: a plain line every 5 s and a stall named.
+        big = env.workload_proc(24)[1][0]
+        pr = env.cs("checkpoint", "--pid", str(big))
+        lines = [x for x in pr.stderr.splitlines() if "processes done" in x]
+        print("\n".join(lines[:4]))
+        check(f"24 GiB checkpoint in {pr.wall:.1f} s: exit 0", pr.returncode == 0, pr.stderr[-300:])
+        rr = env.cs("restore", "--pid", str(big))
+        print("\n".join(x for x in rr.stderr.splitlines() if "processes done" in x or "restore" in x))
+        check(f"24 GiB restore in {rr.wall:.1f} s: exit 0", rr.returncode == 0, rr.stderr[-300:])
+        data_ok(env, [big], "24 GiB after progress-watched checkpoint and restore")
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
+def find_nvidia_cuda_checkpoint():
+    for path in [shutil.which("cuda-checkpoint") or ""] + sorted(glob.glob("/usr/local/cuda*/bin/cuda-checkpoint")) + \
+            sorted(glob.glob("/usr/bin/cuda-checkpoint")):
+        if path and os.path.isfile(path) and not os.path.islink(path):
+            return path
+    return None
+
+
+def scenario_criu_forked(env):
+    """Issue 11: CRIU 4.2 dumping a tree with a forked child fails as fast with the drop-in as with NVIDIA's."""
+    criu = os.environ.get("CUDASNAP_TEST_CRIU", "")
+    if not criu or not os.path.exists(criu):
+        check("CRIU available (CUDASNAP_TEST_CRIU)", False, criu)
+        return
+    plugins = os.path.join(os.path.dirname(os.path.dirname(criu)), "plugins")
+    nv = find_nvidia_cuda_checkpoint()
+    print("NVIDIA cuda-checkpoint:", nv)
+    ways = [("cudasnap drop-in", env.cudasnap)] + ([("NVIDIA binary", nv)] if nv else [])
+    for name, binary in ways:
+        bindir = tempfile.mkdtemp(prefix="cc-")
+        os.symlink(binary, os.path.join(bindir, "cuda-checkpoint"))
+        proc, pids = env.workload_proc(1, ["--fork-child"], expect=2)
+        roles = ready_roles(env, pids)
+        parent = [p for p in pids if roles[p] == "cuda"]
+        child = [p for p in pids if roles[p] == "forked"]
+        root = proc.pid
+        tid = sh([binary, "--get-restore-tid", "--pid", str(child[0])]) if child else None
+        if tid:
+            print(f"  {name}: --get-restore-tid on the forked child: exit {tid.returncode}, "
+                  f"{(tid.stdout + tid.stderr).strip()[:200]}")
+        images = tempfile.mkdtemp(prefix="criu-img-")
+        t0 = time.monotonic()
+        d = subprocess.run([criu, "dump", "-t", str(root), "-D", images, "-L", plugins, "-v4", "-o", "dump.log"],
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PATH=bindir + ":" + os.environ["PATH"]))
+        wall = time.monotonic() - t0
+        log = open(os.path.join(images, "dump.log"), errors="replace").read()
+        err = [x for x in log.splitlines() if "Error" in x or "cuda" in x.lower()][-6:]
+        print(f"  {name}: criu dump exit {d.returncode} in {wall:.2f} s")
+        print("   " + "\n   ".join(err))
+        check(f"CRIU dump of a tree with a forked child, {name}: fails in {wall:.2f} s (< 6 s)",
+              d.returncode != 0 and wall < 6)
+        states = recover(env, parent)
+        check(f"{name}: the CUDA parent runs after the failed dump ({states})",
+              all(v == "running" for v in states.values()))
+        stop_all()
+
+
 def describe(env):
     smi = sh("nvidia-smi --query-gpu=name,driver_version,persistence_mode,memory.total --format=csv,noheader")
     print("GPU:", smi.stdout.strip())
@@ -385,6 +536,8 @@ SCENARIOS = {
     "hook": scenario_hook,
     "compat_criu": scenario_compat_criu,
     "compat_runsc": scenario_compat_runsc,
+    "stopped": scenario_stopped,
+    "criu_forked": scenario_criu_forked,
 }
 
 
@@ -401,6 +554,8 @@ def main():
         if b.returncode:
             print(b.stderr)
             return 2
+    # Killed trees must not leave zombies that keep their PIDs (PID 1 may not reap).
+    ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
     env = Env(os.path.abspath(args.cudasnap), workload)
     describe(env)
     for name in args.only.split(","):

@@ -1,6 +1,8 @@
 """cudasnap called as cuda-checkpoint: NVIDIA's R580 command line, replayed
 exactly as CRIU's CUDA plugin and runsc's automation call it."""
+import ctypes
 import os
+import signal
 import subprocess
 import time
 import unittest
@@ -116,6 +118,8 @@ class Compat(CompatCase):
             if pid in forked:
                 self.assertFails(r, f'Error getting process state for process ID {pid}: "initialization error"')
                 self.assertIn("forked", r.err)
+                self.assertIn('multiprocessing_context="spawn" or "forkserver"', r.err)
+                self.assertIn("started before CUDA is initialized, can be checkpointed", r.err)
             else:
                 self.assertEqual((r.rc, r.out), (0, "running\n"), r)
                 cuda.append(pid)
@@ -212,14 +216,37 @@ class Compat(CompatCase):
             self.assertIn("--device-map is only valid with --action restore", r.err)
         self.assertStates([pid], "running")
 
-    def test_usage_errors_exit_1(self):
-        for args in ((), ("--get-state",), ("--pid", "1"), ("--action", "freeze", "--pid", "1"),
-                     ("--get-state", "--toggle", "--pid", "1"), ("--get-state", "--pid", "x"),
-                     ("--bogus",), ("--get-state", "--pid"), ("--get-state", "--pid", "1", "extra")):
+    def assertUsage(self, r, first_line):
+        """NVIDIA's shape: the line, an empty line, the whole help; exit 1."""
+        self.assertEqual((r.rc, r.out), (1, ""), r)
+        lines = r.err.split("\n", 2)
+        self.assertEqual(lines[0], first_line, r)
+        self.assertEqual(lines[1], "", r)
+        self.assertEqual(lines[2], self.cc("--help").out, r)
+
+    def test_usage_errors_in_nvidia_words(self):
+        for args, line in ((("--get-state", "--pid", "abc"), "pid must be a non-negative integer"),
+                           (("--get-state", "--pid", "-5"), "pid must be a non-negative integer"),
+                           (("--pid", "abc"), "pid must be a non-negative integer"),
+                           ((), "No operation selected"),
+                           (("--pid", "1"), "No operation selected"),
+                           (("--get-state",), "Missing pid to perform operation on"),
+                           (("--action", "lock"), "Missing pid to perform operation on"),
+                           (("--toggle",), "Missing pid to perform operation on"),
+                           (("--get-restore-tid",), "Missing pid to perform operation on"),
+                           (("--action", "bogus", "--pid", "1"), "Invalid process state"),
+                           (("--action", "bogus"), "Invalid process state")):
+            with self.subTest(args=args):
+                self.assertUsage(self.cc(*args), line)
+
+    def test_other_usage_errors_take_the_same_shape(self):
+        for args in (("--get-state", "--toggle", "--pid", "1"), ("--bogus",), ("--get-state", "--pid"),
+                     ("--get-state", "--pid", "1", "extra"), ("--get-state", "--pid", "1", "--timeout", "x"),
+                     ("--get-state", "--pid", "1", "--device-map", f"{GPU0}={GPU0}")):
             with self.subTest(args=args):
                 r = self.cc(*args)
-                self.assertEqual((r.rc, r.out), (1, ""), r)
-                self.assertEqual(len(r.err.splitlines()), 1, r)
+                self.assertRegex(r.err.split("\n", 1)[0], r"^cuda-checkpoint: ", r)
+                self.assertUsage(r, r.err.split("\n", 1)[0])
 
     def test_option_spellings(self):
         pid, = self.start()
@@ -248,6 +275,128 @@ class Compat(CompatCase):
         r = self.cc("--get-state", "--pid", 1, env={"CUDASNAP_LIBCUDA": LIBCUDA_LEGACY})
         self.assertEqual((r.rc, r.out), (1, ""), r)
         self.assertTrue(r.err.startswith("cuda-checkpoint: "), r)
+
+
+def task_states(pid):
+    """State letter of every thread of pid, by thread id."""
+    states = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                states[int(tid)] = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            pass
+    return states
+
+
+PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
+WALL = 0x40000000
+
+
+class CompatStopped(CompatCase):
+    """The driver's calls wait without bound while the target's restore
+    thread cannot run; the drop-in must refuse at once instead."""
+
+    # Generous: a drop-in that waits for the target is killed at this point.
+    HANG = 8
+
+    def restore_tid(self, pid):
+        with open(os.path.join(self.ready, f"{pid}.ready")) as f:
+            return int(dict(kv.split("=", 1) for kv in f.read().split())["tid"])
+
+    def sigstop(self, pid):
+        # Registered after Case's cleanup, so it runs first: the target
+        # resumes before it is killed.
+        self.addCleanup(self.sigcont, pid)
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while set(task_states(pid).values()) != {"T"}:
+            self.assertLess(time.monotonic(), deadline, task_states(pid))
+            time.sleep(0.01)
+
+    @staticmethod
+    def sigcont(pid):
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+    def assertRefusedAtOnce(self, r, first_line):
+        self.assertFails(r, first_line)
+        self.assertLess(r.wall, 2, r)
+        self.assertRegex(r.err.splitlines()[1], r"^cuda-checkpoint: hint: ", r)
+
+    def test_stopped_target_is_refused_at_once(self):
+        pid, = self.start()
+        tid = self.restore_tid(pid)
+        self.sigstop(pid)
+        said = '"the process is stopped and cannot answer"'
+        for args, line in ((("--action", "lock", "--pid", pid, "--timeout", 1000), f"Could not lock on process ID {pid}: {said}"),
+                           (("--get-state", "--pid", pid), f"Error getting process state for process ID {pid}: {said}"),
+                           (("--get-state", "--pid", tid), f"Error getting process state for process ID {tid}: {said}"),
+                           (("--action", "checkpoint", "--pid", pid), f"Could not checkpoint on process ID {pid}: {said}"),
+                           (("--toggle", "--pid", pid), f"Error toggling CUDA in process ID {pid}: {said}")):
+            with self.subTest(args=args):
+                r = self.cc(*args, timeout=self.HANG)
+                self.assertRefusedAtOnce(r, line)
+                self.assertIn(f"kill -CONT {pid}", r.err)
+        self.sigcont(pid)
+        self.assertStates([pid], "running")
+        self.assertDataOk([pid])
+
+    def test_restore_tid_of_a_stopped_target_still_answers(self):
+        pid, = self.start()
+        self.sigstop(pid)
+        r = self.cc("--get-restore-tid", "--pid", pid, timeout=self.HANG)
+        self.assertEqual((r.rc, r.out, r.err), (0, f"{self.restore_tid(pid)}\n", ""), r)
+        self.assertLess(r.wall, 2, r)
+
+    def test_forked_child_of_a_stopped_parent(self):
+        # CRIU stops a tree's parent before it asks about the child.
+        pids = self.start("--fork-after-init", "1", expect=2)
+        parent, = [p for p in pids if self.role(p) == "parent"]
+        child, = [p for p in pids if self.role(p) == "forked"]
+        self.sigstop(parent)
+        r = self.cc("--get-state", "--pid", child, timeout=self.HANG)
+        self.assertRefusedAtOnce(r, f'Error getting process state for process ID {child}: "initialization error"')
+        self.assertIn("forked from a CUDA process", r.err)
+
+    def test_traced_target_with_its_restore_thread_resumed(self):
+        # CRIU's plugin at checkpoint time: every thread ptrace-stopped but
+        # the restore thread, which it resumed to answer the driver.
+        pid, = self.start()
+        tid = self.restore_tid(pid)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+        others = [t for t in task_states(pid) if t != tid]
+        self.assertTrue(others)
+        for t in others:
+            if libc.ptrace(PTRACE_SEIZE, t, None, None) != 0:
+                self.skipTest(f"ptrace: {os.strerror(ctypes.get_errno())}")
+            self.addCleanup(libc.ptrace, PTRACE_DETACH, t, None, None)
+            libc.ptrace(PTRACE_INTERRUPT, t, None, None)
+            os.waitpid(t, WALL)
+        self.assertEqual({t: s for t, s in task_states(pid).items() if t != tid}, {t: "t" for t in others})
+        self.assertEqual(self.cc("--get-state", "--pid", tid, timeout=self.HANG).out, "running\n")
+        self.assertQuiet(self.cc("--action", "lock", "--pid", pid, "--timeout", 10000, timeout=self.HANG))
+        self.assertQuiet(self.cc("--action", "checkpoint", "--pid", pid, timeout=self.HANG))
+        self.assertQuiet(self.cc("--action", "restore", "--pid", pid, timeout=self.HANG))
+        self.assertQuiet(self.cc("--action", "unlock", "--pid", pid, timeout=self.HANG))
+
+    def test_traced_restore_thread_is_refused(self):
+        pid, = self.start()
+        tid = self.restore_tid(pid)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+        if libc.ptrace(PTRACE_SEIZE, tid, None, None) != 0:
+            self.skipTest(f"ptrace: {os.strerror(ctypes.get_errno())}")
+        self.addCleanup(libc.ptrace, PTRACE_DETACH, tid, None, None)
+        libc.ptrace(PTRACE_INTERRUPT, tid, None, None)
+        os.waitpid(tid, WALL)
+        r = self.cc("--action", "checkpoint", "--pid", pid, timeout=self.HANG)
+        self.assertRefusedAtOnce(r, f'Could not checkpoint on process ID {pid}: '
+                                    f'"the process is stopped and cannot answer"')
+        self.assertIn(f"stopped by its tracer, process {os.getpid()}", r.err)
 
 
 class CompatDeviceMap(CompatCase):

@@ -553,6 +553,7 @@ class FakeDriver(unittest.TestCase):
         c = check(r, "device-holders")
         self.assertEqual(c["status"], "warn")
         self.assertIn("%d (" % kids[0], c["message"])
+        self.assertIn('multiprocessing_context="spawn" or "forkserver"', c["fix"])
 
 
 if __name__ == "__main__":

@@ -96,6 +96,9 @@ class PublicReports(Case):
         for l in left:
             self.assertEqual(l["forked_from"], parent)
             self.assertIn("forked from CUDA process", l["reason"])
+            # The reason names the fix: workers that need no inherited CUDA state.
+            self.assertIn('multiprocessing_context="spawn" or "forkserver"', l["reason"])
+            self.assertIn("started before CUDA is initialized, can be checkpointed", l["reason"])
         bare = [l for l in left if l["kind"] == "mapping" and not l["fd_open"]]
         self.assertTrue(bare, left)
         self.assertEqual(len({l["pid"] for l in bare}), 1)

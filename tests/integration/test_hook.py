@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import time
 import unittest
 
 from harness import APP, Case
@@ -124,6 +125,27 @@ class Hook(Case):
         r = self.hook("save", CUDASNAP_HOOK_STRICT="yes please")
         self.assertEqual(r.rc, 2, r)
         self.assertIn("CUDASNAP_HOOK_STRICT", r.err)
+
+    def test_deadline_ends_the_hook_before_runsc_kills_it(self):
+        pids = self.start("--spawn", "2", expect=3)
+        self.fault(f"{pids[0]} checkpoint delay=6000")
+        r = self.hook("save", "--deadline", "1")
+        self.assertLess(r.wall, 5.0, r)
+        self.assertEqual(r.rc, 3, r)  # the slow one is given up on, the others rolled back
+        self.assertStamped(r)
+        self.assertIn(f"cudasnap restore --pid {pids[0]}", r.err)
+        self.assertStates(pids[1:], "running")
+        self.fault()
+        deadline = time.monotonic() + 15
+        while self.states([pids[0]])[pids[0]] != "checkpointed" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(self.cs("restore", "--pid", str(pids[0])).rc, 0)
+        self.assertDataOk(pids)
+
+    def test_bad_deadline(self):
+        r = self.hook("save", "--deadline", "0")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("--deadline", r.err)
 
     def test_failed_save_rolls_back(self):
         pids = self.start("--spawn", "2", expect=3)

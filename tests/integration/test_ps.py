@@ -1,4 +1,5 @@
 """cudasnap ps against the driver test double (issue: foundation)."""
+import json
 import os
 import unittest
 
@@ -100,6 +101,57 @@ class Ps(Case):
         self.assertEqual(self.cs("ps", "extra").rc, 2)
         self.assertEqual(self.cs().rc, 2)
 
+
+
+class Unreadable(Case):
+    """A process the scan cannot read, through a fake /proc (CUDASNAP_PROC_DIR),
+    seen by callers whose privileges a fake /proc/self/status sets
+    (CUDASNAP_ROOT): a root with CAP_SYS_PTRACE cannot get more of them, so
+    ps must not tell it to."""
+
+    HOLDER, BROKEN = 40100, 40102
+
+    def fake_proc(self):
+        proc = os.path.join(self.tmp, "proc")
+        os.makedirs(os.path.join(proc, str(self.HOLDER), "fd"))
+        with open(os.path.join(proc, str(self.HOLDER), "stat"), "w") as f:
+            f.write(f"{self.HOLDER} (app) S 1 {self.HOLDER} {self.HOLDER} 0 -1 4194560 1 0 0 0 3 1 0 0 20 0 1 0 "
+                    "100 8478720 896 18446744073709551615 1 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n")
+        with open(os.path.join(proc, str(self.HOLDER), "maps"), "w"):
+            pass
+        os.symlink(os.path.join(self.dev, "nvidia0"), os.path.join(proc, str(self.HOLDER), "fd", "3"))
+        os.makedirs(os.path.join(proc, str(self.BROKEN)))
+        with open(os.path.join(proc, str(self.BROKEN), "stat"), "w") as f:
+            f.write("garbage without parentheses")
+        return proc
+
+    def caller(self, uid, capeff):
+        root = os.path.join(self.tmp, f"root-{uid}")
+        os.makedirs(os.path.join(root, "proc", "self"))
+        with open(os.path.join(root, "proc", "self", "status"), "w") as f:
+            f.write(f"Name:\tcudasnap\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nCapEff:\t{capeff}\n")
+        return {"CUDASNAP_ROOT": root, "CUDASNAP_PROC_DIR": self.fake_proc(),
+                "CUDASNAP_LIBCUDA": "/nonexistent/libcuda.so.1"}
+
+    def test_caller_without_ptrace_is_told_to_get_it(self):
+        r = self.cs("ps", env=self.caller(1000, "0000000000000000"))
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn(", 1 unreadable (run as root or with CAP_SYS_PTRACE to see them)\n", r.out)
+        self.assertNotIn("Even CAP_SYS_PTRACE", r.out)
+
+    def test_root_with_ptrace_gets_what_doctor_says(self):
+        env = self.caller(0, "000001ffffffffff")
+        r = self.cs("ps", env=env)
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("run as root", r.out)
+        self.assertIn(", 1 unreadable\n", r.out)
+        self.assertRegex(r.out, rf"\ncannot read 1 process as uid \d+: {self.BROKEN} ")
+        hints = [l[len("  hint: "):] for l in r.out.splitlines() if l.startswith("  hint: Even")]
+        self.assertEqual(len(hints), 1, r.out)
+        self.assertIn("Even CAP_SYS_PTRACE was refused", hints[0])
+        d = self.cs("doctor", "--json", env=env)
+        fixes = [c["fix"] for c in json.loads(d.out)["checks"] if c["name"] == "unreadable"]
+        self.assertEqual(fixes, hints, d)
 
 if __name__ == "__main__":
     assert APP, "FAKE_APP is not set"

@@ -3,6 +3,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import unittest
 
@@ -127,6 +128,65 @@ class Transaction(Case):
         self.assertEqual(first.returncode, 0)
         self.assertStates(pids, "checkpointed")
         self.assertEqual(self.cs("restore").rc, 0)
+
+    def hold_lock(self, owner_line):
+        """A child that takes the state lock with flock and writes nothing, as
+        a cudasnap does in the moment between its flock and its owner line."""
+        os.makedirs(self.state, mode=0o700, exist_ok=True)
+        lock = os.path.join(self.state, "lock")
+        with open(lock, "w") as f:
+            f.write(owner_line)
+        code = ("import fcntl, os, sys\n"
+                "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+                "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+                "print('held', flush=True)\n"
+                "sys.stdin.read()\n")
+        child = subprocess.Popen([sys.executable, "-c", code, lock], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        self.addCleanup(self.release_lock, child)
+        self.assertEqual(child.stdout.readline(), "held\n")
+        return child
+
+    @staticmethod
+    def release_lock(child):
+        if child.returncode is None:
+            child.kill()
+            child.communicate()
+
+    def test_lock_holder_is_named_before_it_writes_its_owner_line(self):
+        # An empty lock file, and one whose owner line an earlier holder left.
+        for line in ("", "pid 999999, 'checkpoint'\n"):
+            with self.subTest(owner_line=line):
+                child = self.hold_lock(line)
+                r = self.cs("lock")
+                self.assertEqual(r.rc, 2, r)
+                exe = os.path.basename(sys.executable)
+                self.assertIn(f"another cudasnap is running (pid {child.pid}, '{exe} -c import fcntl", r.err)
+                self.assertNotIn("unknown process", r.err)
+                self.assertNotIn("999999", r.err)
+                self.assertLess(r.wall, 5)
+                self.release_lock(child)
+
+    def test_lock_holder_is_read_from_proc_locks(self):
+        """/proc/locks (a fake one, through CUDASNAP_PROC_DIR): waiters and other
+        files are skipped, device numbers are hex, the command line is cut short
+        and its control bytes replaced."""
+        child = self.hold_lock("")
+        st = os.stat(os.path.join(self.state, "lock"))
+        dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+        proc = os.path.join(self.tmp, "proc")
+        os.makedirs(os.path.join(proc, "4242"))
+        with open(os.path.join(proc, "locks"), "w") as f:
+            f.write(f"1: POSIX  ADVISORY  WRITE 4000 {dev}:{st.st_ino} 0 EOF\n"
+                    f"2: FLOCK  ADVISORY  WRITE 4001 {dev}:{st.st_ino + 1} 0 EOF\n"
+                    f"3: FLOCK  ADVISORY  WRITE 4242 {dev}:{st.st_ino} 0 EOF\n"
+                    f"3: -> FLOCK  ADVISORY  WRITE 4003 {dev}:{st.st_ino} 0 EOF\n")
+        with open(os.path.join(proc, "4242", "cmdline"), "wb") as f:
+            f.write(b"/opt/bin/trainer\0--name\0\x1b[31mred\0" + b"x" * 300 + b"\0")
+        r = self.cs("lock", env={"CUDASNAP_PROC_DIR": proc})
+        self.assertEqual(r.rc, 2, r)
+        self.assertRegex(r.err, r"another cudasnap is running \(pid 4242, 'trainer --name \?\[31mred x+\.\.\.'\)")
+        self.assertNotIn(f"pid {child.pid},", r.err)
 
     def test_pid_reuse_at_restore_is_refused(self):
         pids = self.tree("1")
