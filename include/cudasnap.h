@@ -15,6 +15,10 @@
 extern "C" {
 #endif
 
+/* What libcudasnap.so exports: the functions declared here and nothing
+ * else (the library is built with hidden visibility). */
+#define CS_PUBLIC __attribute__((visibility("default")))
+
 /* ---- errors ------------------------------------------------------------ */
 
 typedef enum cs_status {
@@ -37,13 +41,13 @@ typedef struct cs_error {
 } cs_error;
 
 /* Fills err (if not NULL) and returns -status. */
-int cs_error_set(cs_error *err, int status, const char *hint, const char *fmt, ...)
+CS_PUBLIC int cs_error_set(cs_error *err, int status, const char *hint, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* Same, with errno appended to the message as ": strerror". */
-int cs_error_errno(cs_error *err, int status, int errnum, const char *hint, const char *fmt, ...)
+CS_PUBLIC int cs_error_errno(cs_error *err, int status, int errnum, const char *hint, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
-void cs_error_clear(cs_error *err);
-const char *cs_status_name(int status);
+CS_PUBLIC void cs_error_clear(cs_error *err);
+CS_PUBLIC const char *cs_status_name(int status);
 
 /* ---- the driver -------------------------------------------------------- */
 
@@ -55,8 +59,8 @@ typedef enum cs_state {
 	CS_STATE_UNKNOWN = -1,
 } cs_state;
 
-const char *cs_state_name(int state); /* "running", ..., or NULL if unknown */
-int cs_state_parse(const char *word);  /* inverse; CS_STATE_UNKNOWN if none */
+CS_PUBLIC const char *cs_state_name(int state); /* "running", ..., or NULL if unknown */
+CS_PUBLIC int cs_state_parse(const char *word);  /* inverse; CS_STATE_UNKNOWN if none */
 
 /* CUresult values cudasnap reasons about (numbers are the driver's). */
 enum {
@@ -94,13 +98,13 @@ typedef struct cs_gpu_pair {
 /* Loads libcuda.so.1 (or $CUDASNAP_LIBCUDA) with dlopen. Always returns an
  * object in *out (free with cs_driver_free); returns <0 and fills err when the
  * driver cannot be used, and cs_driver_loaded() is then false. */
-int cs_driver_open(cs_driver **out, cs_error *err);
-void cs_driver_free(cs_driver *d);
-bool cs_driver_loaded(const cs_driver *d);
-int cs_driver_version(const cs_driver *d); /* e.g. 13000; 0 when unknown */
-const char *cs_driver_path(const cs_driver *d);
-const cs_error *cs_driver_error(const cs_driver *d); /* why it is not loaded */
-bool cs_driver_can_remap(const cs_driver *d);
+CS_PUBLIC int cs_driver_open(cs_driver **out, cs_error *err);
+CS_PUBLIC void cs_driver_free(cs_driver *d);
+CS_PUBLIC bool cs_driver_loaded(const cs_driver *d);
+CS_PUBLIC int cs_driver_version(const cs_driver *d); /* e.g. 13000; 0 when unknown */
+CS_PUBLIC const char *cs_driver_path(const cs_driver *d);
+CS_PUBLIC const cs_error *cs_driver_error(const cs_driver *d); /* why it is not loaded */
+CS_PUBLIC bool cs_driver_can_remap(const cs_driver *d);
 
 /* How long cudasnap waits for each driver call. Every call but
  * GetRestoreThreadId is answered by the target's restore thread and waits
@@ -116,31 +120,31 @@ typedef struct cs_limits {
 } cs_limits;
 
 /* Replaces the driver's limits (cs_driver_open sets the defaults). */
-void cs_driver_set_limits(cs_driver *d, const cs_limits *l);
-const cs_limits *cs_driver_limits(const cs_driver *d);
+CS_PUBLIC void cs_driver_set_limits(cs_driver *d, const cs_limits *l);
+CS_PUBLIC const cs_limits *cs_driver_limits(const cs_driver *d);
 /* The deadline of a checkpoint or restore of a process with about bytes of
  * GPU memory (0 when unknown): move_s when set, else 60 s + 2 s per GiB
  * (unknown counts as 141 GiB, one whole H200). */
-double cs_move_deadline(const cs_driver *d, unsigned long long bytes);
+CS_PUBLIC double cs_move_deadline(const cs_driver *d, unsigned long long bytes);
 /* Calls given up on since the program started: they may still be blocked in
  * worker threads, so the program should end with _exit, not exit. */
-unsigned cs_driver_abandoned(void);
+CS_PUBLIC unsigned cs_driver_abandoned(void);
 
 /* The six calls and cuInit. Return the raw CUresult, or CS_CU_TIMED_OUT /
  * CS_CU_INTERRUPTED when cudasnap stopped waiting. */
-int cs_cu_init(cs_driver *d);
-int cs_cu_get_state(cs_driver *d, pid_t pid, int *state);
-int cs_cu_get_restore_tid(cs_driver *d, pid_t pid, pid_t *tid);
-int cs_cu_lock(cs_driver *d, pid_t pid, unsigned timeout_ms);
-int cs_cu_checkpoint(cs_driver *d, pid_t pid);
-int cs_cu_restore(cs_driver *d, pid_t pid, const cs_gpu_pair *pairs, unsigned npairs);
-int cs_cu_unlock(cs_driver *d, pid_t pid);
+CS_PUBLIC int cs_cu_init(cs_driver *d);
+CS_PUBLIC int cs_cu_get_state(cs_driver *d, pid_t pid, int *state);
+CS_PUBLIC int cs_cu_get_restore_tid(cs_driver *d, pid_t pid, pid_t *tid);
+CS_PUBLIC int cs_cu_lock(cs_driver *d, pid_t pid, unsigned timeout_ms);
+CS_PUBLIC int cs_cu_checkpoint(cs_driver *d, pid_t pid);
+CS_PUBLIC int cs_cu_restore(cs_driver *d, pid_t pid, const cs_gpu_pair *pairs, unsigned npairs);
+CS_PUBLIC int cs_cu_unlock(cs_driver *d, pid_t pid);
 /* Checkpoint and restore with an explicit deadline in seconds (<= 0: none). */
-int cs_cu_checkpoint_by(cs_driver *d, pid_t pid, double seconds);
-int cs_cu_restore_by(cs_driver *d, pid_t pid, const cs_gpu_pair *pairs, unsigned npairs, double seconds);
+CS_PUBLIC int cs_cu_checkpoint_by(cs_driver *d, pid_t pid, double seconds);
+CS_PUBLIC int cs_cu_restore_by(cs_driver *d, pid_t pid, const cs_gpu_pair *pairs, unsigned npairs, double seconds);
 /* cuGetErrorName / cuGetErrorString, with fallbacks when the driver is absent. */
-const char *cs_cu_name(const cs_driver *d, int res);
-const char *cs_cu_string(const cs_driver *d, int res);
+CS_PUBLIC const char *cs_cu_name(const cs_driver *d, int res);
+CS_PUBLIC const char *cs_cu_string(const cs_driver *d, int res);
 
 /* ---- processes --------------------------------------------------------- */
 
@@ -151,7 +155,7 @@ typedef enum cs_class {
 	CS_CLASS_UNKNOWN,        /* no driver to ask, maps libcuda, holds no device reference */
 } cs_class;
 
-const char *cs_class_name(int cls);
+CS_PUBLIC const char *cs_class_name(int cls);
 
 /* Why a process cannot answer the driver now. Every driver call but
  * GetRestoreThreadId is carried out by the target's restore thread, and
@@ -165,7 +169,7 @@ typedef enum cs_halt {
 } cs_halt;
 
 /* "stopped" (also for traced) or "frozen"; NULL for CS_HALT_NONE. */
-const char *cs_halt_name(int halt);
+CS_PUBLIC const char *cs_halt_name(int halt);
 
 typedef enum cs_ref_kind { CS_REF_FD, CS_REF_MAP } cs_ref_kind;
 
@@ -191,9 +195,8 @@ typedef struct cs_proc {
 	pid_t restore_tid;  /* 0 when unknown */
 	int cu_result;      /* the driver's answer to GetState, -1 when not asked */
 	int halt;           /* cs_halt: found stopped or frozen, so GetState was not asked */
-	cs_devref *refs;
+	cs_devref *refs;          /* malloc'd; grown by the library only */
 	size_t nrefs;
-	size_t refcap; /* private */
 } cs_proc;
 
 typedef struct cs_unreadable {
@@ -225,15 +228,15 @@ typedef struct cs_scan_opts {
 /* Scans the PID namespace and classifies every GPU-related process, asking
  * the driver (may be NULL or unloaded) for states and restore threads.
  * Processes that vanish during the scan are skipped. */
-int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error *err);
-void cs_ptable_free(cs_ptable *t);
-const cs_proc *cs_ptable_find(const cs_ptable *t, pid_t pid);
+CS_PUBLIC int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error *err);
+CS_PUBLIC void cs_ptable_free(cs_ptable *t);
+CS_PUBLIC const cs_proc *cs_ptable_find(const cs_ptable *t, pid_t pid);
 /* Parent of any scanned process, 0 when unknown. */
-pid_t cs_ptable_parent(const cs_ptable *t, pid_t pid);
+CS_PUBLIC pid_t cs_ptable_parent(const cs_ptable *t, pid_t pid);
 /* Nearest ancestor of pid that is in t->procs, 0 when none. */
-pid_t cs_ptable_listed_ancestor(const cs_ptable *t, pid_t pid);
+CS_PUBLIC pid_t cs_ptable_listed_ancestor(const cs_ptable *t, pid_t pid);
 /* Whether anc is pid or one of its ancestors. */
-bool cs_ptable_descends(const cs_ptable *t, pid_t pid, pid_t anc);
+CS_PUBLIC bool cs_ptable_descends(const cs_ptable *t, pid_t pid, pid_t anc);
 
 /* ---- transactions ------------------------------------------------------ */
 
@@ -244,10 +247,10 @@ typedef enum cs_op {
 	CS_OP_UNLOCK,     /* locked -> unlock */
 } cs_op;
 
-const char *cs_op_name(cs_op op);
+CS_PUBLIC const char *cs_op_name(cs_op op);
 
 typedef enum cs_step { CS_STEP_LOCK, CS_STEP_CHECKPOINT, CS_STEP_RESTORE, CS_STEP_UNLOCK, CS_STEP_COUNT } cs_step;
-const char *cs_step_name(cs_step s);
+CS_PUBLIC const char *cs_step_name(cs_step s);
 
 /* One process of a transaction. Fill pid, start_time, comm and order; the
  * engine fills the rest. */
@@ -274,12 +277,9 @@ typedef struct cs_target {
 	bool abandoned;        /* a call on it was given up on: its state is not known */
 	unsigned long long moved; /* progress: bytes moved so far by the step in flight */
 	double stalled_s;      /* progress: seconds since the step in flight last moved memory */
-	/* private */
-	unsigned long seq[CS_STEP_COUNT];
-	bool done[CS_STEP_COUNT];
-	int in_flight;         /* atomic: a checkpoint or restore call is running */
-	double step_t0, last_move_at;
-	unsigned long long last_rss;
+	bool done[CS_STEP_COUNT];          /* the forward steps that succeeded */
+	unsigned long seq[CS_STEP_COUNT];  /* their completion order in the transaction, from 1 */
+	int stepping;          /* read atomically: 1 while its checkpoint or restore call runs, 2 after */
 } cs_target;
 
 typedef enum cs_outcome {
@@ -321,6 +321,7 @@ typedef struct cs_txn_result {
 	unsigned long long bytes;
 	size_t acted, skipped;
 	cs_error error;        /* the first failure */
+	bool ran;              /* the transaction began (cs_session_run) */
 } cs_txn_result;
 
 /* Runs op over targets as one transaction: every target reaches the goal, or
@@ -329,15 +330,71 @@ typedef struct cs_txn_result {
  * before anything changes (CS_OUTCOME_REFUSED). Driver calls are bounded by
  * the driver's limits (cs_driver_set_limits); a call given up on leaves its
  * target abandoned, in an unknown state. */
-int cs_txn_run(cs_driver *d, const cs_txn_opts *opts, cs_target *targets, size_t n, cs_txn_result *res);
+CS_PUBLIC int cs_txn_run(cs_driver *d, const cs_txn_opts *opts, cs_target *targets, size_t n, cs_txn_result *res);
 
 /* The command that returns t to initial_state when the rollback left it
  * behind ("cudasnap restore --pid 12"...), written into buf. */
-void cs_target_recovery(const cs_target *t, char *buf, size_t size);
+CS_PUBLIC void cs_target_recovery(const cs_target *t, char *buf, size_t size);
+
+/* ---- sessions: what a command does, with every guarantee ---------------- */
+
+/* Which processes a session acts on; all empty: every CUDA process. */
+typedef struct cs_selection {
+	pid_t *pids;        /* as given (thread ids allowed); checked against /proc */
+	size_t npids;
+	pid_t *trees;       /* these processes and their descendants */
+	size_t ntrees;
+	const char *cgroup; /* a cgroup path as /proc/PID/cgroup shows it, or under /sys/fs/cgroup */
+} cs_selection;
+
+/* One warning line, without prefix or newline. */
+typedef void (*cs_warn_fn)(void *ctx, const char *line);
+
+typedef struct cs_session_opts {
+	cs_op op;
+	const char *command;   /* names the session in the lock file ("checkpoint") */
+	cs_selection sel;
+	unsigned timeout_ms;   /* lock timeout; 0 waits for GPU work without limit */
+	unsigned jobs;
+	bool sequential;
+	bool strict;           /* checkpoint: device references left fail and roll back */
+	bool ignore_manifest;  /* restore: discovery's order, no PID-reuse check */
+	bool reuse_warns;      /* restore: a changed start time warns instead of refusing */
+	bool no_init;          /* restore: never call cuInit */
+	const char *device_map; /* restore: OLD=NEW,... */
+	volatile int *interrupted;
+	cs_progress_fn progress;
+	void *progress_ctx;
+	void (*watch)(void *ctx, const cs_target *targets, size_t n, cs_step step, double elapsed);
+	void *watch_ctx;
+	cs_warn_fn warn;
+	void *warn_ctx;
+} cs_session_opts;
+
+typedef struct cs_session cs_session;
+
+/* Opens the state directory and takes its lock: one mutating session at a
+ * time. Keeps a pointer to opts (and to what it points to) until freed.
+ * Fills err and returns <0 when another session holds the lock. */
+CS_PUBLIC int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *opts, cs_error *err);
+/* Discovery, selection (host PIDs refused), privileges, and for restore and
+ * unlock only the processes in the starting state. Nothing is changed;
+ * cs_session_targets then lists what a run would act on (maybe none). */
+CS_PUBLIC int cs_session_select(cs_session *s, cs_error *err);
+/* Restore's preparation (manifest order, PID-reuse refusal, device map,
+ * cuInit), the transaction, the leftover check, the manifest. Returns <0
+ * with err filled when it failed before any process changed (res->ran is
+ * then false); otherwise res describes the transaction. */
+CS_PUBLIC int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err);
+CS_PUBLIC cs_target *cs_session_targets(const cs_session *s, size_t *n);
+/* Device references left after a checkpoint (see lib/verify.h), and how
+ * many of them are inside the selection. */
+CS_PUBLIC const struct cs_leftover *cs_session_leftovers(const cs_session *s, size_t *n, size_t *in_scope);
+CS_PUBLIC void cs_session_free(cs_session *s);
 
 /* The resolved device directory ($CUDASNAP_DEV_DIR or /dev). */
-const char *cs_dev_dir(void);
-const char *cs_proc_dir(void);
+CS_PUBLIC const char *cs_dev_dir(void);
+CS_PUBLIC const char *cs_proc_dir(void);
 
 #ifdef __cplusplus
 }

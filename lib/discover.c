@@ -1,5 +1,6 @@
 /* Process table -> GPU-related processes, classified by asking the driver. */
 #include "cudasnap.h"
+#include "env.h"
 #include "halt.h"
 #include "proc.h"
 #include "util.h"
@@ -12,14 +13,14 @@
 
 const char *cs_dev_dir(void)
 {
-	const char *e = getenv("CUDASNAP_DEV_DIR");
-	return e && *e ? e : "/dev";
+	const char *e = cs_env("CUDASNAP_DEV_DIR");
+	return e ? e : "/dev";
 }
 
 const char *cs_proc_dir(void)
 {
-	const char *e = getenv("CUDASNAP_PROC_DIR");
-	return e && *e ? e : "/proc";
+	const char *e = cs_env("CUDASNAP_PROC_DIR");
+	return e ? e : "/proc";
 }
 
 const char *cs_class_name(int cls)

@@ -255,6 +255,30 @@ static void check_sandbox(cs_doctor_report *r)
 			      "cannot tell which PID namespace this is: %s", s->pid_ns_signal);
 }
 
+/* Which overrides this run honours. With elevated privileges they are all
+ * ignored, so a user who set one would otherwise wonder why the doctor
+ * looked at the real driver and the real /proc. */
+static void check_environment(cs_doctor_report *r)
+{
+	char list[256] = "";
+	for (size_t i = 0; i < r->noverrides; i++)
+		cs_doctor_list_add(list, sizeof(list), "%s", r->overrides[i]);
+	if (r->at_secure && r->noverrides)
+		cs_doctor_add(r, "environment", WARN, 0,
+			      "cudasnap runs setuid or with file capabilities (setcap), so it reads no environment "
+			      "variable: whoever starts it could otherwise make it load a library of theirs. Unset "
+			      "them, or use them with a copy of cudasnap that has neither, run as root or as the "
+			      "owner of the processes.",
+			      "running with elevated privileges (AT_SECURE): %s ignored", list);
+	else if (r->at_secure)
+		cs_doctor_add(r, "environment", PASS, 0, NULL,
+			      "running with elevated privileges (AT_SECURE): no override is set (any would be ignored)");
+	else if (r->noverrides)
+		cs_doctor_add(r, "environment", PASS, 0, NULL, "overrides in effect: %s", list);
+	else
+		cs_doctor_add(r, "environment", PASS, 0, NULL, "no override is set");
+}
+
 int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 {
 	memset(r, 0, sizeof(*r));
@@ -266,6 +290,8 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 	int rc = n && d ? 0 : -ENOMEM;
 	cs_sandbox_detect(root, &r->env);
 	cs_host_memory(root, &r->mem);
+	r->at_secure = cs_env_secure();
+	r->noverrides = cs_env_overrides(r->overrides, CS_ARRAY_SIZE(r->overrides));
 	if (rc == 0 && cs_nvml_present(n))
 		snprintf(r->nvml_driver_version, sizeof(r->nvml_driver_version), "%s", cs_nvml_driver_version(n));
 	if (rc == 0) {
@@ -275,6 +301,7 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 	if (rc == 0) {
 		check_memory(r);
 		check_sandbox(r);
+		check_environment(r);
 		rc = cs_doctor_check_processes(r, d, o, root);
 	}
 	cs_nvml_close(n);

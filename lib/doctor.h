@@ -4,6 +4,7 @@
 #define CS_DOCTOR_H
 
 #include "cudasnap.h"
+#include "env.h"
 #include "nvml.h"
 #include "sandbox.h"
 
@@ -52,6 +53,9 @@ typedef struct cs_doctor_report {
 	size_t counts[3];        /* by cs_check_status */
 	cs_sandbox env;
 	cs_hostmem mem;
+	bool at_secure;          /* elevated privileges: no environment override is read */
+	const char *overrides[CS_ENV_COUNT]; /* documented variables set (static strings) */
+	size_t noverrides;
 	bool nvml_present;
 	char nvml_driver_version[CS_NVML_VERSION_SIZE];
 	cs_nvml_gpu *gpus;

@@ -3,6 +3,7 @@
 #include "cudasnap.h"
 #include "cuda_abi.h"
 #include "bounded.h"
+#include "env.h"
 #include "util.h"
 
 #include <dlfcn.h>
@@ -74,8 +75,8 @@ static int load_symbols(cs_driver *d, cs_error *err)
 
 static int load(cs_driver *d, cs_error *err)
 {
-	const char *env = getenv("CUDASNAP_LIBCUDA");
-	snprintf(d->path, sizeof(d->path), "%s", env && *env ? env : "libcuda.so.1");
+	const char *env = cs_env("CUDASNAP_LIBCUDA");
+	snprintf(d->path, sizeof(d->path), "%s", env ? env : "libcuda.so.1");
 	d->handle = dlopen(d->path, RTLD_NOW | RTLD_LOCAL);
 	if (!d->handle)
 		return cs_error_set(err, CS_EENV, HINT_INSTALL,

@@ -1,6 +1,7 @@
 /* NVML through dlopen, so that the binary needs only glibc and still runs
  * where the NVIDIA driver (or just its management library) is missing. */
 #include "nvml.h"
+#include "env.h"
 #include "util.h"
 
 #include <dlfcn.h>
@@ -118,8 +119,8 @@ static int load_symbols(cs_nvml *n)
 
 static int load(cs_nvml *n)
 {
-	const char *env = getenv("CUDASNAP_LIBNVML");
-	snprintf(n->path, sizeof(n->path), "%s", env && *env ? env : "libnvidia-ml.so.1");
+	const char *env = cs_env("CUDASNAP_LIBNVML");
+	snprintf(n->path, sizeof(n->path), "%s", env ? env : "libnvidia-ml.so.1");
 	n->handle = dlopen(n->path, RTLD_NOW | RTLD_LOCAL);
 	if (!n->handle)
 		return cs_error_set(&n->error, CS_EENV, HINT_NVML, "NVML not found: cannot load %s: %s",

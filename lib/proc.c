@@ -301,7 +301,12 @@ int cs_proc_read_stat(int pdir, cs_stat *out)
 
 int cs_proc_add_ref(cs_proc *p, const cs_devref *ref)
 {
-	if (cs_grow(&p->refs, &p->refcap, p->nrefs + 1, sizeof(*ref)) < 0)
+	/* The capacity cs_grow reached for nrefs elements: 8, then doubled. */
+	size_t cap = 0;
+	if (p->nrefs)
+		for (cap = 8; cap < p->nrefs; cap *= 2)
+			;
+	if (cs_grow(&p->refs, &cap, p->nrefs + 1, sizeof(*ref)) < 0)
 		return -ENOMEM;
 	p->refs[p->nrefs++] = *ref;
 	if (ref->kind == CS_REF_FD)
@@ -315,7 +320,7 @@ void cs_proc_clear(cs_proc *p)
 {
 	free(p->refs);
 	p->refs = NULL;
-	p->nrefs = p->refcap = 0;
+	p->nrefs = 0;
 }
 
 int cs_proc_scan_fds(int pdir, const char *devdir, cs_proc *p)

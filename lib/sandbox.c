@@ -13,6 +13,7 @@
  * runtime, or a root filesystem from a container runtime's storage. None is
  * certain; each is what the runtimes themselves leave for this purpose. */
 #include "sandbox.h"
+#include "env.h"
 #include "proc.h"
 #include "util.h"
 
@@ -31,8 +32,8 @@
 
 const char *cs_sandbox_root(void)
 {
-	const char *e = getenv("CUDASNAP_ROOT");
-	return e && *e ? e : "/";
+	const char *e = cs_env("CUDASNAP_ROOT");
+	return e ? e : "/";
 }
 
 const char *cs_pidns_name(int ns)

@@ -4,13 +4,6 @@
 
 #include "cudasnap.h"
 
-typedef struct cs_selection {
-	pid_t *pids;       /* --pid, as given (thread ids allowed) */
-	size_t npids;
-	pid_t *trees;      /* --tree */
-	size_t ntrees;
-	const char *cgroup; /* --cgroup */
-} cs_selection;
 
 /* Validates user PIDs against this PID namespace before any driver call, and
  * returns the selected CUDA processes as targets (order = by pid). */

@@ -1,4 +1,5 @@
 #include "state.h"
+#include "env.h"
 #include "proc.h"
 #include "util.h"
 
@@ -18,8 +19,8 @@
 
 const char *cs_state_dir(void)
 {
-	const char *e = getenv("CUDASNAP_STATE_DIR");
-	return e && *e ? e : "/run/cudasnap";
+	const char *e = cs_env("CUDASNAP_STATE_DIR");
+	return e ? e : "/run/cudasnap";
 }
 
 static int check_dir(int fd, const char *path, cs_error *err)
@@ -256,7 +257,7 @@ ssize_t cs_state_read(int dirfd, const char *name, size_t max, char **out, cs_er
 	if (fd < 0) {
 		int e = errno;
 		if (e == ENOENT)
-			return -ENOENT;
+			return 0; /* absent: *out stays NULL */
 		return cs_error_errno(err, CS_ESTATE, e, "Remove it; a symlink is refused.", "cannot open %s/%s%s",
 				      cs_state_dir(), name, e == ELOOP ? " (it is a symlink, which is refused)" : "");
 	}

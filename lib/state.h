@@ -18,7 +18,8 @@ int cs_state_lock(int dirfd, const char *command, cs_error *err);
 /* Writes data to name inside dirfd atomically (temp file, fsync, rename), mode 0600. */
 int cs_state_write(int dirfd, const char *name, const char *data, size_t len, cs_error *err);
 /* Reads name (at most max bytes) into a malloc'd NUL-terminated buffer.
- * Refuses symlinks. Returns length, -ENOENT when absent, <0 otherwise. */
+ * Refuses symlinks. Returns its length; 0 with *out NULL when the file is
+ * absent; -cs_status with err filled otherwise. */
 ssize_t cs_state_read(int dirfd, const char *name, size_t max, char **out, cs_error *err);
 
 #endif

@@ -27,7 +27,14 @@ typedef struct run {
 	atomic_int abort;
 	pthread_mutex_t mu;
 	cs_txn_result *res;
+	struct watched *w;     /* per target: what the progress watch compares */
 } run;
+
+/* What the caller's thread remembers of each target between two looks. */
+typedef struct watched {
+	double last_move_at;
+	unsigned long long last_rss;
+} watched;
 
 const char *cs_op_name(cs_op op)
 {
@@ -166,19 +173,20 @@ static unsigned long long moved_between(cs_step s, unsigned long long before, un
 }
 
 /* A checkpoint or restore call, watched by the caller's thread through
- * in_flight (1 while running, 2 once done and bytes are final). */
+ * stepping (1 while running, 2 once done and bytes are final). */
 static int moving_call(run *r, cs_target *t, cs_step s)
 {
-	t->rss_before = t->last_rss = rss_bytes(t->pid);
+	watched *w = &r->w[t - r->t];
+	t->rss_before = w->last_rss = rss_bytes(t->pid);
 	t->moved = 0;
-	t->step_t0 = t->last_move_at = cs_now();
-	__atomic_store_n(&t->in_flight, 1, __ATOMIC_RELEASE);
+	w->last_move_at = cs_now();
+	__atomic_store_n(&t->stepping, 1, __ATOMIC_RELEASE);
 	int res = call_step(r, t, s, true);
 	if (res == CS_CU_SUCCESS) {
 		t->rss_after = rss_bytes(t->pid);
 		t->bytes = moved_between(s, t->rss_before, t->rss_after);
 	}
-	__atomic_store_n(&t->in_flight, 2, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->stepping, 2, __ATOMIC_RELEASE);
 	return res;
 }
 
@@ -410,7 +418,8 @@ static void tick(void *ctx, double elapsed)
 	double now = cs_now();
 	for (size_t k = 0; k < r->nact; k++) {
 		cs_target *t = &r->t[r->order[k]];
-		int f = __atomic_load_n(&t->in_flight, __ATOMIC_ACQUIRE);
+		watched *w = &r->w[r->order[k]];
+		int f = __atomic_load_n(&t->stepping, __ATOMIC_ACQUIRE);
 		if (f == 2) {
 			t->moved = t->bytes;
 			t->stalled_s = 0;
@@ -418,12 +427,12 @@ static void tick(void *ctx, double elapsed)
 		if (f != 1)
 			continue;
 		unsigned long long rss = rss_bytes(t->pid);
-		if (rss != t->last_rss) {
-			t->last_rss = rss;
-			t->last_move_at = now;
+		if (rss != w->last_rss) {
+			w->last_rss = rss;
+			w->last_move_at = now;
 		}
 		t->moved = moved_between(r->step, t->rss_before, rss);
-		t->stalled_s = now - t->last_move_at;
+		t->stalled_s = now - w->last_move_at;
 	}
 	r->o->watch(r->o->watch_ctx, r->t, r->n, r->step, elapsed);
 }
@@ -465,8 +474,9 @@ int cs_txn_run(cs_driver *d, const cs_txn_opts *o, cs_target *targets, size_t n,
 	atomic_init(&r.seq, 0);
 	atomic_init(&r.abort, 0);
 	pthread_mutex_init(&r.mu, NULL);
-	r.order = calloc(n ? n : 1, sizeof(*r.order));
-	if (!r.order)
+	_cleanup_free_ size_t *order = r.order = calloc(n ? n : 1, sizeof(*r.order));
+	_cleanup_free_ watched *w = r.w = calloc(n ? n : 1, sizeof(*r.w));
+	if (!order || !w)
 		return cs_error_set(&res->error, CS_ESYS, NULL, "out of memory");
 	int rc = plan(&r, &res->error);
 	if (rc < 0) {
@@ -501,6 +511,5 @@ int cs_txn_run(cs_driver *d, const cs_txn_opts *o, cs_target *targets, size_t n,
 out:
 	res->wall_seconds = cs_now() - t0;
 	pthread_mutex_destroy(&r.mu);
-	free(r.order);
 	return rc;
 }

@@ -44,7 +44,7 @@ static void reason(const cs_ptable *t, const cs_proc *p, cs_leftover *l)
 	}
 }
 
-int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n)
+int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n, cs_error *err)
 {
 	size_t m = 0;
 	for (size_t i = 0; i < t->n; i++)
@@ -52,7 +52,7 @@ int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n)
 	*n = 0;
 	*out = calloc(m ? m : 1, sizeof(**out));
 	if (!*out)
-		return -CS_ESYS;
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory listing %zu device references", m);
 	for (size_t i = 0; i < t->n; i++) {
 		const cs_proc *p = &t->procs[i];
 		for (size_t k = 0; k < p->nrefs; k++) {

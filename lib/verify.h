@@ -12,8 +12,8 @@ typedef struct cs_leftover {
 } cs_leftover;
 
 /* Lists every device reference in t (cudasnap's own process is never in t).
- * *out is malloc'd; entries point into t. */
-int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n);
+ * *out is malloc'd; entries point into t. Fills err on failure. */
+int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n, cs_error *err);
 
 /* One line per process: "PID (comm) holds 3 fds and 2 mappings (1 without an
  * fd) of nvidiactl, nvidia0: REASON". Leftovers of one process are adjacent. */

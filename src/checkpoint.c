@@ -34,7 +34,7 @@ int cmd_checkpoint(int argc, char **argv)
 {
 	txn_cli c = { .cmd = "checkpoint", .op = CS_OP_CHECKPOINT, .usage = usage };
 	int r = txn_cli_parse(&c, argc, argv);
-	if (r < 0)
+	if (r == CLI_GO_ON)
 		r = txn_cli_execute(&c);
 	txn_cli_free(&c);
 	return r;

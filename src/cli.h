@@ -7,8 +7,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* Exit statuses, documented in cudasnap(1). */
+/* Exit statuses, documented in cudasnap(1), and the one value a step of
+ * the command line returns when there is no exit status yet. */
 enum {
+	CLI_GO_ON = -1,
 	EXIT_DONE = 0,
 	EXIT_FAILED = 1,      /* failed, everything rolled back */
 	EXIT_USAGE = 2,       /* usage or environment error */
@@ -37,7 +39,7 @@ void cli_error(const cs_error *e);
 void cli_errorf(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Reports an unknown option or missing argument and returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd);
-/* Options of a command that takes only --json and --help: returns -1 to go
+/* Options of a command that takes only --json and --help: returns CLI_GO_ON to go
  * on, or the exit status to return. */
 int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json);
 /* True (and says so) when processes could not be read and the caller lacks
@@ -46,8 +48,10 @@ bool cli_blind(const cs_ptable *t);
 /* Whether this process may trace every process (cs_sandbox_may_trace_all):
  * then more privilege would not make an unreadable process readable. */
 bool cli_may_trace_all(void);
-/* The exit status for a library error. */
+/* The exit status for a failure before anything changed (2), and for a
+ * transaction's result (0, 1 or 3): the one place that decides them. */
 int cli_exit_for(const cs_error *e);
+int cli_exit_txn(const cs_txn_result *r, int rc);
 
 int cmd_ps(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);

@@ -40,12 +40,12 @@ static int call_failed(cs_driver *d, const compat_args *a, cs_call call, int res
 
 /* Every call but GetRestoreThreadId waits, without bound and whatever the
  * lock timeout, while the target's restore thread cannot run; NVIDIA's
- * binary hangs there. Refuse at once instead; returns -1 to go on. */
+ * binary hangs there. Refuse at once instead; returns CLI_GO_ON to go on. */
 static int refuse_halted(cs_driver *d, const compat_args *a)
 {
 	compat_halt h;
 	if (!compat_halted(d, a->pid, &h))
-		return -1;
+		return CLI_GO_ON;
 	char text[64];
 	snprintf(text, sizeof(text), "the process is %s and cannot answer", cs_halt_name(h.info.halt));
 	fail_line(a, a->op == COMPAT_ACTION ? a->action : CS_CALL_GET_STATE, text);
@@ -73,19 +73,19 @@ static int get_restore_tid(cs_driver *d, const compat_args *a)
 	return EXIT_DONE;
 }
 
-/* Checks --device-map before the driver sees it; returns -1 to go on. */
+/* Checks --device-map before the driver sees it; returns CLI_GO_ON to go on. */
 static int device_pairs(cs_driver *d, const compat_args *a, const cs_nvml_gpu *gpus, size_t ngpus,
 			cs_gpu_pair **pairs, unsigned *npairs)
 {
 	cs_error err = { 0 };
 	if (!a->device_map)
-		return -1;
+		return CLI_GO_ON;
 	if (!cs_driver_can_remap(d))
 		return compat_fail("cuda-checkpoint: --device-map: this driver (version %d) cannot remap GPUs; "
 				   "that needs driver R580 (CUDA 13.0) or newer", cs_driver_version(d));
 	if (cs_devmap_parse(a->device_map, gpus, ngpus, pairs, npairs, &err) < 0)
 		return compat_fail("cuda-checkpoint: %s\ncuda-checkpoint: hint: %s", err.message, err.hint);
-	return -1;
+	return CLI_GO_ON;
 }
 
 /* The GPU list serves two things at restore: indices in --device-map, and
@@ -98,7 +98,7 @@ static int restore(cs_driver *d, const compat_args *a)
 	unsigned npairs = 0;
 	cs_nvml_list(&gpus, &ngpus);
 	int status = device_pairs(d, a, gpus, ngpus, &pairs, &npairs);
-	if (status < 0) {
+	if (status == CLI_GO_ON) {
 		cs_restore_init(d, gpus, ngpus);
 		int r = cs_cu_restore(d, a->pid, pairs, npairs);
 		status = r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, CS_CALL_RESTORE, r);
@@ -175,7 +175,7 @@ static int run(cs_driver *d, const compat_args *a)
 {
 	if (a->op != COMPAT_GET_TID) {
 		int status = refuse_halted(d, a);
-		if (status >= 0)
+		if (status != CLI_GO_ON)
 			return status;
 	}
 	switch (a->op) {
@@ -192,7 +192,7 @@ int cmd_cuda_checkpoint(int argc, char **argv)
 	compat_args a;
 	cs_prog = "cuda-checkpoint";
 	int status = compat_parse(argc, argv, &a);
-	if (status >= 0)
+	if (status != CLI_GO_ON)
 		return status;
 	cs_driver *d = NULL;
 	cs_error err = { 0 };

@@ -26,7 +26,7 @@ typedef struct compat_args {
 	const char *device_map;  /* --action restore only */
 } compat_args;
 
-/* Parses NVIDIA's options; returns -1 to go on, or the exit status. */
+/* Parses NVIDIA's options; returns CLI_GO_ON to go on, or the exit status. */
 int compat_parse(int argc, char **argv, compat_args *a);
 
 /* One error line in NVIDIA's wording; exits 1 when returned. */

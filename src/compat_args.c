@@ -80,7 +80,7 @@ static int set_op(compat_args *a, compat_op op)
 		return usage_fail("cuda-checkpoint: give one operation: --get-state, --action, --toggle or "
 				  "--get-restore-tid");
 	a->op = op;
-	return -1;
+	return CLI_GO_ON;
 }
 
 static int parse_action(compat_args *a, const char *word)
@@ -107,7 +107,7 @@ static int parse_pid(compat_args *a, const char *arg)
 		return usage_fail("pid must be a non-negative integer");
 	a->pid = (pid_t)v;
 	a->have_pid = true;
-	return -1;
+	return CLI_GO_ON;
 }
 
 static int parse_timeout(compat_args *a, const char *arg)
@@ -116,7 +116,7 @@ static int parse_timeout(compat_args *a, const char *arg)
 	if (cs_parse_long(arg, 0, INT_MAX, &v) < 0)
 		return usage_fail("cuda-checkpoint: --timeout: '%s' is not a whole number of milliseconds", arg);
 	a->timeout_ms = (unsigned)v;
-	return -1;
+	return CLI_GO_ON;
 }
 
 static int parse_one(compat_args *a, int o, const char *arg)
@@ -128,7 +128,7 @@ static int parse_one(compat_args *a, int o, const char *arg)
 	case OPT_ACTION: return parse_action(a, arg);
 	case 'p': return parse_pid(a, arg);
 	case 't': return parse_timeout(a, arg);
-	case 'd': a->device_map = arg; return -1;
+	case 'd': a->device_map = arg; return CLI_GO_ON;
 	default: return EXIT_FAILED;
 	}
 }
@@ -141,7 +141,7 @@ static int check(const compat_args *a)
 		return usage_fail("Missing pid to perform operation on");
 	if (a->device_map && !(a->op == COMPAT_ACTION && a->action == CS_CALL_RESTORE))
 		return usage_fail("cuda-checkpoint: --device-map is only valid with --action restore");
-	return -1;
+	return CLI_GO_ON;
 }
 
 int compat_parse(int argc, char **argv, compat_args *a)
@@ -168,7 +168,7 @@ int compat_parse(int argc, char **argv, compat_args *a)
 			return usage_fail("cuda-checkpoint: %s '%s'", o == '?' ? "unknown option" : "missing value for",
 					  argv[optind - 1]);
 		int r = parse_one(a, o, optarg);
-		if (r >= 0)
+		if (r != CLI_GO_ON)
 			return r;
 	}
 	if (optind < argc)

@@ -16,15 +16,18 @@ static void doctor_usage(FILE *f)
 		"  the driver library, its version, the checkpoint API (R570+) and GPU remapping\n"
 		"  at restore (R580+); NVML, the GPUs, persistence and MIG modes; whether host\n"
 		"  memory can take the GPU memory in use; gVisor, container and PID namespace;\n"
-		"  privileges; and for every CUDA process, communication libraries (NCCL, MPI,\n"
-		"  ...), signs of MPS, MIG or CUDA IPC, and the GPUs it sees.\n"
+		"  privileges; the environment overrides in effect; and for every CUDA process,\n"
+		"  communication libraries (NCCL, MPI, ...), signs of MPS, MIG or CUDA IPC, and\n"
+		"  the GPUs it sees.\n"
 		"Each check prints PASS, WARN or FAIL, and a fix for WARN and FAIL.\n\n"
 		"Options:\n"
 		"  --json      print one JSON object on stdout\n"
 		"  -h, --help  show this help\n\n"
 		"Environment:\n"
 		"  CUDASNAP_LIBCUDA   path of the driver library (default: libcuda.so.1)\n"
-		"  CUDASNAP_LIBNVML   path of NVML (default: libnvidia-ml.so.1)\n\n"
+		"  CUDASNAP_LIBNVML   path of NVML (default: libnvidia-ml.so.1)\n"
+		"Both are ignored when cudasnap runs with elevated privileges (setuid or file\n"
+		"capabilities: AT_SECURE); the 'environment' check names the ignored ones.\n\n"
 		"Exit status: 0 no check failed; 1 a check failed; 2 usage error.\n", cs_prog);
 }
 
@@ -58,6 +61,14 @@ static json_object *json_checks(const cs_doctor_report *r)
 	return a;
 }
 
+static json_object *json_names(const char *const *names, size_t n)
+{
+	json_object *a = json_object_new_array();
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(a, json_object_new_string(names[i]));
+	return a;
+}
+
 static json_object *json_environment(const cs_doctor_report *r)
 {
 	const cs_sandbox *s = &r->env;
@@ -67,6 +78,9 @@ static json_object *json_environment(const cs_doctor_report *r)
 	json_object_object_add(o, "pid_namespace", json_object_new_string(cs_pidns_name(s->pid_ns)));
 	json_object_object_add(o, "euid", json_object_new_int64(s->euid));
 	json_object_object_add(o, "cap_sys_ptrace", json_object_new_boolean(s->cap_sys_ptrace));
+	json_object_object_add(o, "at_secure", json_object_new_boolean(r->at_secure));
+	json_object_object_add(o, "overrides", json_names(r->overrides, r->noverrides));
+	json_object_object_add(o, "overrides_ignored", json_names(r->overrides, r->at_secure ? r->noverrides : 0));
 	cs_json_add_str_or_null(o, "gvisor_signal", s->gvisor ? s->gvisor_signal : NULL);
 	cs_json_add_str_or_null(o, "container_signal", s->container ? s->container_signal : NULL);
 	json_object_object_add(o, "pid_namespace_signal", json_object_new_string(s->pid_ns_signal));
@@ -148,7 +162,7 @@ int cmd_doctor(int argc, char **argv)
 {
 	bool json;
 	int rc0 = cli_parse_json_only(argc, argv, "doctor", doctor_usage, &json);
-	if (rc0 >= 0)
+	if (rc0 != CLI_GO_ON)
 		return rc0;
 	cs_doctor_report r;
 	cs_error err = { 0 };

@@ -2,6 +2,7 @@
  * container around a checkpoint, with the step in an environment variable;
  * it checkpoints or restores every CUDA process of the namespace through the
  * same transaction as 'cudasnap checkpoint' and 'cudasnap restore'. */
+#include "env.h"
 #include "txncli.h"
 #include "util.h"
 
@@ -52,7 +53,9 @@ static void usage(FILE *f)
 		"  -h, --help        show this help\n"
 		"\n"
 		"Environment: " STRICT_ENV "=1|0 sets strictness when no option does;\n"
-		"CUDASNAP_STATE_DIR (default /run/cudasnap), CUDASNAP_LIBCUDA.\n"
+		"CUDASNAP_STATE_DIR (default /run/cudasnap), CUDASNAP_LIBCUDA. With elevated\n"
+		"privileges (setuid or file capabilities: AT_SECURE) no variable is read,\n"
+		MODE_ENV " included, so the hook does nothing and exits 2.\n"
 		"Exit status: 0 done (or nothing to do); 1 failed, everything rolled back; 2\n"
 		"usage or environment error, or no mode given (nothing changed); 3 failed and\n"
 		"rollback incomplete.\n", cs_prog);
@@ -112,25 +115,38 @@ static int parse(int argc, char **argv, hook_opts *o)
 	}
 	if (optind < argc)
 		return hook_usage_error("unexpected argument", argv[optind]);
-	return -1;
+	return CLI_GO_ON;
 }
 
 static int strict_from_env(hook_opts *o)
 {
-	const char *v = getenv(STRICT_ENV);
-	if (o->strict >= 0 || !v || !*v) {
+	const char *v = cs_env(STRICT_ENV);
+	if (o->strict >= 0 || !v) {
 		o->strict = o->strict > 0;
-		return -1;
+		return CLI_GO_ON;
 	}
 	if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0)
 		return hook_usage_error(STRICT_ENV " must be 1 or 0, not", v);
 	o->strict = v[0] == '1';
-	return -1;
+	return CLI_GO_ON;
+}
+
+/* With elevated privileges (AT_SECURE) no variable is read, the mode
+ * included: the hook then does nothing, and says why. */
+static int mode_ignored(void)
+{
+	cli_errorf("runsc runs the hook as root, without setuid or file capabilities, where the variable is "
+		   "read; with elevated privileges run 'cudasnap checkpoint' or 'cudasnap restore' instead.",
+		   "hook: " MODE_ENV " is ignored: cudasnap runs with elevated privileges (setuid or file "
+		   "capabilities: AT_SECURE), where it reads no environment variable; nothing was done");
+	return EXIT_USAGE;
 }
 
 static int mode_op(const char *mode, cs_op *op)
 {
-	if (!mode || !*mode) {
+	if (!mode && cs_env_is_ignored(MODE_ENV))
+		return mode_ignored();
+	if (!mode) {
 		cli_errorf("runsc sets it when it runs the hook (runsc checkpoint --save-restore-exec-argv=...); "
 			   "to run the hook by hand, set " MODE_ENV "=save, restore or resume.",
 			   "hook: " MODE_ENV " is not set; nothing was done");
@@ -138,7 +154,7 @@ static int mode_op(const char *mode, cs_op *op)
 	}
 	if (strcmp(mode, "save") == 0 || strcmp(mode, "restore") == 0 || strcmp(mode, "resume") == 0) {
 		*op = strcmp(mode, "save") == 0 ? CS_OP_CHECKPOINT : CS_OP_RESTORE;
-		return -1;
+		return CLI_GO_ON;
 	}
 	cli_errorf("runsc sets save, restore or resume; a newer runsc may know modes this cudasnap does not: "
 		   "upgrade cudasnap.", "hook: unknown " MODE_ENV " '%s' (expected save, restore or resume); "
@@ -152,12 +168,12 @@ int cmd_hook(int argc, char **argv)
 	cs_op op = CS_OP_CHECKPOINT;
 	cli_timestamps = true;
 	int r = parse(argc, argv, &o);
-	if (r < 0)
+	if (r == CLI_GO_ON)
 		r = strict_from_env(&o);
-	const char *mode = getenv(MODE_ENV);
-	if (r < 0)
+	const char *mode = cs_env(MODE_ENV);
+	if (r == CLI_GO_ON)
 		r = mode_op(mode, &op);
-	if (r >= 0)
+	if (r != CLI_GO_ON)
 		return r;
 	bool save = op == CS_OP_CHECKPOINT;
 	cli_msg("hook: mode %s: %s every CUDA process of this PID namespace%s", mode,

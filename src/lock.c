@@ -32,7 +32,7 @@ static int run(int argc, char **argv, bool lock)
 	txn_cli c = { .cmd = lock ? "lock" : "unlock", .op = lock ? CS_OP_LOCK : CS_OP_UNLOCK,
 		      .usage = lock ? lock_usage : unlock_usage };
 	int r = txn_cli_parse(&c, argc, argv);
-	if (r < 0)
+	if (r == CLI_GO_ON)
 		r = txn_cli_execute(&c);
 	txn_cli_free(&c);
 	return r;

@@ -116,9 +116,20 @@ bool cli_blind(const cs_ptable *t)
 	return true;
 }
 
+/* The one place where failures become exit statuses. A failure before
+ * anything changed is a usage or environment error, whatever its kind; a
+ * transaction's outcome decides the rest. */
 int cli_exit_for(const cs_error *e)
 {
-	return e->status == CS_EUSAGE || e->status == CS_EENV ? EXIT_USAGE : EXIT_FAILED;
+	(void)e;
+	return EXIT_USAGE;
+}
+
+int cli_exit_txn(const cs_txn_result *r, int rc)
+{
+	if (r->outcome == CS_OUTCOME_INCOMPLETE)
+		return EXIT_INCOMPLETE;
+	return rc < 0 ? EXIT_FAILED : EXIT_DONE;
 }
 
 int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json)
@@ -142,7 +153,7 @@ int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FI
 		cli_errorf(NULL, "%s takes no arguments ('%s')", cmd, argv[optind]);
 		return cli_usage_error(cmd);
 	}
-	return -1;
+	return CLI_GO_ON;
 }
 
 static void usage(FILE *f)

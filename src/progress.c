@@ -27,7 +27,7 @@ static sums add_up(const cs_target *t, size_t n)
 {
 	sums s = { .total_known = true };
 	for (size_t i = 0; i < n; i++) {
-		int f = __atomic_load_n(&t[i].in_flight, __ATOMIC_ACQUIRE);
+		int f = __atomic_load_n(&t[i].stepping, __ATOMIC_ACQUIRE);
 		if (t[i].skipped)
 			continue;
 		s.active++;
@@ -85,7 +85,7 @@ static void proc_state(const cs_target *t, char *buf, size_t size)
 static void name_stalled(txn_watch_state *w, const cs_target *t, size_t n, cs_step step)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (__atomic_load_n(&t[i].in_flight, __ATOMIC_ACQUIRE) != 1 || t[i].stalled_s < STALL_AFTER_S ||
+		if (__atomic_load_n(&t[i].stepping, __ATOMIC_ACQUIRE) != 1 || t[i].stalled_s < STALL_AFTER_S ||
 		    named(w, t[i].pid) || w->nstalled >= CS_ARRAY_SIZE(w->stalled))
 			continue;
 		w->stalled[w->nstalled++] = t[i].pid;

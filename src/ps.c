@@ -143,7 +143,7 @@ int cmd_ps(int argc, char **argv)
 {
 	bool json;
 	int rc0 = cli_parse_json_only(argc, argv, "ps", ps_usage, &json);
-	if (rc0 >= 0)
+	if (rc0 != CLI_GO_ON)
 		return rc0;
 	cs_driver *d = NULL;
 	cs_error err = { 0 };

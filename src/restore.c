@@ -33,7 +33,7 @@ int cmd_restore(int argc, char **argv)
 {
 	txn_cli c = { .cmd = "restore", .op = CS_OP_RESTORE, .usage = usage };
 	int r = txn_cli_parse(&c, argc, argv);
-	if (r < 0)
+	if (r == CLI_GO_ON)
 		r = txn_cli_execute(&c);
 	txn_cli_free(&c);
 	return r;

@@ -35,28 +35,38 @@ void txn_cli_deadline_help(FILE *f)
 		"behind is named with the command that recovers it.\n");
 }
 
+/* Each parser below says what is wrong, once, and returns EXIT_USAGE, or
+ * CLI_GO_ON when the value was taken. */
 static int add_pid(pid_t **v, size_t *n, size_t *cap, const char *arg, const char *opt)
 {
 	long pid;
 	if (cs_parse_long(arg, 1, INT_MAX, &pid) < 0) {
 		cli_errorf(NULL, "%s: '%s' is not a process id", opt, arg);
-		return -1;
+		return EXIT_USAGE;
 	}
-	if (cs_grow(v, cap, *n + 1, sizeof(**v)) < 0)
-		return -1;
+	if (cs_grow(v, cap, *n + 1, sizeof(**v)) < 0) {
+		cli_errorf(NULL, "out of memory");
+		return EXIT_USAGE;
+	}
 	(*v)[(*n)++] = (pid_t)pid;
-	return 0;
+	return CLI_GO_ON;
 }
 
-static int parse_uint(const char *arg, const char *opt, long max, unsigned *out)
+static int parse_uint(const char *arg, const char *opt, long min, long max, unsigned *out)
 {
 	long v;
-	if (cs_parse_long(arg, 0, max, &v) < 0) {
-		cli_errorf(NULL, "%s: '%s' is not a whole number from 0 to %ld", opt, arg, max);
-		return -1;
+	if (cs_parse_long(arg, min, max, &v) < 0) {
+		cli_errorf(NULL, "%s: '%s' is not a whole number from %ld to %ld", opt, arg, min, max);
+		return EXIT_USAGE;
 	}
 	*out = (unsigned)v;
-	return 0;
+	return CLI_GO_ON;
+}
+
+static int set_flag(bool *flag)
+{
+	*flag = true;
+	return CLI_GO_ON;
 }
 
 static int parse_one(txn_cli *c, int opt, const char *arg)
@@ -67,32 +77,20 @@ static int parse_one(txn_cli *c, int opt, const char *arg)
 	case OPT_CGROUP:
 		if (arg[0] != '/') {
 			cli_errorf(NULL, "--cgroup: '%s' is not an absolute cgroup path", arg);
-			return -1;
+			return EXIT_USAGE;
 		}
 		c->sel.cgroup = arg;
-		return 0;
-	case OPT_TIMEOUT: return parse_uint(arg, "--timeout", INT_MAX, &c->timeout_ms);
-	case OPT_STEP_TIMEOUT:
-		if (parse_uint(arg, "--step-timeout", 86400, &c->step_timeout_s) < 0 || c->step_timeout_s == 0) {
-			if (c->step_timeout_s == 0)
-				cli_errorf(NULL, "--step-timeout must be at least 1 second");
-			return -1;
-		}
-		return 0;
-	case OPT_JOBS:
-		if (parse_uint(arg, "--jobs", 1024, &c->jobs) < 0 || c->jobs == 0) {
-			if (c->jobs == 0)
-				cli_errorf(NULL, "--jobs must be at least 1");
-			return -1;
-		}
-		return 0;
-	case OPT_SEQ: c->sequential = true; return 0;
-	case OPT_JSON: c->json = true; return 0;
-	case OPT_STRICT: c->strict = true; return 0;
-	case OPT_MAP: c->device_map = arg; return 0;
-	case OPT_NOINIT: c->no_init = true; return 0;
-	case OPT_NOMANIFEST: c->ignore_manifest = true; return 0;
-	default: return -1;
+		return CLI_GO_ON;
+	case OPT_TIMEOUT: return parse_uint(arg, "--timeout", 0, INT_MAX, &c->timeout_ms);
+	case OPT_STEP_TIMEOUT: return parse_uint(arg, "--step-timeout", 1, 86400, &c->step_timeout_s);
+	case OPT_JOBS: return parse_uint(arg, "--jobs", 1, 1024, &c->jobs);
+	case OPT_SEQ: return set_flag(&c->sequential);
+	case OPT_JSON: return set_flag(&c->json);
+	case OPT_STRICT: return set_flag(&c->strict);
+	case OPT_MAP: c->device_map = arg; return CLI_GO_ON;
+	case OPT_NOINIT: return set_flag(&c->no_init);
+	case OPT_NOMANIFEST: return set_flag(&c->ignore_manifest);
+	default: return EXIT_USAGE;
 	}
 }
 
@@ -131,14 +129,14 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 			return EXIT_DONE;
 		}
 		o = o == 't' ? OPT_TIMEOUT : o == 'j' ? OPT_JOBS : o == 'd' ? OPT_MAP : o;
-		if (o == '?' || parse_one(c, o, optarg) < 0)
+		if (o == '?' || parse_one(c, o, optarg) != CLI_GO_ON)
 			return cli_usage_error(c->cmd);
 	}
 	if (optind < argc) {
 		cli_errorf("Name processes with --pid.", "unexpected argument '%s'", argv[optind]);
 		return cli_usage_error(c->cmd);
 	}
-	return -1;
+	return CLI_GO_ON;
 }
 
 void txn_cli_free(txn_cli *c)

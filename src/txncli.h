@@ -5,7 +5,6 @@
 
 #include "cli.h"
 #include "progress.h"
-#include "sandbox.h"
 #include "select.h"
 
 typedef struct txn_cli {
@@ -29,20 +28,18 @@ typedef struct txn_cli {
 typedef struct txn_ctx {
 	txn_cli *c;
 	cs_driver *d;
-	cs_ptable after;        /* the namespace after a checkpoint, for leftovers */
-	struct cs_leftover *left;
-	size_t nleft, nleft_scope;
-	int state_fd;
-	cs_sandbox sandbox;     /* gVisor or not, privileges */
+	cs_session *s;
 	txn_watch_state watch;  /* progress of the step in flight */
 } txn_ctx;
 
-/* Restore's preparation: manifest order and PID-reuse check, device map,
- * cuInit when persistence mode is off. *pairs is malloc'd. */
-int txn_prepare_restore(txn_ctx *x, cs_target *t, size_t n, cs_txn_opts *o, cs_gpu_pair **pairs,
-			cs_error *err);
+/* The report (src/txnreport.c). */
+void txn_progress(void *ctx, const cs_target *t, cs_step s, bool undo, int res, double secs);
+void txn_print_human(const txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r);
+void txn_print_json(const txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r, int status);
+/* A failure before anything changed: reported, and its exit status. */
+int txn_early_error(const txn_ctx *x, const cs_error *e);
 
-/* Parses the command's options; returns -1 to go on, or an exit status. */
+/* Parses the command's options; returns CLI_GO_ON, or an exit status. */
 int txn_cli_parse(txn_cli *c, int argc, char **argv);
 int txn_cli_execute(txn_cli *c);
 void txn_cli_free(txn_cli *c);

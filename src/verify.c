@@ -1,6 +1,7 @@
 /* cudasnap verify: every GPU device reference left in this PID namespace. */
 #include "cli.h"
 #include "json.h"
+#include "util.h"
 #include "verify.h"
 
 #include <getopt.h>
@@ -77,29 +78,27 @@ int cmd_verify(int argc, char **argv)
 {
 	bool json;
 	int rc0 = cli_parse_json_only(argc, argv, "verify", usage, &json);
-	if (rc0 >= 0)
+	if (rc0 != CLI_GO_ON)
 		return rc0;
 	cs_driver *d = NULL;
 	cs_error err = { 0 };
 	cs_driver_open(&d, &err);
-	cs_ptable t;
-	cs_leftover *l = NULL;
+	cs_ptable t = { 0 };
+	_cleanup_free_ cs_leftover *l = NULL;
 	size_t n = 0;
 	int status;
-	if (cs_discover(NULL, d, &t, &err) < 0) {
+	/* A list that could not be made says nothing: never report it as clean. */
+	if (cs_discover(NULL, d, &t, &err) < 0 || cs_verify(&t, &l, &n, &err) < 0) {
 		cli_error(&err);
-		status = EXIT_USAGE;
+		status = cli_exit_for(&err);
 	} else {
-		if (cs_verify(&t, &l, &n) < 0)
-			n = 0;
 		if (json)
 			print_json(&t, l, n, d);
 		else
 			print_human(&t, l, n);
 		status = cli_blind(&t) ? EXIT_USAGE : n ? EXIT_FAILED : EXIT_DONE;
-		free(l);
-		cs_ptable_free(&t);
 	}
+	cs_ptable_free(&t);
 	cs_driver_free(d);
 	return status;
 }

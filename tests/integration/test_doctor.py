@@ -328,6 +328,38 @@ class Sandbox(unittest.TestCase):
         self.assertEqual(check(r, "privileges")["status"], "pass")
 
 
+@unittest.skipUnless(EXE, "CUDASNAP_EXE is not set")
+class Environment(unittest.TestCase):
+    """The overrides an ordinary caller set are honoured and named. With
+    elevated privileges (AT_SECURE) they are ignored: test_secure_env.py."""
+
+    def test_overrides_in_effect(self):
+        p = doctor(CUDASNAP_LIBCUDA="/nonexistent/libcuda.so.1", CUDASNAP_STATE_DIR="",
+                   GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE="save", CUDASNAP_LIBNVML="/nonexistent/nvml.so")
+        want = ("PASS  environment: overrides in effect: CUDASNAP_LIBCUDA, CUDASNAP_LIBNVML, "
+                "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE")
+        self.assertIn(want, p.stdout.splitlines(), p.stdout)
+        # The override was honoured: the doctor tried the path it names.
+        self.assertIn("/nonexistent/libcuda.so.1", check(doctor_json(
+            CUDASNAP_LIBCUDA="/nonexistent/libcuda.so.1")[1], "driver-library")["message"])
+
+    def test_json(self):
+        _, r = doctor_json(CUDASNAP_LIBCUDA="/nonexistent", CUDASNAP_ROOT="/")
+        e = r["environment"]
+        self.assertIs(e["at_secure"], False)
+        self.assertEqual(e["overrides"], ["CUDASNAP_LIBCUDA", "CUDASNAP_ROOT"])
+        self.assertEqual(e["overrides_ignored"], [])
+        c = check(r, "environment")
+        self.assertEqual((c["status"], c["fix"], c["pid"]), ("pass", None, None))
+
+    def test_no_override(self):
+        env = {k: v for k, v in clean_env().items() if not k.startswith("GVISOR_")}
+        p = subprocess.run([EXE, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=60)
+        r = json.loads(p.stdout)
+        self.assertEqual(check(r, "environment")["message"], "no override is set")
+        self.assertEqual(r["environment"]["overrides"], [])
+
+
 def wait_for(path, timeout=20.0, proc=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -1,0 +1,45 @@
+/* The one place cudasnap reads its environment.
+ *
+ * Every variable cudasnap honours is an override of a path it loads code
+ * from or trusts (the driver library, NVML, /proc, /dev, the state
+ * directory, the root the doctor inspects) or a setting of the gVisor hook.
+ * When cudasnap runs with elevated privileges (setuid, setgid, or file
+ * capabilities such as 'setcap cap_sys_ptrace+ep': the kernel then sets
+ * AT_SECURE), whoever started it chose that environment, so none of them is
+ * honoured: otherwise any user could make the capable process dlopen a
+ * library of theirs. Ordinary callers keep every override. */
+#ifndef CS_ENV_H
+#define CS_ENV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* How many variables cudasnap documents (the list in env.c). */
+#define CS_ENV_COUNT 8
+
+/* The value of a documented variable, or NULL when it is unset, empty, or
+ * ignored because of AT_SECURE. A name that is not in the list is never
+ * read and yields NULL, so that every variable cudasnap honours is one that
+ * cs_env_overrides() can report. The string belongs to the environment: do
+ * not free it or keep it across setenv. */
+const char *cs_env(const char *name);
+
+/* Whether the kernel marked this process as running with elevated
+ * privileges (getauxval(AT_SECURE) != 0). */
+bool cs_env_secure(void);
+
+/* Stores in names[0..max) the documented variables set to a non-empty value,
+ * in the order of the list, and returns how many there are (possibly more
+ * than max). They are honoured unless cs_env_secure(). The names are static
+ * strings. Never fails. */
+size_t cs_env_overrides(const char **names, size_t max);
+
+/* The same, but only when they are ignored: 0 without AT_SECURE. */
+size_t cs_env_ignored(const char **names, size_t max);
+
+/* Whether name is one of the documented variables, set to a non-empty value
+ * and ignored because of AT_SECURE: lets a caller say why a setting it
+ * looked for is missing. */
+bool cs_env_is_ignored(const char *name);
+
+#endif

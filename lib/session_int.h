@@ -1,0 +1,37 @@
+/* The inside of a session, shared by its files. */
+#ifndef CS_SESSION_INT_H
+#define CS_SESSION_INT_H
+
+#include "cudasnap.h"
+#include "sandbox.h"
+#include "verify.h"
+
+struct cs_session {
+	cs_driver *d;
+	const cs_session_opts *o;
+	cs_sandbox sandbox;
+	int state_fd, lock_fd;
+	cs_ptable table;        /* the namespace when the session selected */
+	cs_target *t;
+	size_t n;
+	cs_gpu_pair *pairs;     /* restore --device-map */
+	unsigned npairs;
+	cs_ptable after;        /* the namespace after a checkpoint */
+	cs_leftover *left;
+	size_t nleft, nleft_scope;
+};
+
+/* A warning line through the session's callback (printf-style). */
+void cs_session_warn(const cs_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Restore's preparation: order from the manifest and PID-reuse refusal,
+ * the device map, cuInit when persistence mode is off. */
+int cs_session_plan_restore(cs_session *s, cs_error *err);
+
+/* The manifest: written after a checkpoint, pruned after a restore. */
+void cs_session_save_manifest(cs_session *s, const cs_txn_result *r);
+void cs_session_prune_manifest(cs_session *s);
+/* GPU memory of each target from NVML, for deadlines and progress. */
+void cs_session_note_gpu_bytes(cs_session *s);
+
+#endif

@@ -1,0 +1,186 @@
+/* The report of checkpoint, restore, lock and unlock: lines on stderr,
+ * and with --json one object on stdout. */
+#include "txncli.h"
+#include "json.h"
+#include "verify.h"
+
+#include <stdlib.h>
+
+static double gib(unsigned long long b) { return (double)b / (1024.0 * 1024 * 1024); }
+
+void txn_progress(void *ctx, const cs_target *t, cs_step s, bool undo, int res, double secs)
+{
+	txn_ctx *x = ctx;
+	const char *what = undo ? "rollback " : "";
+	if (res != CS_CU_SUCCESS) {
+		cli_msg("%d (%s) %s%s FAILED after %.3f s: %s", (int)t->pid, t->comm, what,
+			cs_step_name(s), secs, cs_cu_name(x->d, res));
+		return;
+	}
+	if ((s == CS_STEP_CHECKPOINT || s == CS_STEP_RESTORE) && !undo)
+		cli_msg("%d (%s) %s: %.2f GiB in %.3f s", (int)t->pid, t->comm,
+			cs_step_name(s), gib(t->bytes), secs);
+	else
+		cli_msg("%d (%s) %s%s: ok in %.3f s", (int)t->pid, t->comm, what,
+			cs_step_name(s), secs);
+}
+
+static size_t txn_leftovers(const txn_ctx *x)
+{
+	size_t n = 0;
+	if (x->s)
+		cs_session_leftovers(x->s, &n, NULL);
+	return n;
+}
+
+static const char *state_word(const cs_target *t)
+{
+	if (t->exited)
+		return "exited";
+	if (t->abandoned)
+		return "unknown";
+	return cs_state_name(t->state) ? cs_state_name(t->state) : t->halted ? "stopped" : "unknown";
+}
+
+static const char *outcome_word(const cs_txn_result *r, size_t n)
+{
+	if (n == 0)
+		return "nothing-to-do";
+	switch (r->outcome) {
+	case CS_OUTCOME_DONE: return "done";
+	case CS_OUTCOME_ROLLED_BACK: return "rolled-back";
+	case CS_OUTCOME_REFUSED: return "refused";
+	default: return "incomplete";
+	}
+}
+
+static void print_refused(const char *cmd, const cs_target *t, size_t n)
+{
+	size_t halted = 0;
+	for (size_t i = 0; i < n; i++)
+		halted += t[i].halted;
+	cli_msg("%s refused; nothing was changed%s", cmd, halted > 1 ? ". Processes that cannot answer the driver now:" : "");
+	for (size_t i = 0; halted > 1 && i < n; i++)
+		if (t[i].halted)
+			cli_msg("  %s", t[i].error.message);
+}
+
+void txn_print_human(const txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r)
+{
+	const char *cmd = x->c->cmd;
+	for (size_t i = 0; i < n; i++)
+		if (t[i].skipped)
+			cli_msg("%d (%s) left as it was: %s", (int)t[i].pid, t[i].comm,
+				state_word(&t[i]));
+	if (r->outcome == CS_OUTCOME_DONE) {
+		double gbps = r->wall_seconds > 0 ? (double)r->bytes / r->wall_seconds / 1e9 : 0;
+		cli_msg("%s done: %zu process%s, %.2f GiB in %.3f s (%.2f GB/s)%s", cmd,
+			r->acted, r->acted == 1 ? "" : "es", gib(r->bytes), r->wall_seconds, gbps,
+			txn_leftovers(x) ? "; device references remain (see warnings)" : "");
+		return;
+	}
+	cli_error(&r->error);
+	if (r->outcome == CS_OUTCOME_REFUSED) {
+		print_refused(cmd, t, n);
+		return;
+	}
+	cli_msg("%s FAILED; %s", cmd, r->outcome == CS_OUTCOME_ROLLED_BACK ?
+		"every process is back in its state before the command:" : "rollback INCOMPLETE:");
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].skipped)
+			continue;
+		bool behind = t[i].rollback_failed || t[i].abandoned;
+		cli_msg("  %d (%s): %s (was %s)%s", (int)t[i].pid, t[i].comm, state_word(&t[i]),
+			cs_state_name(t[i].initial_state) ? cs_state_name(t[i].initial_state) : "unknown",
+			behind ? "  <- LEFT BEHIND" : "");
+		if (behind && t[i].error.message[0])
+			cli_msg("      %s", t[i].error.message);
+		if (behind) {
+			char cmdline[256];
+			cs_target_recovery(&t[i], cmdline, sizeof(cmdline));
+			cli_msg("      to recover: %s", cmdline);
+		}
+	}
+}
+
+static json_object *target_json(const cs_target *t)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "pid", json_object_new_int(t->pid));
+	json_object_object_add(o, "comm", json_object_new_string(t->comm));
+	cs_json_add_str_or_null(o, "initial_state", cs_state_name(t->initial_state));
+	json_object_object_add(o, "final_state", json_object_new_string(state_word(t)));
+	json_object_object_add(o, "skipped", json_object_new_boolean(t->skipped));
+	json_object_object_add(o, "failed", json_object_new_boolean(t->failed));
+	json_object_object_add(o, "rollback_failed", json_object_new_boolean(t->rollback_failed));
+	json_object_object_add(o, "halted", json_object_new_boolean(t->halted));
+	json_object_object_add(o, "abandoned", json_object_new_boolean(t->abandoned));
+	if (t->rollback_failed || t->abandoned) {
+		char cmdline[256];
+		cs_target_recovery(t, cmdline, sizeof(cmdline));
+		json_object_object_add(o, "recovery", json_object_new_string(cmdline));
+	}
+	json_object_object_add(o, "bytes", json_object_new_uint64(t->bytes));
+	json_object *secs = json_object_new_object();
+	for (int s = 0; s < CS_STEP_COUNT; s++)
+		if (t->done[s])
+			json_object_object_add(secs, cs_step_name((cs_step)s), json_object_new_double(t->seconds[s]));
+	json_object_object_add(o, "seconds", secs);
+	json_object_object_add(o, "error", t->error.message[0] ? cs_json_error(&t->error) : NULL);
+	return o;
+}
+
+static json_object *leftovers_json(const txn_ctx *x)
+{
+	json_object *a = json_object_new_array();
+	size_t n = 0;
+	const cs_leftover *left = x->s ? cs_session_leftovers(x->s, &n, NULL) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		const cs_leftover *l = &left[i];
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "pid", json_object_new_int(l->proc->pid));
+		json_object_object_add(o, "comm", json_object_new_string(l->proc->comm));
+		json_object_object_add(o, "class", json_object_new_string(cs_class_name(l->proc->cls)));
+		json_object_object_add(o, "kind", json_object_new_string(l->ref->kind == CS_REF_FD ? "fd" : "mapping"));
+		json_object_object_add(o, "file", json_object_new_string(l->ref->path));
+		json_object_object_add(o, "reason", json_object_new_string(l->reason));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+void txn_print_json(const txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r, int status)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "command", json_object_new_string(x->c->cmd));
+	json_object_object_add(o, "outcome", json_object_new_string(outcome_word(r, n)));
+	json_object_object_add(o, "exit_status", json_object_new_int(status));
+	json_object_object_add(o, "wall_seconds", json_object_new_double(r->wall_seconds));
+	json_object_object_add(o, "bytes", json_object_new_uint64(r->bytes));
+	json_object_object_add(o, "gb_per_s", json_object_new_double(r->wall_seconds > 0 ?
+		(double)r->bytes / r->wall_seconds / 1e9 : 0));
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(arr, target_json(&t[i]));
+	json_object_object_add(o, "processes", arr);
+	json_object_object_add(o, "leftovers", leftovers_json(x));
+	json_object_object_add(o, "error", r->error.message[0] ? cs_json_error(&r->error) : NULL);
+	cs_json_print(o);
+}
+
+/* An error before the transaction began: nothing was changed. */
+int txn_early_error(const txn_ctx *x, const cs_error *e)
+{
+	cli_error(e);
+	if (x->c->json) {
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "command", json_object_new_string(x->c->cmd));
+		json_object_object_add(o, "outcome", json_object_new_string("error"));
+		json_object_object_add(o, "exit_status", json_object_new_int(cli_exit_for(e)));
+		json_object_object_add(o, "processes", json_object_new_array());
+		json_object_object_add(o, "error", cs_json_error(e));
+		cs_json_print(o);
+	}
+	return cli_exit_for(e); /* nothing was changed */
+}
+
