@@ -23,19 +23,19 @@ extern "C" {
 
 typedef enum cs_status {
 	CS_OK = 0,
-	CS_EUSAGE = 1,   /* bad arguments */
-	CS_EENV = 2,     /* environment: no driver, too old, no privileges */
-	CS_EDRIVER = 3,  /* the driver returned an error */
-	CS_EPROC = 4,    /* a process vanished, was reused, or is unreadable */
-	CS_ESYS = 5,     /* a system call failed */
-	CS_ESTATE = 6,   /* state files: manifest, lock */
-	CS_EINTR = 7,    /* interrupted by a signal */
+	CS_EUSAGE = 1, /* bad arguments */
+	CS_EENV = 2, /* environment: no driver, too old, no privileges */
+	CS_EDRIVER = 3, /* the driver returned an error */
+	CS_EPROC = 4, /* a process vanished, was reused, or is unreadable */
+	CS_ESYS = 5, /* a system call failed */
+	CS_ESTATE = 6, /* state files: manifest, lock */
+	CS_EINTR = 7, /* interrupted by a signal */
 } cs_status;
 
 typedef struct cs_error {
-	int status;       /* cs_status */
-	int cu;           /* CUresult when status == CS_EDRIVER, else 0 */
-	int sys;          /* errno when relevant, else 0 */
+	int status; /* cs_status */
+	int cu; /* CUresult when status == CS_EDRIVER, else 0 */
+	int sys; /* errno when relevant, else 0 */
 	char message[512];
 	char hint[512];
 } cs_error;
@@ -60,7 +60,7 @@ typedef enum cs_state {
 } cs_state;
 
 CS_PUBLIC const char *cs_state_name(int state); /* "running", ..., or NULL if unknown */
-CS_PUBLIC int cs_state_parse(const char *word);  /* inverse; CS_STATE_UNKNOWN if none */
+CS_PUBLIC int cs_state_parse(const char *word); /* inverse; CS_STATE_UNKNOWN if none */
 
 /* CUresult values cudasnap reasons about (numbers are the driver's). */
 enum {
@@ -80,8 +80,8 @@ enum {
 	/* Not CUresults: what a cs_cu_* call returns when cudasnap stopped
 	 * waiting for the driver. The call itself may still be running inside
 	 * a worker thread, and may still complete in the target. */
-	CS_CU_TIMED_OUT = -2,    /* its deadline passed */
-	CS_CU_INTERRUPTED = -3,  /* a signal asked the command to end */
+	CS_CU_TIMED_OUT = -2, /* its deadline passed */
+	CS_CU_INTERRUPTED = -3, /* a signal asked the command to end */
 };
 
 /* The checkpoint API appeared in R570 (CUDA 12.8); GPU remapping in R580. */
@@ -111,11 +111,11 @@ CS_PUBLIC bool cs_driver_can_remap(const cs_driver *d);
  * while the target is stopped or frozen, whatever the lock timeout: each call
  * therefore runs in a worker thread that is given up on at its deadline. */
 typedef struct cs_limits {
-	double quick_s;       /* get-state, restore thread, unlock, cuInit (default 10) */
-	double lock_grace_s;  /* lock: its timeout plus this (default 5); timeout 0 has no deadline */
-	double move_s;        /* checkpoint and restore; 0: sized by cs_move_deadline */
+	double quick_s; /* get-state, restore thread, unlock, cuInit (default 10) */
+	double lock_grace_s; /* lock: its timeout plus this (default 5); timeout 0 has no deadline */
+	double move_s; /* checkpoint and restore; 0: sized by cs_move_deadline */
 	volatile int *interrupted; /* once non-zero, waits end within stop_grace_s */
-	double stop_grace_s;  /* calls in flight when the signal came (default 1.5) */
+	double stop_grace_s; /* calls in flight when the signal came (default 1.5) */
 	double rollback_grace_s; /* then the rollback's calls (default 2.5) */
 } cs_limits;
 
@@ -149,10 +149,10 @@ CS_PUBLIC const char *cs_cu_string(const cs_driver *d, int res);
 /* ---- processes --------------------------------------------------------- */
 
 typedef enum cs_class {
-	CS_CLASS_NONE = 0,       /* no GPU relation */
-	CS_CLASS_CUDA,           /* the driver knows it */
-	CS_CLASS_DEVICE_HOLDER,  /* holds device references; the driver does not know it */
-	CS_CLASS_UNKNOWN,        /* no driver to ask, maps libcuda, holds no device reference */
+	CS_CLASS_NONE = 0, /* no GPU relation */
+	CS_CLASS_CUDA, /* the driver knows it */
+	CS_CLASS_DEVICE_HOLDER, /* holds device references; the driver does not know it */
+	CS_CLASS_UNKNOWN, /* no driver to ask, maps libcuda, holds no device reference */
 } cs_class;
 
 CS_PUBLIC const char *cs_class_name(int cls);
@@ -163,9 +163,9 @@ CS_PUBLIC const char *cs_class_name(int cls);
  * stopped, ptrace-stopped or in a frozen cgroup. */
 typedef enum cs_halt {
 	CS_HALT_NONE = 0,
-	CS_HALT_STOPPED,  /* SIGSTOP / job control (state T) */
-	CS_HALT_TRACED,   /* stopped by a tracer: a debugger, strace, CRIU's seize (state t) */
-	CS_HALT_FROZEN,   /* in a frozen cgroup: docker pause, the cgroup freezer */
+	CS_HALT_STOPPED, /* SIGSTOP / job control (state T) */
+	CS_HALT_TRACED, /* stopped by a tracer: a debugger, strace, CRIU's seize (state t) */
+	CS_HALT_FROZEN, /* in a frozen cgroup: docker pause, the cgroup freezer */
 } cs_halt;
 
 /* "stopped" (also for traced) or "frozen"; NULL for CS_HALT_NONE. */
@@ -176,9 +176,9 @@ typedef enum cs_ref_kind { CS_REF_FD, CS_REF_MAP } cs_ref_kind;
 /* One reference to a GPU device file. */
 typedef struct cs_devref {
 	cs_ref_kind kind;
-	int fd;                   /* CS_REF_FD */
+	int fd; /* CS_REF_FD */
 	unsigned long start, end; /* CS_REF_MAP */
-	bool fd_open;             /* CS_REF_MAP: an fd to the same file is open */
+	bool fd_open; /* CS_REF_MAP: an fd to the same file is open */
 	char path[64];
 } cs_devref;
 
@@ -186,16 +186,16 @@ typedef struct cs_proc {
 	pid_t pid, ppid;
 	uid_t uid;
 	unsigned long long start_time; /* clock ticks since boot (stat field 22) */
-	char comm[64];                 /* sanitized: non-printable bytes as '?' */
+	char comm[64]; /* sanitized: non-printable bytes as '?' */
 	int device_fds, device_maps;
 	bool maps_libcuda;
 	bool maps_nvml;
 	cs_class cls;
-	int state;          /* cs_state, CS_STATE_UNKNOWN when not asked or not known */
-	pid_t restore_tid;  /* 0 when unknown */
-	int cu_result;      /* the driver's answer to GetState, -1 when not asked */
-	int halt;           /* cs_halt: found stopped or frozen, so GetState was not asked */
-	cs_devref *refs;          /* malloc'd; grown by the library only */
+	int state; /* cs_state, CS_STATE_UNKNOWN when not asked or not known */
+	pid_t restore_tid; /* 0 when unknown */
+	int cu_result; /* the driver's answer to GetState, -1 when not asked */
+	int halt; /* cs_halt: found stopped or frozen, so GetState was not asked */
+	cs_devref *refs; /* malloc'd; grown by the library only */
 	size_t nrefs;
 } cs_proc;
 
@@ -209,20 +209,24 @@ typedef struct cs_link {
 } cs_link;
 
 typedef struct cs_ptable {
-	cs_proc *procs;   /* GPU-related processes only, sorted by pid */
+	cs_proc *procs; /* GPU-related processes only, sorted by pid */
 	size_t n;
-	cs_link *links;   /* parent of every process scanned, sorted by pid */
+	cs_link *links; /* parent of every process scanned, sorted by pid */
 	size_t nlinks;
 	cs_unreadable *unreadable;
 	size_t nunreadable;
-	size_t scanned;   /* processes looked at */
+	size_t scanned; /* processes looked at */
 	pid_t self;
 } cs_ptable;
 
 typedef struct cs_scan_opts {
 	const char *proc_dir; /* NULL: "/proc" (or $CUDASNAP_PROC_DIR) */
-	const char *dev_dir;  /* NULL: "/dev" (or $CUDASNAP_DEV_DIR) */
-	bool keep_all;        /* keep every process, not only GPU-related ones */
+	const char *dev_dir; /* NULL: "/dev" (or $CUDASNAP_DEV_DIR) */
+	bool keep_all; /* keep every process, not only GPU-related ones */
+	/* When set, only these processes are asked about (the driver is never
+	 * called for the others, which are classified from /proc alone). */
+	const pid_t *only;
+	size_t nonly;
 } cs_scan_opts;
 
 /* Scans the PID namespace and classifies every GPU-related process, asking
@@ -242,9 +246,14 @@ CS_PUBLIC bool cs_ptable_descends(const cs_ptable *t, pid_t pid, pid_t anc);
 
 typedef enum cs_op {
 	CS_OP_CHECKPOINT, /* running -> lock -> checkpoint */
-	CS_OP_RESTORE,    /* checkpointed -> restore -> unlock */
-	CS_OP_LOCK,       /* running -> lock */
-	CS_OP_UNLOCK,     /* locked -> unlock */
+	CS_OP_RESTORE, /* checkpointed -> restore -> unlock */
+	CS_OP_LOCK, /* running -> lock */
+	CS_OP_UNLOCK, /* locked -> unlock */
+	/* locked -> checkpoint: for a snapshot engine that locked each process
+	 * while it still ran (the driver's lock needs the process's own
+	 * threads; the checkpoint needs only its restore thread). A rollback
+	 * leaves them locked. */
+	CS_OP_CHECKPOINT_LOCKED,
 } cs_op;
 
 CS_PUBLIC const char *cs_op_name(cs_op op);
@@ -258,49 +267,48 @@ typedef struct cs_target {
 	pid_t pid;
 	unsigned long long start_time;
 	char comm[64];
-	int order;             /* dispatch order; ties broken by pid */
-	int initial_state;     /* state when the command began */
-	int state;             /* last known state; CS_STATE_UNKNOWN once exited */
-	bool skipped;          /* left as it was (already in, or past, the goal) */
-	bool exited;           /* vanished during the command */
-	bool failed;           /* a step of this process failed */
-	bool rollback_failed;  /* could not be returned to initial_state */
+	int order; /* dispatch order; ties broken by pid */
+	int initial_state; /* state when the command began */
+	int state; /* last known state; CS_STATE_UNKNOWN once exited */
+	bool skipped; /* left as it was (already in, or past, the goal) */
+	bool exited; /* vanished during the command */
+	bool failed; /* a step of this process failed */
+	bool rollback_failed; /* could not be returned to initial_state */
 	double seconds[CS_STEP_COUNT]; /* driver time of each step done, forward */
 	unsigned long long rss_before, rss_after; /* bytes, around checkpoint/restore */
-	unsigned long long bytes;  /* GPU bytes moved (resident-memory growth or shrink) */
+	unsigned long long bytes; /* GPU bytes moved (resident-memory growth or shrink) */
 	char visible_devices[128]; /* CUDA_VISIBLE_DEVICES of the target, "" when unset */
-	char gpus[512];            /* UUIDs of the GPUs it sees, comma-separated; "" unknown */
-	cs_error error;        /* why it failed, when failed */
-	pid_t restore_tid;     /* the driver's helper thread, 0 when unknown */
+	char gpus[512]; /* UUIDs of the GPUs it sees, comma-separated; "" unknown */
+	cs_error error; /* why it failed, when failed */
+	pid_t restore_tid; /* the driver's helper thread, 0 when unknown */
 	unsigned long long gpu_bytes; /* GPU memory expected to move, 0 when unknown */
-	bool halted;           /* stopped or frozen: refused, or met during the command */
-	bool abandoned;        /* a call on it was given up on: its state is not known */
+	bool halted; /* stopped or frozen: refused, or met during the command */
+	bool abandoned; /* a call on it was given up on: its state is not known */
 	unsigned long long moved; /* progress: bytes moved so far by the step in flight */
-	double stalled_s;      /* progress: seconds since the step in flight last moved memory */
-	bool done[CS_STEP_COUNT];          /* the forward steps that succeeded */
-	unsigned long seq[CS_STEP_COUNT];  /* their completion order in the transaction, from 1 */
-	int stepping;          /* read atomically: 1 while its checkpoint or restore call runs, 2 after */
+	double stalled_s; /* progress: seconds since the step in flight last moved memory */
+	bool done[CS_STEP_COUNT]; /* the forward steps that succeeded */
+	unsigned long seq[CS_STEP_COUNT]; /* their completion order in the transaction, from 1 */
+	int stepping; /* read atomically: 1 while its checkpoint or restore call runs, 2 after */
 } cs_target;
 
 typedef enum cs_outcome {
 	CS_OUTCOME_DONE = 0,
 	CS_OUTCOME_ROLLED_BACK = 1,
-	CS_OUTCOME_REFUSED = 2,    /* a selected process could not answer: nothing was changed */
+	CS_OUTCOME_REFUSED = 2, /* a selected process could not answer: nothing was changed */
 	CS_OUTCOME_INCOMPLETE = 3,
 } cs_outcome;
 
-typedef void (*cs_progress_fn)(void *ctx, const cs_target *t, cs_step step, bool undo, int res,
-			       double seconds);
+typedef void (*cs_progress_fn)(void *ctx, const cs_target *t, cs_step step, bool undo, int res, double seconds);
 
 typedef struct cs_txn_opts {
 	cs_op op;
-	unsigned timeout_ms;   /* lock timeout; 0 waits forever */
-	unsigned jobs;         /* concurrent driver calls; 0 = one per process up to 8 */
-	bool sequential;       /* one process at a time, in order */
+	unsigned timeout_ms; /* lock timeout; 0 waits forever */
+	unsigned jobs; /* concurrent driver calls; 0 = one per process up to 8 */
+	bool sequential; /* one process at a time, in order */
 	const cs_gpu_pair *pairs; /* restore only */
 	unsigned npairs;
 	volatile int *interrupted; /* set by a signal handler: stop and roll back */
-	bool gvisor;           /* running under gVisor: shapes the explanations */
+	bool gvisor; /* running under gVisor: shapes the explanations */
 	cs_progress_fn progress;
 	void *progress_ctx;
 	/* Called after every forward step succeeded; returning <0 (with err
@@ -320,8 +328,8 @@ typedef struct cs_txn_result {
 	double wall_seconds;
 	unsigned long long bytes;
 	size_t acted, skipped;
-	cs_error error;        /* the first failure */
-	bool ran;              /* the transaction began (cs_session_run) */
+	cs_error error; /* the first failure */
+	bool ran; /* the transaction began (cs_session_run) */
 } cs_txn_result;
 
 /* Runs op over targets as one transaction: every target reaches the goal, or
@@ -340,9 +348,9 @@ CS_PUBLIC void cs_target_recovery(const cs_target *t, char *buf, size_t size);
 
 /* Which processes a session acts on; all empty: every CUDA process. */
 typedef struct cs_selection {
-	pid_t *pids;        /* as given (thread ids allowed); checked against /proc */
+	pid_t *pids; /* as given (thread ids allowed); checked against /proc */
 	size_t npids;
-	pid_t *trees;       /* these processes and their descendants */
+	pid_t *trees; /* these processes and their descendants */
 	size_t ntrees;
 	const char *cgroup; /* a cgroup path as /proc/PID/cgroup shows it, or under /sys/fs/cgroup */
 } cs_selection;
@@ -352,16 +360,19 @@ typedef void (*cs_warn_fn)(void *ctx, const char *line);
 
 typedef struct cs_session_opts {
 	cs_op op;
-	const char *command;   /* names the session in the lock file ("checkpoint") */
+	const char *command; /* names the session in the lock file ("checkpoint") */
 	cs_selection sel;
-	unsigned timeout_ms;   /* lock timeout; 0 waits for GPU work without limit */
+	unsigned timeout_ms; /* lock timeout; 0 waits for GPU work without limit */
 	unsigned jobs;
 	bool sequential;
-	bool strict;           /* checkpoint: device references left fail and roll back */
-	bool ignore_manifest;  /* restore: discovery's order, no PID-reuse check */
-	bool reuse_warns;      /* restore: a changed start time warns instead of refusing */
-	bool no_init;          /* restore: never call cuInit */
+	bool strict; /* checkpoint: device references left fail and roll back */
+	bool ignore_manifest; /* restore: discovery's order, no PID-reuse check */
+	bool reuse_warns; /* restore: a changed start time warns instead of refusing */
+	bool no_init; /* restore: never call cuInit */
 	const char *device_map; /* restore: OLD=NEW,... */
+	/* Ask the driver about the selected --pid processes only, never about
+	 * the rest of the namespace (a snapshot engine's tree, say). */
+	bool only_selected;
 	volatile int *interrupted;
 	cs_progress_fn progress;
 	void *progress_ctx;

@@ -1,4 +1,5 @@
 #include "bounded.h"
+#include "util.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -11,7 +12,7 @@
 typedef struct pending {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int refs;      /* the waiter and the worker */
+	int refs; /* the waiter and the worker */
 	bool done;
 	int result;
 	int (*fn)(void *copy);
@@ -25,7 +26,10 @@ static atomic_llong interrupted_at;
 /* Time added to the grace once the rollback begins (nanoseconds). */
 static atomic_llong extra_ns;
 
-unsigned cs_bounded_abandoned(void) { return atomic_load(&abandoned); }
+unsigned cs_bounded_abandoned(void)
+{
+	return atomic_load(&abandoned);
+}
 
 static void unref(pending *p)
 {
@@ -78,15 +82,13 @@ static pending *take_job(void)
 			return NULL;
 		}
 	}
-	job *j = queue_head;
+	_cleanup_free_ job *j = queue_head;
 	queue_head = j->next;
 	if (!queue_head)
 		queue_tail = NULL;
 	queued--;
 	pthread_mutex_unlock(&queue_mu);
-	pending *p = j->p;
-	free(j);
-	return p;
+	return j->p;
 }
 
 static void *worker(void *arg)
@@ -116,7 +118,7 @@ static bool spawn_worker(void)
 /* Queues the call for an idle worker, or a new one. */
 static bool start(pending *p)
 {
-	job *j = malloc(sizeof(*j));
+	_cleanup_free_ job *j = malloc(sizeof(*j));
 	if (!j)
 		return false;
 	*j = (job){ .p = p };
@@ -124,14 +126,15 @@ static bool start(pending *p)
 	bool need = queued + 1 > idle;
 	if (need && !spawn_worker()) {
 		pthread_mutex_unlock(&queue_mu);
-		free(j);
+		/* cppcheck-suppress memleak ; j is _cleanup_free_, which cppcheck does not model */
 		return false;
 	}
+	job *queued_job = TAKE_PTR(j); /* the queue's now */
 	if (queue_tail)
-		queue_tail->next = j;
+		queue_tail->next = queued_job;
 	else
-		queue_head = j;
-	queue_tail = j;
+		queue_head = queued_job;
+	queue_tail = queued_job;
 	queued++;
 	pthread_cond_signal(&queue_cv);
 	pthread_mutex_unlock(&queue_mu);

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HINT_MAP "Write --device-map OLD=NEW,... with GPU UUIDs (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) " \
+#define HINT_MAP \
+	"Write --device-map OLD=NEW,... with GPU UUIDs (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) " \
 	"or GPU indices, one pair for every GPU the process can see; 'cudasnap doctor' lists the GPUs."
 
 static int side(const char *s, const cs_nvml_gpu *gpus, size_t ngpus, uint8_t out[16], cs_error *err)
@@ -15,16 +16,20 @@ static int side(const char *s, const cs_nvml_gpu *gpus, size_t ngpus, uint8_t ou
 		return 0;
 	long idx;
 	if (cs_parse_long(s, 0, INT_MAX, &idx) < 0)
-		return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map: '%s' is neither a GPU UUID nor a GPU index", s);
+		return cs_error_set(err, CS_EUSAGE, HINT_MAP,
+				    "--device-map: '%s' is neither a GPU UUID nor a GPU index", s);
 	for (size_t i = 0; i < ngpus; i++)
 		if (gpus[i].index == (unsigned)idx && cs_gpu_uuid_parse(gpus[i].uuid, out) == 0)
 			return 0;
-	return cs_error_set(err, CS_EUSAGE, ngpus ? HINT_MAP : "GPU indices need NVML (libnvidia-ml.so.1); "
-			    "give GPU UUIDs instead.", "--device-map: there is no GPU %ld here", idx);
+	return cs_error_set(err, CS_EUSAGE,
+			    ngpus ? HINT_MAP :
+				    "GPU indices need NVML (libnvidia-ml.so.1); "
+				    "give GPU UUIDs instead.",
+			    "--device-map: there is no GPU %ld here", idx);
 }
 
-int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_pair **pairs,
-		    unsigned *npairs, cs_error *err)
+int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_pair **pairs, unsigned *npairs,
+		    cs_error *err)
 {
 	*pairs = NULL;
 	*npairs = 0;
@@ -32,19 +37,15 @@ int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_
 	size_t cap = 1;
 	for (const char *c = spec; *c; c++)
 		cap += *c == ',';
-	cs_gpu_pair *v = calloc(cap, sizeof(*v));
-	if (!copy || !v) {
-		free(v);
+	_cleanup_free_ cs_gpu_pair *v = calloc(cap, sizeof(*v));
+	if (!copy || !v)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
-	}
 	unsigned n = 0;
 	char *save = NULL;
 	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(tok, '=');
-		if (!eq || strchr(eq + 1, '=')) {
-			free(v);
+		if (!eq || strchr(eq + 1, '='))
 			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map: '%s' is not OLD=NEW", tok);
-		}
 		*eq = '\0';
 		int r = side(tok, gpus, ngpus, v[n].old_uuid, err);
 		if (r == 0)
@@ -52,17 +53,13 @@ int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_
 		for (unsigned k = 0; r == 0 && k < n; k++)
 			if (memcmp(v[k].old_uuid, v[n].old_uuid, 16) == 0)
 				r = cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map: GPU %s is mapped twice", tok);
-		if (r < 0) {
-			free(v);
+		if (r < 0)
 			return r;
-		}
 		n++;
 	}
-	if (n == 0) {
-		free(v);
+	if (n == 0)
 		return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map is empty");
-	}
-	*pairs = v;
+	*pairs = TAKE_PTR(v);
 	*npairs = n;
 	return 0;
 }
@@ -110,8 +107,7 @@ static const cs_nvml_gpu *visible_entry(const char *e, size_t len, const cs_nvml
 	return found;
 }
 
-size_t cs_visible_gpus(const char *visible, const cs_nvml_gpu *gpus, size_t ngpus, const cs_nvml_gpu **out,
-		       size_t max)
+size_t cs_visible_gpus(const char *visible, const cs_nvml_gpu *gpus, size_t ngpus, const cs_nvml_gpu **out, size_t max)
 {
 	size_t n = 0;
 	if (!visible || !*visible) {
@@ -146,9 +142,13 @@ int cs_devmap_covers(const cs_gpu_pair *pairs, unsigned npairs, const char *visi
 	size_t n = cs_visible_gpus(visible, gpus, ngpus, seen, CS_ARRAY_SIZE(seen));
 	for (size_t i = 0; i < n; i++)
 		if (!mapped(pairs, npairs, seen[i]->uuid))
-			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map leaves out GPU %u (%s), which "
-					    "process %d (%s) can see (%s%s)", seen[i]->index, seen[i]->uuid, (int)t->pid,
-					    t->comm, visible && *visible ? "CUDA_VISIBLE_DEVICES=" : "it has no "
-					    "CUDA_VISIBLE_DEVICES", visible && *visible ? visible : "");
+			return cs_error_set(err, CS_EUSAGE, HINT_MAP,
+					    "--device-map leaves out GPU %u (%s), which "
+					    "process %d (%s) can see (%s%s)",
+					    seen[i]->index, seen[i]->uuid, (int)t->pid, t->comm,
+					    visible && *visible ? "CUDA_VISIBLE_DEVICES=" :
+								  "it has no "
+								  "CUDA_VISIBLE_DEVICES",
+					    visible && *visible ? visible : "");
 	return 0;
 }

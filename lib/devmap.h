@@ -7,8 +7,8 @@
 
 /* Each side is a GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) or an
  * index into gpus (NVML order). *pairs is malloc'd. */
-int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_pair **pairs,
-		    unsigned *npairs, cs_error *err);
+int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_pair **pairs, unsigned *npairs,
+		    cs_error *err);
 /* Rejects a map that leaves out a GPU the target can see: the GPUs named by
  * its CUDA_VISIBLE_DEVICES (indices or UUID prefixes), or every GPU. Returns
  * 1 when coverage could not be decided (no GPU list), 0 when covered. */
@@ -17,7 +17,6 @@ int cs_devmap_covers(const cs_gpu_pair *pairs, unsigned npairs, const char *visi
 
 /* The GPUs a process with this CUDA_VISIBLE_DEVICES sees, in its order
  * (every GPU when unset or empty); returns how many were stored in out. */
-size_t cs_visible_gpus(const char *visible, const cs_nvml_gpu *gpus, size_t ngpus, const cs_nvml_gpu **out,
-		       size_t max);
+size_t cs_visible_gpus(const char *visible, const cs_nvml_gpu *gpus, size_t ngpus, const cs_nvml_gpu **out, size_t max);
 
 #endif

@@ -84,31 +84,27 @@ static int scan_one(scan_ctx *c, int procfd, const char *name, pid_t pid)
 	if (cs_grow(&t->links, &c->lcap, t->nlinks + 1, sizeof(*t->links)) < 0)
 		return -ENOMEM;
 	t->links[t->nlinks++] = (cs_link){ .pid = pid, .ppid = st.ppid };
-	cs_proc p = { .pid = pid, .ppid = st.ppid, .uid = sb.st_uid, .start_time = st.start_time,
-		      .state = CS_STATE_UNKNOWN, .cu_result = -1 };
+	_cleanup_(cs_proc_clearp) cs_proc p = { .pid = pid,
+						.ppid = st.ppid,
+						.uid = sb.st_uid,
+						.start_time = st.start_time,
+						.state = CS_STATE_UNKNOWN,
+						.cu_result = -1 };
 	memcpy(p.comm, st.comm, sizeof(p.comm));
 	int rf = cs_proc_scan_fds(pdir, c->devdir, &p);
 	int rm = rf == -ENOMEM ? 0 : cs_proc_scan_maps(pdir, c->devdir, &p);
-	if (rf == -ENOMEM || rm == -ENOMEM) {
-		cs_proc_clear(&p);
+	if (rf == -ENOMEM || rm == -ENOMEM)
 		return -ENOMEM;
-	}
 	int bad = rf < 0 && !vanished(-rf) ? -rf : rm < 0 && !vanished(-rm) ? -rm : 0;
 	/* Kernel threads have no maps and no fds worth reading. */
-	if (bad && !(st.flags & CS_PF_KTHREAD)) {
-		cs_proc_clear(&p);
+	if (bad && !(st.flags & CS_PF_KTHREAD))
 		return note_unreadable(c, pid, bad);
-	}
-	if (!c->keep_all && p.nrefs == 0 && !p.maps_libcuda) {
-		cs_proc_clear(&p);
+	if (!c->keep_all && p.nrefs == 0 && !p.maps_libcuda)
 		return 0;
-	}
 	link_refs(&p);
-	if (cs_grow(&t->procs, &c->cap, t->n + 1, sizeof(p)) < 0) {
-		cs_proc_clear(&p);
+	if (cs_grow(&t->procs, &c->cap, t->n + 1, sizeof(p)) < 0)
 		return -ENOMEM;
-	}
-	t->procs[t->n++] = p;
+	t->procs[t->n++] = TAKE_STRUCT(p);
 	return 1;
 }
 
@@ -117,14 +113,14 @@ static int scan(scan_ctx *c, const char *procdir, cs_error *err)
 	_cleanup_close_ int procfd = open(procdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (procfd < 0)
 		return cs_error_errno(err, CS_EENV, errno, "Mount procfs on /proc.", "cannot open %s", procdir);
-	int dfd = dup(procfd);
+	/* The stream gets a descriptor of its own (closedir closes it), above
+	 * the standard three and closed on exec like every other. */
+	int dfd = fcntl(procfd, F_DUPFD_CLOEXEC, 3);
 	if (dfd < 0)
 		return cs_error_errno(err, CS_ESYS, errno, NULL, "dup");
-	_cleanup_closedir_ DIR *dir = fdopendir(dfd);
-	if (!dir) {
-		close(dfd);
+	_cleanup_closedir_ DIR *dir = cs_fdopendir(dfd);
+	if (!dir)
 		return cs_error_errno(err, CS_ESYS, errno, NULL, "cannot list %s", procdir);
-	}
 	pid_t self = getpid();
 	for (struct dirent *de; (de = readdir(dir));) {
 		long pid;
@@ -153,8 +149,10 @@ static void classify(cs_proc *p, cs_driver *d)
 	if (cs_proc_halt(cs_proc_dir(), p->pid, rt == CS_CU_SUCCESS ? tid : 0, &h) != CS_HALT_NONE) {
 		p->halt = h.halt;
 		p->restore_tid = rt == CS_CU_SUCCESS ? tid : 0;
-		p->cls = rt == CS_CU_SUCCESS ? CS_CLASS_CUDA : holds ? CS_CLASS_DEVICE_HOLDER :
-			 rt == CS_CU_NOT_INITIALIZED ? CS_CLASS_NONE : CS_CLASS_UNKNOWN;
+		p->cls = rt == CS_CU_SUCCESS        ? CS_CLASS_CUDA :
+			holds                       ? CS_CLASS_DEVICE_HOLDER :
+			rt == CS_CU_NOT_INITIALIZED ? CS_CLASS_NONE :
+						      CS_CLASS_UNKNOWN;
 		return;
 	}
 	int state;
@@ -176,6 +174,17 @@ static void classify(cs_proc *p, cs_driver *d)
 	}
 }
 
+/* Whether the caller asked about pid (all processes when it named none). */
+static bool asked(const cs_scan_opts *o, pid_t pid)
+{
+	if (!o || !o->only)
+		return true;
+	for (size_t i = 0; i < o->nonly; i++)
+		if (o->only[i] == pid)
+			return true;
+	return false;
+}
+
 static int by_pid(const void *a, const void *b)
 {
 	const cs_proc *x = a, *y = b;
@@ -188,37 +197,42 @@ static int by_link(const void *a, const void *b)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error *err)
+/* Keeps the processes with a GPU relation (all with keep_all), classified. */
+static void keep_classified(cs_ptable *t, cs_driver *d, const cs_scan_opts *opts, bool keep_all)
 {
-	memset(out, 0, sizeof(*out));
-	out->self = getpid();
-	scan_ctx c = {
-		.devdir = opts && opts->dev_dir ? opts->dev_dir : cs_dev_dir(),
-		.keep_all = opts && opts->keep_all,
-		.t = out,
-	};
-	const char *procdir = opts && opts->proc_dir ? opts->proc_dir : cs_proc_dir();
-	int r = scan(&c, procdir, err);
-	if (r < 0) {
-		cs_ptable_free(out);
-		return r;
-	}
 	size_t kept = 0;
-	for (size_t i = 0; i < out->n; i++) {
-		cs_proc *p = &out->procs[i];
+	for (size_t i = 0; i < t->n; i++) {
+		cs_proc *p = &t->procs[i];
 		if (p->nrefs || p->maps_libcuda)
-			classify(p, d);
-		if (p->cls == CS_CLASS_NONE && !c.keep_all) {
+			classify(p, asked(opts, p->pid) ? d : NULL);
+		if (p->cls == CS_CLASS_NONE && !keep_all) {
 			cs_proc_clear(p);
 			continue;
 		}
-		out->procs[kept++] = *p;
+		t->procs[kept++] = *p;
 	}
-	out->n = kept;
-	if (out->n)
-		qsort(out->procs, out->n, sizeof(*out->procs), by_pid);
-	if (out->nlinks)
-		qsort(out->links, out->nlinks, sizeof(*out->links), by_link);
+	t->n = kept;
+}
+
+int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	_cleanup_(cs_ptable_freep) cs_ptable t = { .self = getpid() };
+	scan_ctx c = {
+		.devdir = opts && opts->dev_dir ? opts->dev_dir : cs_dev_dir(),
+		.keep_all = opts && opts->keep_all,
+		.t = &t,
+	};
+	const char *procdir = opts && opts->proc_dir ? opts->proc_dir : cs_proc_dir();
+	int r = scan(&c, procdir, err);
+	if (r < 0)
+		return r;
+	keep_classified(&t, d, opts, c.keep_all);
+	if (t.n)
+		qsort(t.procs, t.n, sizeof(*t.procs), by_pid);
+	if (t.nlinks)
+		qsort(t.links, t.nlinks, sizeof(*t.links), by_link);
+	*out = TAKE_STRUCT(t);
 	return 0;
 }
 

@@ -23,8 +23,7 @@ const char *cs_check_status_name(int status)
 	return status >= 0 && status <= 2 ? names[status] : "unknown";
 }
 
-void cs_doctor_add(cs_doctor_report *r, const char *name, int status, pid_t pid, const char *fix,
-		   const char *fmt, ...)
+void cs_doctor_add(cs_doctor_report *r, const char *name, int status, pid_t pid, const char *fix, const char *fmt, ...)
 {
 	if (cs_grow(&r->checks, &r->cap, r->nchecks + 1, sizeof(*r->checks)) < 0) {
 		r->oom = true;
@@ -208,8 +207,9 @@ static void check_memory(cs_doctor_report *r)
 	}
 	long long avail = host_room(r, where, sizeof(where));
 	if (avail < 0 || unknown == r->ngpus) {
-		cs_doctor_add(r, "host-memory", WARN, 0, avail < 0 ? "Mount procfs on /proc." :
-			      "Run 'nvidia-smi -q -d MEMORY' to see why NVML cannot tell.",
+		cs_doctor_add(r, "host-memory", WARN, 0,
+			      avail < 0 ? "Mount procfs on /proc." :
+					  "Run 'nvidia-smi -q -d MEMORY' to see why NVML cannot tell.",
 			      "cannot compare GPU memory in use (%s) with free host memory (%s)",
 			      unknown == r->ngpus ? "unknown" : "known", avail < 0 ? "unknown" : "known");
 		return;
@@ -220,8 +220,9 @@ static void check_memory(cs_doctor_report *r)
 		      "each process's GPU memory is copied into its own host memory.",
 		      "GPU memory in use: %.1f GiB%s; host memory available: %.1f GiB (%s)%s", (double)used / GIB,
 		      unknown ? " (some GPUs unknown)" : "", (double)avail / GIB, where,
-		      status == FAIL ? ": a checkpoint of all of it would not fit" :
-		      status == WARN ? ": a checkpoint of all of it would fill more than 80% of that" : "");
+		      status == FAIL         ? ": a checkpoint of all of it would not fit" :
+			      status == WARN ? ": a checkpoint of all of it would fill more than 80% of that" :
+					       "");
 }
 
 /* ---- the place -------------------------------------------------------- */
@@ -243,13 +244,15 @@ static void check_sandbox(cs_doctor_report *r)
 			      "Mount a procfs of this PID namespace on /proc (unshare --fork --pid --mount-proc "
 			      "does), or run cudasnap in the namespace that mounted /proc.",
 			      "/proc was mounted by an outer PID namespace (NSpid lists %d PIDs): its PIDs are "
-			      "not the ones the driver understands here", s->nspid_depth);
+			      "not the ones the driver understands here",
+			      s->nspid_depth);
 	else if (s->pid_ns == CS_PIDNS_HOST)
 		cs_doctor_add(r, "pid-namespace", PASS, 0, NULL, "the host's PID namespace (%s)", s->pid_ns_signal);
 	else if (s->pid_ns == CS_PIDNS_CHILD)
 		cs_doctor_add(r, "pid-namespace", PASS, 0, NULL,
 			      "a child PID namespace (%s): nvidia-smi and NVML show host PIDs, which mean "
-			      "nothing here; cudasnap finds processes through /proc", s->pid_ns_signal);
+			      "nothing here; cudasnap finds processes through /proc",
+			      s->pid_ns_signal);
 	else
 		cs_doctor_add(r, "pid-namespace", WARN, 0, "Mount procfs on /proc.",
 			      "cannot tell which PID namespace this is: %s", s->pid_ns_signal);
@@ -283,8 +286,8 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 {
 	memset(r, 0, sizeof(*r));
 	const char *root = o && o->root ? o->root : cs_sandbox_root();
-	cs_nvml *n = NULL;
-	cs_driver *d = NULL;
+	_cleanup_(cs_nvml_closep) cs_nvml *n = NULL;
+	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
 	cs_nvml_open(&n, NULL);
 	cs_driver_open(&d, NULL); /* a driver that does not load is a failed check */
 	int rc = n && d ? 0 : -ENOMEM;
@@ -304,8 +307,6 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 		check_environment(r);
 		rc = cs_doctor_check_processes(r, d, o, root);
 	}
-	cs_nvml_close(n);
-	cs_driver_free(d);
 	if (rc < 0 || r->oom)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
 	return 0;

@@ -7,6 +7,7 @@
 #include "env.h"
 #include "nvml.h"
 #include "sandbox.h"
+#include "util.h"
 
 typedef enum cs_check_status {
 	CS_CHECK_PASS = 0,
@@ -16,10 +17,10 @@ typedef enum cs_check_status {
 
 typedef struct cs_check {
 	char name[32];
-	int status;       /* cs_check_status */
-	pid_t pid;        /* the process it is about; 0 for the others */
+	int status; /* cs_check_status */
+	pid_t pid; /* the process it is about; 0 for the others */
 	char message[1024];
-	char fix[512];    /* "" when there is nothing to do */
+	char fix[512]; /* "" when there is nothing to do */
 } cs_check;
 
 /* One GPU a process can see: an NVML index, or -1 with the entry as written
@@ -33,53 +34,54 @@ typedef struct cs_doctor_proc {
 	pid_t pid;
 	uid_t uid;
 	char comm[64];
-	char comm_libs[256];     /* communication libraries mapped, ", "-separated */
+	char comm_libs[256]; /* communication libraries mapped, ", "-separated */
 	/* Hints of GPU sharing, each the evidence seen; "" when none. */
 	char mps[160], ipc[160], mig[160];
 	bool environ_read;
 	int environ_errno;
-	bool pci_order;          /* CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA counts GPUs as NVML does */
-	bool visible_set;        /* CUDA_VISIBLE_DEVICES present in its environment */
-	char visible_env[1024];  /* its value */
+	bool pci_order; /* CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA counts GPUs as NVML does */
+	bool visible_set; /* CUDA_VISIBLE_DEVICES present in its environment */
+	char visible_env[1024]; /* its value */
 	/* The GPUs it sees, in CUDA's order; every GPU NVML lists when !visible_set. */
 	cs_visible_gpu *visible;
 	size_t nvisible;
-	char ignored[256];       /* the entries CUDA ignores, from the first bad one on */
+	char ignored[256]; /* the entries CUDA ignores, from the first bad one on */
 } cs_doctor_proc;
 
 typedef struct cs_doctor_report {
 	cs_check *checks;
 	size_t nchecks, cap;
-	size_t counts[3];        /* by cs_check_status */
+	size_t counts[3]; /* by cs_check_status */
 	cs_sandbox env;
 	cs_hostmem mem;
-	bool at_secure;          /* elevated privileges: no environment override is read */
+	bool at_secure; /* elevated privileges: no environment override is read */
 	const char *overrides[CS_ENV_COUNT]; /* documented variables set (static strings) */
 	size_t noverrides;
 	bool nvml_present;
 	char nvml_driver_version[CS_NVML_VERSION_SIZE];
 	cs_nvml_gpu *gpus;
 	size_t ngpus;
-	cs_doctor_proc *procs;   /* CUDA processes, by pid */
+	cs_doctor_proc *procs; /* CUDA processes, by pid */
 	size_t nprocs;
 	size_t pcap;
-	bool oom;                /* a check could not be recorded */
+	bool oom; /* a check could not be recorded */
 } cs_doctor_report;
 
 typedef struct cs_doctor_opts {
-	const char *root;           /* NULL: cs_sandbox_root() */
-	const cs_scan_opts *scan;   /* NULL: defaults */
+	const char *root; /* NULL: cs_sandbox_root() */
+	const cs_scan_opts *scan; /* NULL: defaults */
 } cs_doctor_opts;
 
 /* Runs every check. Returns <0 only when out of memory; a missing driver,
  * NVML or procfs is a failed or warned check, not an error. */
 int cs_doctor_run(const cs_doctor_opts *opts, cs_doctor_report *out, cs_error *err);
 void cs_doctor_report_free(cs_doctor_report *r);
+CS_DEFINE_CLEANUP_STRUCT(cs_doctor_report, cs_doctor_report_free)
 const char *cs_check_status_name(int status); /* "pass", "warn", "fail" */
 
 /* Records one check; sets r->oom when it cannot. */
-void cs_doctor_add(cs_doctor_report *r, const char *name, int status, pid_t pid, const char *fix,
-		  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void cs_doctor_add(cs_doctor_report *r, const char *name, int status, pid_t pid, const char *fix, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
 
 /* Shared by the doctor's source files. */
 void cs_doctor_list_add(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -24,18 +24,23 @@ static void check_privileges(cs_doctor_report *r, const cs_ptable *t)
 		others += t->procs[i].cls == CS_CLASS_CUDA && t->procs[i].uid != s->euid;
 	const char *fix = "Run cudasnap as root, or give it CAP_SYS_PTRACE (docker run --cap-add SYS_PTRACE).";
 	if (s->cap_sys_ptrace)
-		cs_doctor_add(r, "privileges", PASS, 0, NULL, "euid %u with CAP_SYS_PTRACE: processes of every "
-			      "user can be checkpointed", (unsigned)s->euid);
+		cs_doctor_add(r, "privileges", PASS, 0, NULL,
+			      "euid %u with CAP_SYS_PTRACE: processes of every "
+			      "user can be checkpointed",
+			      (unsigned)s->euid);
 	else if (!s->caps_known)
-		cs_doctor_add(r, "privileges", WARN, 0, fix, "euid %u; capabilities unknown (no CapEff in "
-			      "/proc/self/status)", (unsigned)s->euid);
+		cs_doctor_add(r, "privileges", WARN, 0, fix,
+			      "euid %u; capabilities unknown (no CapEff in "
+			      "/proc/self/status)",
+			      (unsigned)s->euid);
 	else
 		cs_doctor_add(r, "privileges", WARN, 0, fix,
 			      "euid %u without CAP_SYS_PTRACE: only processes running as uid %u can be "
-			      "checkpointed%s%s", (unsigned)s->euid, (unsigned)s->euid,
-			      s->euid == 0 ? ", even as root" : "",
-			      others == 0 ? "" : others == 1 ? "; 1 CUDA process of another user is out of reach" :
-			      "; CUDA processes of other users are out of reach");
+			      "checkpointed%s%s",
+			      (unsigned)s->euid, (unsigned)s->euid, s->euid == 0 ? ", even as root" : "",
+			      others == 0         ? "" :
+				      others == 1 ? "; 1 CUDA process of another user is out of reach" :
+						    "; CUDA processes of other users are out of reach");
 }
 
 static const char *comm_lib(const char *base)
@@ -79,14 +84,9 @@ static void classify_path(cs_doctor_proc *p, const char *path, bool mapped, cons
 
 static void scan_maps(int pdir, cs_doctor_proc *p, const char *devdir)
 {
-	int fd = openat(pdir, "maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	_cleanup_fclose_ FILE *f = cs_fopen_at(pdir, "maps");
+	if (!f)
 		return;
-	_cleanup_fclose_ FILE *f = fdopen(fd, "r");
-	if (!f) {
-		close(fd);
-		return;
-	}
 	_cleanup_free_ char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
@@ -101,17 +101,12 @@ static void scan_maps(int pdir, cs_doctor_proc *p, const char *devdir)
 
 static void scan_fds(int pdir, cs_doctor_proc *p, const char *devdir)
 {
-	int fdd = openat(pdir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fdd < 0)
+	_cleanup_closedir_ DIR *dir = cs_opendir_at(pdir, "fd");
+	if (!dir)
 		return;
-	_cleanup_closedir_ DIR *dir = fdopendir(fdd);
-	if (!dir) {
-		close(fdd);
-		return;
-	}
 	for (struct dirent *de; (de = readdir(dir));) {
 		char target[PATH_MAX];
-		ssize_t n = readlinkat(fdd, de->d_name, target, sizeof(target) - 1);
+		ssize_t n = readlinkat(dirfd(dir), de->d_name, target, sizeof(target) - 1);
 		if (n <= 0 || target[0] != '/')
 			continue;
 		target[n] = '\0';
@@ -223,8 +218,8 @@ static void check_comm(cs_doctor_report *r, const cs_doctor_proc *p, const char 
 			      "driver's checkpoint does not support their P2P, IPC or network transfers",
 			      who, p->comm_libs);
 	else
-		cs_doctor_add(r, "communication", PASS, p->pid, NULL,
-			      "%s loads no NCCL, NVSHMEM, UCX or MPI library", who);
+		cs_doctor_add(r, "communication", PASS, p->pid, NULL, "%s loads no NCCL, NVSHMEM, UCX or MPI library",
+			      who);
 }
 
 static void check_sharing(cs_doctor_report *r, const cs_doctor_proc *p, const char *who)
@@ -259,7 +254,8 @@ static void check_visible(cs_doctor_report *r, const cs_doctor_proc *p, const ch
 	if (!p->environ_read) {
 		cs_doctor_add(r, "visible-gpus", WARN, p->pid, "Run cudasnap as root or with CAP_SYS_PTRACE.",
 			      "%s: cannot read its environment (%s), so which GPUs it sees is unknown; a "
-			      "--device-map at restore must cover every GPU it sees", who, strerror(p->environ_errno));
+			      "--device-map at restore must cover every GPU it sees",
+			      who, strerror(p->environ_errno));
 		return;
 	}
 	for (size_t i = 0; i < p->nvisible; i++)
@@ -272,8 +268,10 @@ static void check_visible(cs_doctor_report *r, const cs_doctor_proc *p, const ch
 	else
 		snprintf(env, sizeof(env), "CUDA_VISIBLE_DEVICES unset");
 	if (!p->visible_set && !r->nvml_present) {
-		cs_doctor_add(r, "visible-gpus", PASS, p->pid, NULL, "%s sees every GPU (%s; without NVML "
-			      "they cannot be listed); a --device-map at restore must map each of them", who, env);
+		cs_doctor_add(r, "visible-gpus", PASS, p->pid, NULL,
+			      "%s sees every GPU (%s; without NVML "
+			      "they cannot be listed); a --device-map at restore must map each of them",
+			      who, env);
 		return;
 	}
 	bool order = p->visible_set && !p->pci_order && mixed_gpus(r);
@@ -319,10 +317,9 @@ static void check_unreadable(cs_doctor_report *r, const cs_ptable *t)
 	for (size_t i = 0; i < t->nunreadable && i < 8; i++)
 		cs_doctor_list_add(list, sizeof(list), "%d: %s", (int)t->unreadable[i].pid,
 				   strerror(t->unreadable[i].errnum));
-	cs_doctor_add(r, "unreadable", WARN, 0,
-		      r->env.cap_sys_ptrace ? CS_FIX_UNREADABLE_TRACER : CS_FIX_UNREADABLE,
-		      "%zu process%s could not be read (%s%s), so CUDA processes may be missing above",
-		      t->nunreadable, t->nunreadable == 1 ? "" : "es", list, t->nunreadable > 8 ? ", ..." : "");
+	cs_doctor_add(r, "unreadable", WARN, 0, r->env.cap_sys_ptrace ? CS_FIX_UNREADABLE_TRACER : CS_FIX_UNREADABLE,
+		      "%zu process%s could not be read (%s%s), so CUDA processes may be missing above", t->nunreadable,
+		      t->nunreadable == 1 ? "" : "es", list, t->nunreadable > 8 ? ", ..." : "");
 }
 
 /* Processes the driver cannot checkpoint but that hold GPU device files. */
@@ -362,12 +359,13 @@ static void check_mps_daemon(cs_doctor_report *r, const cs_ptable *t, const char
 		cs_doctor_add(r, "mps", WARN, 0,
 			      "Stop the MPS daemon (echo quit | nvidia-cuda-mps-control) before starting the "
 			      "workload: CUDA programs connect to it by themselves, and MPS clients cannot be "
-			      "checkpointed.", "%s", sig);
+			      "checkpointed.",
+			      "%s", sig);
 }
 
 int cs_doctor_check_processes(cs_doctor_report *r, cs_driver *d, const cs_doctor_opts *o, const char *root)
 {
-	cs_ptable t;
+	_cleanup_(cs_ptable_freep) cs_ptable t = { 0 };
 	cs_error e = { 0 };
 	const cs_scan_opts *so = o ? o->scan : NULL;
 	if (cs_discover(so, d, &t, &e) < 0) {
@@ -391,11 +389,8 @@ int cs_doctor_check_processes(cs_doctor_report *r, cs_driver *d, const cs_doctor
 	check_mps_daemon(r, &t, root);
 	const char *procdir = so && so->proc_dir ? so->proc_dir : cs_proc_dir();
 	const char *devdir = so && so->dev_dir ? so->dev_dir : cs_dev_dir();
-	int rc = 0;
-	for (size_t i = 0; i < t.n && rc == 0; i++)
-		if (t.procs[i].cls == CS_CLASS_CUDA)
-			rc = inspect_proc(r, &t.procs[i], procdir, devdir);
-	cs_ptable_free(&t);
-	return rc;
+	for (size_t i = 0; i < t.n; i++)
+		if (t.procs[i].cls == CS_CLASS_CUDA && inspect_proc(r, &t.procs[i], procdir, devdir) < 0)
+			return -ENOMEM;
+	return 0;
 }
-

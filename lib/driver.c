@@ -30,10 +30,12 @@ struct cs_driver {
 	cs_limits limits;
 };
 
-#define HINT_INSTALL "Install the NVIDIA driver R570 or newer, or make libcuda.so.1 visible here " \
+#define HINT_INSTALL \
+	"Install the NVIDIA driver R570 or newer, or make libcuda.so.1 visible here " \
 	"(in containers the NVIDIA container toolkit mounts it); set CUDASNAP_LIBCUDA to its path if it " \
 	"lives elsewhere."
-#define HINT_UPGRADE "The checkpoint API needs NVIDIA driver R570 (CUDA 12.8) or newer; " \
+#define HINT_UPGRADE \
+	"The checkpoint API needs NVIDIA driver R570 (CUDA 12.8) or newer; " \
 	"remapping GPUs at restore needs R580. Upgrade the driver."
 
 static int resolve(cs_driver *d, const char *name, void **slot, cs_error *err)
@@ -43,13 +45,16 @@ static int resolve(cs_driver *d, const char *name, void **slot, cs_error *err)
 	if (*slot)
 		return 0;
 	return cs_error_set(err, CS_EENV, HINT_UPGRADE,
-			    "the NVIDIA driver library %s has no symbol %s (driver version %d.%d)",
-			    d->path, name, d->version / 1000, d->version % 1000 / 10);
+			    "the NVIDIA driver library %s has no symbol %s (driver version %d.%d)", d->path, name,
+			    d->version / 1000, d->version % 1000 / 10);
 }
 
 static int load_symbols(cs_driver *d, cs_error *err)
 {
-	struct { const char *name; void **slot; } optional[] = {
+	struct {
+		const char *name;
+		void **slot;
+	} optional[] = {
 		{ "cuGetErrorName", (void **)&d->err_name },
 		{ "cuGetErrorString", (void **)&d->err_string },
 		{ "cuInit", (void **)&d->init },
@@ -79,8 +84,8 @@ static int load(cs_driver *d, cs_error *err)
 	snprintf(d->path, sizeof(d->path), "%s", env ? env : "libcuda.so.1");
 	d->handle = dlopen(d->path, RTLD_NOW | RTLD_LOCAL);
 	if (!d->handle)
-		return cs_error_set(err, CS_EENV, HINT_INSTALL,
-				    "cannot load the NVIDIA driver library %s: %s", d->path, dlerror());
+		return cs_error_set(err, CS_EENV, HINT_INSTALL, "cannot load the NVIDIA driver library %s: %s", d->path,
+				    dlerror());
 	int r = resolve(d, "cuDriverGetVersion", (void **)&d->get_version, err);
 	if (r < 0)
 		return r;
@@ -90,7 +95,8 @@ static int load(cs_driver *d, cs_error *err)
 	if (d->version < CS_DRIVER_MIN_VERSION)
 		return cs_error_set(err, CS_EENV, HINT_UPGRADE,
 				    "the NVIDIA driver supports CUDA %d.%d; the checkpoint API needs CUDA 12.8 "
-				    "(driver R570) or newer", d->version / 1000, d->version % 1000 / 10);
+				    "(driver R570) or newer",
+				    d->version / 1000, d->version % 1000 / 10);
 	return load_symbols(d, err);
 }
 
@@ -119,11 +125,26 @@ void cs_driver_free(cs_driver *d)
 	free(d);
 }
 
-bool cs_driver_loaded(const cs_driver *d) { return d && d->loaded; }
-int cs_driver_version(const cs_driver *d) { return d ? d->version : 0; }
-const char *cs_driver_path(const cs_driver *d) { return d ? d->path : ""; }
-const cs_error *cs_driver_error(const cs_driver *d) { return d ? &d->error : NULL; }
-bool cs_driver_can_remap(const cs_driver *d) { return cs_driver_loaded(d) && d->version >= CS_DRIVER_REMAP_VERSION; }
+bool cs_driver_loaded(const cs_driver *d)
+{
+	return d && d->loaded;
+}
+int cs_driver_version(const cs_driver *d)
+{
+	return d ? d->version : 0;
+}
+const char *cs_driver_path(const cs_driver *d)
+{
+	return d ? d->path : "";
+}
+const cs_error *cs_driver_error(const cs_driver *d)
+{
+	return d ? &d->error : NULL;
+}
+bool cs_driver_can_remap(const cs_driver *d)
+{
+	return cs_driver_loaded(d) && d->version >= CS_DRIVER_REMAP_VERSION;
+}
 
 void cs_driver_set_limits(cs_driver *d, const cs_limits *l)
 {
@@ -131,9 +152,15 @@ void cs_driver_set_limits(cs_driver *d, const cs_limits *l)
 		d->limits = *l;
 }
 
-const cs_limits *cs_driver_limits(const cs_driver *d) { return &d->limits; }
+const cs_limits *cs_driver_limits(const cs_driver *d)
+{
+	return &d->limits;
+}
 
-unsigned cs_driver_abandoned(void) { return cs_bounded_abandoned(); }
+unsigned cs_driver_abandoned(void)
+{
+	return cs_bounded_abandoned();
+}
 
 double cs_move_deadline(const cs_driver *d, unsigned long long bytes)
 {
@@ -161,12 +188,18 @@ static int run_call(void *copy)
 	return c->run(c);
 }
 
-static int run_init(cu_call *c) { return ((cu_init_fn)c->fn)(0); }
+static int run_init(cu_call *c)
+{
+	return ((cu_init_fn)c->fn)(0);
+}
 static int run_get_state(cu_call *c)
 {
 	return ((cu_get_state_fn)c->fn)(c->pid, &c->out);
 }
-static int run_get_tid(cu_call *c) { return ((cu_get_tid_fn)c->fn)(c->pid, &c->out); }
+static int run_get_tid(cu_call *c)
+{
+	return ((cu_get_tid_fn)c->fn)(c->pid, &c->out);
+}
 static int run_lock(cu_call *c)
 {
 	CUcheckpointLockArgs args;
@@ -174,7 +207,10 @@ static int run_lock(cu_call *c)
 	args.timeoutMs = c->timeout_ms;
 	return ((cu_lock_fn)c->fn)(c->pid, &args);
 }
-static int run_checkpoint(cu_call *c) { return ((cu_ckpt_fn)c->fn)(c->pid, NULL); }
+static int run_checkpoint(cu_call *c)
+{
+	return ((cu_ckpt_fn)c->fn)(c->pid, NULL);
+}
 static int run_restore(cu_call *c)
 {
 	if (c->npairs == 0)
@@ -185,7 +221,10 @@ static int run_restore(cu_call *c)
 	args.gpuPairsCount = c->npairs;
 	return ((cu_restore_fn)c->fn)(c->pid, &args);
 }
-static int run_unlock(cu_call *c) { return ((cu_unlock_fn)c->fn)(c->pid, NULL); }
+static int run_unlock(cu_call *c)
+{
+	return ((cu_unlock_fn)c->fn)(c->pid, NULL);
+}
 
 static int bounded(cs_driver *d, cu_call *c, double seconds)
 {
@@ -193,7 +232,11 @@ static int bounded(cs_driver *d, cu_call *c, double seconds)
 }
 
 /* Without a driver every call answers as if the library never initialized. */
-#define NEED_DRIVER(d) do { if (!cs_driver_loaded(d)) return CS_CU_NOT_INITIALIZED; } while (0)
+#define NEED_DRIVER(d) \
+	do { \
+		if (!cs_driver_loaded(d)) \
+			return CS_CU_NOT_INITIALIZED; \
+	} while (0)
 
 int cs_cu_init(cs_driver *d)
 {
@@ -275,7 +318,10 @@ int cs_cu_unlock(cs_driver *d, pid_t pid)
 }
 
 /* Names and texts of the codes cudasnap meets, for when no driver answers. */
-static const struct { int code; const char *name, *text; } known[] = {
+static const struct {
+	int code;
+	const char *name, *text;
+} known[] = {
 	{ 0, "CUDA_SUCCESS", "no error" },
 	{ 1, "CUDA_ERROR_INVALID_VALUE", "invalid argument" },
 	{ 2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory" },

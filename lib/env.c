@@ -11,14 +11,9 @@
 
 /* Every variable cudasnap reads, as documented in cudasnap(1)'s ENVIRONMENT. */
 static const char *const documented[] = {
-	"CUDASNAP_LIBCUDA",
-	"CUDASNAP_LIBNVML",
-	"CUDASNAP_DEV_DIR",
-	"CUDASNAP_PROC_DIR",
-	"CUDASNAP_STATE_DIR",
-	"CUDASNAP_ROOT",
-	"CUDASNAP_HOOK_STRICT",
-	"GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE",
+	"CUDASNAP_LIBCUDA",    "CUDASNAP_LIBNVML", "CUDASNAP_DEV_DIR",     "CUDASNAP_PROC_DIR",
+	"CUDASNAP_STATE_DIR",  "CUDASNAP_ROOT",    "CUDASNAP_HOOK_STRICT", "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE",
+	"CUDASNAP_DEVICE_MAP",
 };
 _Static_assert(CS_ARRAY_SIZE(documented) == CS_ENV_COUNT, "CS_ENV_COUNT is the length of the list");
 

@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 /* How many variables cudasnap documents (the list in env.c). */
-#define CS_ENV_COUNT 8
+#define CS_ENV_COUNT 9
 
 /* The value of a documented variable, or NULL when it is unset, empty, or
  * ignored because of AT_SECURE. A name that is not in the list is never

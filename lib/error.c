@@ -47,9 +47,8 @@ void cs_error_clear(cs_error *err)
 const char *cs_status_name(int status)
 {
 	static const char *const names[] = {
-		[CS_OK] = "ok", [CS_EUSAGE] = "usage", [CS_EENV] = "environment",
-		[CS_EDRIVER] = "driver", [CS_EPROC] = "process", [CS_ESYS] = "system",
-		[CS_ESTATE] = "state", [CS_EINTR] = "interrupted",
+		[CS_OK] = "ok",         [CS_EUSAGE] = "usage", [CS_EENV] = "environment", [CS_EDRIVER] = "driver",
+		[CS_EPROC] = "process", [CS_ESYS] = "system",  [CS_ESTATE] = "state",     [CS_EINTR] = "interrupted",
 	};
 	if (status < 0)
 		status = -status;

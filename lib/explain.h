@@ -5,20 +5,25 @@
 #include "cudasnap.h"
 
 typedef enum cs_call {
-	CS_CALL_GET_STATE, CS_CALL_GET_TID, CS_CALL_LOCK, CS_CALL_CHECKPOINT,
-	CS_CALL_RESTORE, CS_CALL_UNLOCK, CS_CALL_INIT,
+	CS_CALL_GET_STATE,
+	CS_CALL_GET_TID,
+	CS_CALL_LOCK,
+	CS_CALL_CHECKPOINT,
+	CS_CALL_RESTORE,
+	CS_CALL_UNLOCK,
+	CS_CALL_INIT,
 } cs_call;
 
 typedef struct cs_explain_ctx {
 	cs_call call;
 	pid_t pid;
-	const char *comm;      /* may be NULL */
-	int cls;               /* cs_class, CS_CLASS_NONE when unknown */
-	int state;             /* the process's state when known, else CS_STATE_UNKNOWN */
-	bool pid_visible;      /* /proc/PID exists in this PID namespace */
-	bool gvisor;           /* running under gVisor */
-	bool forked_child;     /* a device holder whose ancestor is a CUDA process */
-	unsigned timeout_ms;   /* lock timeout in force */
+	const char *comm; /* may be NULL */
+	int cls; /* cs_class, CS_CLASS_NONE when unknown */
+	int state; /* the process's state when known, else CS_STATE_UNKNOWN */
+	bool pid_visible; /* /proc/PID exists in this PID namespace */
+	bool gvisor; /* running under gVisor */
+	bool forked_child; /* a device holder whose ancestor is a CUDA process */
+	unsigned timeout_ms; /* lock timeout in force */
 } cs_explain_ctx;
 
 const char *cs_call_name(cs_call c);

@@ -124,8 +124,8 @@ void cs_cgroup_mounts_parse(const char *text, size_t len, cs_cgroup_mounts *m)
 }
 
 /* The file under the mount for a cgroup path as /proc/PID/cgroup shows it. */
-static bool cgroup_file(const char *mnt, const char *root, const char *path, size_t plen, const char *name,
-			char *out, size_t size)
+static bool cgroup_file(const char *mnt, const char *root, const char *path, size_t plen, const char *name, char *out,
+			size_t size)
 {
 	size_t rl = strlen(root);
 	/* The root cgroup of a hierarchy cannot be frozen (neither v2 nor the v1
@@ -177,7 +177,8 @@ bool cs_cgroup_frozen(const char *text, size_t len, const cs_cgroup_mounts *m, c
 			const char *ctl = c1 + 1, *cg = c2 + 1;
 			size_t ctll = (size_t)(c2 - ctl), cgl = (size_t)(le - cg);
 			bool v2 = ctll == 0 && c1 - p == 1 && *p == '0';
-			if (v2 && m->v2[0] && cgroup_file(m->v2, m->v2_root, cg, cgl, "cgroup.events", path, sizeof(path)) &&
+			if (v2 && m->v2[0] &&
+			    cgroup_file(m->v2, m->v2_root, cg, cgl, "cgroup.events", path, sizeof(path)) &&
 			    file_says(path, "frozen 1")) {
 				snprintf(where, wsize, "%s", path);
 				return true;
@@ -201,13 +202,12 @@ static pthread_once_t mounts_once = PTHREAD_ONCE_INIT;
 
 static void load_mounts(void)
 {
-	char *buf = malloc(1 << 20);
+	_cleanup_free_ char *buf = malloc(1 << 20);
 	if (!buf)
 		return;
 	ssize_t n = cs_read_at(AT_FDCWD, "/proc/self/mountinfo", buf, 1 << 20);
 	if (n > 0)
 		cs_cgroup_mounts_parse(buf, (size_t)n, &mounts);
-	free(buf);
 }
 
 static cs_halt thread_halt(int pdir, pid_t tid, pid_t *tracer)
@@ -265,18 +265,22 @@ void cs_halt_clause(const cs_halt_info *h, pid_t pid, char *buf, size_t size)
 		break;
 	case CS_HALT_TRACED:
 		if (h->tracer > 0)
-			snprintf(buf, size, "stopped by its tracer, process %d (a debugger, strace or CRIU; it runs "
-				 "again when the tracer continues or detaches)", (int)h->tracer);
+			snprintf(buf, size,
+				 "stopped by its tracer, process %d (a debugger, strace or CRIU; it runs "
+				 "again when the tracer continues or detaches)",
+				 (int)h->tracer);
 		else
-			snprintf(buf, size, "stopped by a tracer (a debugger, strace or CRIU; it runs again when the "
+			snprintf(buf, size,
+				 "stopped by a tracer (a debugger, strace or CRIU; it runs again when the "
 				 "tracer continues or detaches)");
 		break;
 	case CS_HALT_FROZEN:
-		snprintf(buf, size, "frozen by its cgroup (%s: 'docker unpause', or thaw the cgroup, or wait for "
-			 "the engine that froze it)", h->where);
+		snprintf(buf, size,
+			 "frozen by its cgroup (%s: 'docker unpause', or thaw the cgroup, or wait for "
+			 "the engine that froze it)",
+			 h->where);
 		break;
-	default:
-		snprintf(buf, size, "running");
+	default: snprintf(buf, size, "running");
 	}
 }
 

@@ -11,9 +11,9 @@
 
 typedef struct cs_halt_info {
 	cs_halt halt;
-	pid_t tid;          /* the thread found stopped (the restore thread, or the process) */
-	pid_t tracer;       /* TracerPid when traced, 0 when unknown */
-	char where[256];    /* frozen: the freezer file that says so */
+	pid_t tid; /* the thread found stopped (the restore thread, or the process) */
+	pid_t tracer; /* TracerPid when traced, 0 when unknown */
+	char where[256]; /* frozen: the freezer file that says so */
 } cs_halt_info;
 
 /* Looks at tid (the restore thread; 0: the process itself) of pid and at
@@ -38,8 +38,7 @@ void cs_cgroup_mounts_parse(const char *mountinfo, size_t len, cs_cgroup_mounts 
 /* Whether the text of a /proc/PID/cgroup file puts the process in a frozen
  * cgroup (v2 cgroup.events "frozen 1", v1 freezer.state FROZEN or FREEZING).
  * Fills where with the file that says so. */
-bool cs_cgroup_frozen(const char *cgroup_text, size_t len, const cs_cgroup_mounts *m, char *where,
-		      size_t wsize);
+bool cs_cgroup_frozen(const char *cgroup_text, size_t len, const cs_cgroup_mounts *m, char *where, size_t wsize);
 
 /* Fills err (status CS_EPROC) for a halted process: who, why, how to resume
  * it. doing: what was about to happen ("checkpoint"), for the message. */

@@ -3,8 +3,12 @@
 #define CS_JSON_H
 
 #include "cudasnap.h"
+#include "util.h"
 
 #include <json-c/json.h>
+
+CS_DEFINE_CLEANUP(json_object, json_object_put)
+CS_DEFINE_CLEANUP(json_tokener, json_tokener_free)
 
 json_object *cs_json_driver(const cs_driver *d);
 json_object *cs_json_proc(const cs_proc *p, const cs_driver *d);

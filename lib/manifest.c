@@ -9,7 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#define HINT_CORRUPT "Remove the manifest (restore then discovers checkpointed processes itself), " \
+#define HINT_CORRUPT \
+	"Remove the manifest (restore then discovers checkpointed processes itself), " \
 	"or pass --ignore-manifest."
 
 static int by_ckpt_seq(const void *a, const void *b)
@@ -46,7 +47,7 @@ static json_object *entry_json(const cs_target *t, int order)
 char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, double wall)
 {
 	/* v holds pointers: sizeof(*v) is one pointer's size, as meant. */
-	const cs_target **v = calloc(n ? n : 1, sizeof(*v)); // NOLINT(bugprone-sizeof-expression)
+	_cleanup_free_ const cs_target **v = calloc(n ? n : 1, sizeof(*v)); // NOLINT(bugprone-sizeof-expression)
 	if (!v)
 		return NULL;
 	size_t m = 0;
@@ -54,7 +55,7 @@ char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, doubl
 		if (t[i].done[CS_STEP_CHECKPOINT] && t[i].state == CS_STATE_CHECKPOINTED)
 			v[m++] = &t[i];
 	qsort(v, m, sizeof(*v), by_ckpt_seq); // NOLINT(bugprone-sizeof-expression): see above
-	json_object *o = json_object_new_object();
+	_cleanup_(json_object_putp) json_object *o = json_object_new_object();
 	json_object_object_add(o, "version", json_object_new_int(1));
 	char when[40];
 	time_t now = time(NULL);
@@ -66,10 +67,7 @@ char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, doubl
 	for (size_t i = 0; i < m; i++)
 		json_object_array_add(arr, entry_json(v[i], (int)i));
 	json_object_object_add(o, "processes", arr);
-	char *s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
-	json_object_put(o);
-	free(v);
-	return s;
+	return strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
 }
 
 static bool get_int(json_object *o, const char *key, long long min, long long max, long long *out)
@@ -121,8 +119,10 @@ static int parse_root(json_object *root, cs_manifest *m, cs_error *err)
 	json_object *arr;
 	if (!json_object_is_type(root, json_type_object) || !get_int(root, "version", 1, 1, &version) ||
 	    !json_object_object_get_ex(root, "processes", &arr) || !json_object_is_type(arr, json_type_array))
-		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest %s/%s is not a cudasnap manifest "
-				    "of version 1", cs_state_dir(), CS_MANIFEST_NAME);
+		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT,
+				    "the manifest %s/%s is not a cudasnap manifest "
+				    "of version 1",
+				    cs_state_dir(), CS_MANIFEST_NAME);
 	m->version = 1;
 	m->driver_version = get_int(root, "driver_version", 0, INT_MAX, &dv) ? (int)dv : 0;
 	get_str(root, "created", m->created, sizeof(m->created), true);
@@ -132,8 +132,10 @@ static int parse_root(json_object *root, cs_manifest *m, cs_error *err)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
 	for (size_t i = 0; i < n; i++, m->n++)
 		if (parse_entry(json_object_array_get_idx(arr, i), &m->e[i]) < 0)
-			return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest %s/%s has a malformed "
-					    "entry (#%zu)", cs_state_dir(), CS_MANIFEST_NAME, i);
+			return cs_error_set(err, CS_ESTATE, HINT_CORRUPT,
+					    "the manifest %s/%s has a malformed "
+					    "entry (#%zu)",
+					    cs_state_dir(), CS_MANIFEST_NAME, i);
 	return 0;
 }
 
@@ -144,30 +146,30 @@ int cs_manifest_parse(const char *buf, size_t len, cs_manifest *m, cs_error *err
 		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest is too large");
 	/* JSON is UTF-8; json-c's own check lets overlong forms and surrogates by. */
 	if (!cs_utf8_valid(buf, len))
-		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest %s/%s is corrupt or truncated "
-				    "(not UTF-8)", cs_state_dir(), CS_MANIFEST_NAME);
-	json_tokener *tok = json_tokener_new_ex(16);
+		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT,
+				    "the manifest %s/%s is corrupt or truncated "
+				    "(not UTF-8)",
+				    cs_state_dir(), CS_MANIFEST_NAME);
+	_cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(16);
 	if (!tok)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
 	/* JSON and nothing else: by default json-c also takes comments and
 	 * single quotes, which no manifest cudasnap writes contains. */
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-	json_object *root = json_tokener_parse_ex(tok, buf, (int)len);
+	_cleanup_(json_object_putp) json_object *root = json_tokener_parse_ex(tok, buf, (int)len);
 	enum json_tokener_error je = json_tokener_get_error(tok);
 	size_t end = json_tokener_get_parse_end(tok);
 	bool trailing = root && end < len && strspn(buf + end, " \t\r\n") != len - end;
-	json_tokener_free(tok);
-	if (!root || je != json_tokener_success || trailing) {
-		json_object_put(root);
+	if (!root || je != json_tokener_success || trailing)
 		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest %s/%s is corrupt or truncated (%s)",
 				    cs_state_dir(), CS_MANIFEST_NAME,
 				    je != json_tokener_success ? json_tokener_error_desc(je) : "trailing bytes");
-	}
-	int r = parse_root(root, m, err);
-	json_object_put(root);
+	_cleanup_(cs_manifest_freep) cs_manifest parsed = { 0 };
+	int r = parse_root(root, &parsed, err);
 	if (r < 0)
-		cs_manifest_free(m);
-	return r;
+		return r;
+	*m = TAKE_STRUCT(parsed);
+	return 0;
 }
 
 void cs_manifest_free(cs_manifest *m)
@@ -190,15 +192,13 @@ static bool restored(json_object *e, const cs_target *t, size_t n)
 
 char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t n, size_t *left)
 {
-	cs_manifest check;
+	_cleanup_(cs_manifest_freep) cs_manifest check = { 0 };
 	if (cs_manifest_parse(buf, len, &check, NULL) < 0)
 		return NULL;
-	cs_manifest_free(&check);
-	json_object *root = json_tokener_parse(buf), *arr;
-	if (!root || !json_object_object_get_ex(root, "processes", &arr)) {
-		json_object_put(root);
+	_cleanup_(json_object_putp) json_object *root = json_tokener_parse(buf);
+	json_object *arr;
+	if (!root || !json_object_object_get_ex(root, "processes", &arr))
 		return NULL;
-	}
 	json_object *keep = json_object_new_array();
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		json_object *e = json_object_array_get_idx(arr, i);
@@ -207,7 +207,5 @@ char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t 
 	}
 	*left = json_object_array_length(keep);
 	json_object_object_add(root, "processes", keep);
-	char *s = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
-	json_object_put(root);
-	return s;
+	return strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
 }

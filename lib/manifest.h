@@ -4,6 +4,7 @@
 #define CS_MANIFEST_H
 
 #include "cudasnap.h"
+#include "util.h"
 
 #define CS_MANIFEST_NAME "manifest.json"
 #define CS_MANIFEST_MAX (16u << 20)
@@ -32,6 +33,7 @@ char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, doubl
 /* Parses untrusted text; a corrupt manifest is an error with a hint. */
 int cs_manifest_parse(const char *buf, size_t len, cs_manifest *out, cs_error *err);
 void cs_manifest_free(cs_manifest *m);
+CS_DEFINE_CLEANUP_STRUCT(cs_manifest, cs_manifest_free)
 /* The manifest text without the entries of targets this restore brought back
  * to running; *left is how many entries remain. NULL when buf does not parse. */
 char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t n, size_t *left);

@@ -58,23 +58,42 @@ struct cs_nvml {
 	nvml_ret (*name)(nvml_device, char *, unsigned);
 	nvml_ret (*persistence)(nvml_device, int *);
 	nvml_ret (*memory)(nvml_device, nvml_memory_v1 *);
-	nvml_ret (*memory_v2)(nvml_device, nvml_memory_v2 *);   /* optional */
+	nvml_ret (*memory_v2)(nvml_device, nvml_memory_v2 *); /* optional */
 	nvml_ret (*mig_mode)(nvml_device, unsigned *, unsigned *); /* optional */
 	nvml_ret (*procs)(nvml_device, unsigned *, nvml_proc_info *); /* optional */
 };
 
-#define HINT_NVML "NVML (libnvidia-ml.so.1) comes with the NVIDIA driver; in containers the NVIDIA " \
+#define HINT_NVML \
+	"NVML (libnvidia-ml.so.1) comes with the NVIDIA driver; in containers the NVIDIA " \
 	"container toolkit mounts it. Set CUDASNAP_LIBNVML to its path if it lives elsewhere."
 
-static const struct { int code; const char *text; } nvml_texts[] = {
-	{ 0, "Success" }, { 1, "Uninitialized" }, { 2, "Invalid Argument" }, { 3, "Not Supported" },
-	{ 4, "Insufficient Permissions" }, { 5, "Already Initialized" }, { 6, "Not Found" },
-	{ 7, "Insufficient Size" }, { 8, "Insufficient External Power" }, { 9, "Driver Not Loaded" },
-	{ 10, "Timeout" }, { 11, "Interrupt Request Issue" }, { 12, "NVML Shared Library Not Found" },
-	{ 13, "Function Not Found" }, { 14, "Corrupted infoROM" }, { 15, "GPU is lost" },
-	{ 16, "GPU requires restart" }, { 17, "The operating system has blocked the request" },
-	{ 18, "RM has detected an NVML/RM version mismatch" }, { 19, "In use by another client" },
-	{ 20, "Insufficient Memory" }, { 21, "No data" }, { 999, "Unknown Error" },
+static const struct {
+	int code;
+	const char *text;
+} nvml_texts[] = {
+	{ 0, "Success" },
+	{ 1, "Uninitialized" },
+	{ 2, "Invalid Argument" },
+	{ 3, "Not Supported" },
+	{ 4, "Insufficient Permissions" },
+	{ 5, "Already Initialized" },
+	{ 6, "Not Found" },
+	{ 7, "Insufficient Size" },
+	{ 8, "Insufficient External Power" },
+	{ 9, "Driver Not Loaded" },
+	{ 10, "Timeout" },
+	{ 11, "Interrupt Request Issue" },
+	{ 12, "NVML Shared Library Not Found" },
+	{ 13, "Function Not Found" },
+	{ 14, "Corrupted infoROM" },
+	{ 15, "GPU is lost" },
+	{ 16, "GPU requires restart" },
+	{ 17, "The operating system has blocked the request" },
+	{ 18, "RM has detected an NVML/RM version mismatch" },
+	{ 19, "In use by another client" },
+	{ 20, "Insufficient Memory" },
+	{ 21, "No data" },
+	{ 999, "Unknown Error" },
 };
 
 const char *cs_nvml_strerror(const cs_nvml *n, int ret)
@@ -92,7 +111,11 @@ const char *cs_nvml_strerror(const cs_nvml *n, int ret)
 
 static int load_symbols(cs_nvml *n)
 {
-	struct { const char *name; void **slot; bool required; } syms[] = {
+	struct {
+		const char *name;
+		void **slot;
+		bool required;
+	} syms[] = {
 		{ "nvmlInit_v2", (void **)&n->init, true },
 		{ "nvmlShutdown", (void **)&n->shutdown, true },
 		{ "nvmlErrorString", (void **)&n->error_string, false },
@@ -111,8 +134,8 @@ static int load_symbols(cs_nvml *n)
 		*syms[i].slot = dlsym(n->handle, syms[i].name);
 		if (!*syms[i].slot && syms[i].required)
 			return cs_error_set(&n->error, CS_EENV, HINT_NVML,
-					    "NVML library %s has no symbol %s (a driver older than R450?)",
-					    n->path, syms[i].name);
+					    "NVML library %s has no symbol %s (a driver older than R450?)", n->path,
+					    syms[i].name);
 	}
 	return 0;
 }
@@ -123,8 +146,8 @@ static int load(cs_nvml *n)
 	snprintf(n->path, sizeof(n->path), "%s", env ? env : "libnvidia-ml.so.1");
 	n->handle = dlopen(n->path, RTLD_NOW | RTLD_LOCAL);
 	if (!n->handle)
-		return cs_error_set(&n->error, CS_EENV, HINT_NVML, "NVML not found: cannot load %s: %s",
-				    n->path, dlerror());
+		return cs_error_set(&n->error, CS_EENV, HINT_NVML, "NVML not found: cannot load %s: %s", n->path,
+				    dlerror());
 	int r = load_symbols(n);
 	if (r < 0)
 		return r;
@@ -133,8 +156,7 @@ static int load(cs_nvml *n)
 		return cs_error_set(&n->error, CS_EENV,
 				    "Check that the NVIDIA kernel module is loaded and /dev/nvidiactl is "
 				    "accessible here (nvidia-smi shows the same error).",
-				    "NVML did not initialize: nvmlInit_v2: %s (%d)",
-				    cs_nvml_strerror(n, ret), ret);
+				    "NVML did not initialize: nvmlInit_v2: %s (%d)", cs_nvml_strerror(n, ret), ret);
 	if (n->driver_ver && n->driver_ver(n->driver_version, sizeof(n->driver_version)) != NVML_OK)
 		n->driver_version[0] = '\0';
 	n->driver_version[sizeof(n->driver_version) - 1] = '\0';
@@ -161,11 +183,26 @@ void cs_nvml_close(cs_nvml *n)
 	free(n);
 }
 
-bool cs_nvml_present(const cs_nvml *n) { return n && n->present; }
-const char *cs_nvml_path(const cs_nvml *n) { return n ? n->path : ""; }
-const cs_error *cs_nvml_error(const cs_nvml *n) { return n ? &n->error : NULL; }
-const char *cs_nvml_driver_version(const cs_nvml *n) { return n ? n->driver_version : ""; }
-bool cs_nvml_has_mig(const cs_nvml *n) { return cs_nvml_present(n) && n->mig_mode; }
+bool cs_nvml_present(const cs_nvml *n)
+{
+	return n && n->present;
+}
+const char *cs_nvml_path(const cs_nvml *n)
+{
+	return n ? n->path : "";
+}
+const cs_error *cs_nvml_error(const cs_nvml *n)
+{
+	return n ? &n->error : NULL;
+}
+const char *cs_nvml_driver_version(const cs_nvml *n)
+{
+	return n ? n->driver_version : "";
+}
+bool cs_nvml_has_mig(const cs_nvml *n)
+{
+	return cs_nvml_present(n) && n->mig_mode;
+}
 
 /* NOT_SUPPORTED only leaves a value unknown (MIG slices, vGPUs); anything
  * else is worth reporting. */
@@ -233,8 +270,8 @@ int cs_nvml_gpus(cs_nvml *n, cs_nvml_gpu **gpus, size_t *count, cs_error *err)
 	unsigned c = 0;
 	nvml_ret ret = n->count(&c);
 	if (ret != NVML_OK)
-		return cs_error_set(err, CS_EDRIVER, NULL, "nvmlDeviceGetCount_v2: %s (%d)",
-				    cs_nvml_strerror(n, ret), ret);
+		return cs_error_set(err, CS_EDRIVER, NULL, "nvmlDeviceGetCount_v2: %s (%d)", cs_nvml_strerror(n, ret),
+				    ret);
 	if (c == 0)
 		return 0;
 	if (c > 1024)
@@ -251,13 +288,12 @@ int cs_nvml_gpus(cs_nvml *n, cs_nvml_gpu **gpus, size_t *count, cs_error *err)
 
 void cs_nvml_list(cs_nvml_gpu **gpus, size_t *count)
 {
-	cs_nvml *n = NULL;
+	_cleanup_(cs_nvml_closep) cs_nvml *n = NULL;
 	cs_nvml_open(&n, NULL);
 	if (cs_nvml_gpus(n, gpus, count, NULL) < 0) {
 		*gpus = NULL;
 		*count = 0;
 	}
-	cs_nvml_close(n);
 }
 
 /* Adds the GPU memory NVML reports for each process of one GPU into *out. */
@@ -299,7 +335,7 @@ void cs_nvml_proc_list(cs_nvml_proc **out, size_t *count)
 {
 	*out = NULL;
 	*count = 0;
-	cs_nvml *n = NULL;
+	_cleanup_(cs_nvml_closep) cs_nvml *n = NULL;
 	cs_nvml_open(&n, NULL);
 	unsigned c = 0;
 	size_t cap = 0;
@@ -310,7 +346,6 @@ void cs_nvml_proc_list(cs_nvml_proc **out, size_t *count)
 				break;
 		}
 	}
-	cs_nvml_close(n);
 }
 
 static int hex_digit(char c)

@@ -5,6 +5,7 @@
 #define CS_NVML_H
 
 #include "cudasnap.h"
+#include "util.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,14 +23,14 @@
 typedef struct cs_nvml cs_nvml;
 
 typedef struct cs_nvml_gpu {
-	unsigned index;             /* NVML's index (PCI bus order) */
+	unsigned index; /* NVML's index (PCI bus order) */
 	char uuid[CS_NVML_UUID_SIZE];
 	char name[CS_NVML_NAME_SIZE];
-	int persistence;            /* 1 on, 0 off, -1 unknown */
-	int mig;                    /* 1 enabled, 0 disabled, -1 unknown or no MIG */
+	int persistence; /* 1 on, 0 off, -1 unknown */
+	int mig; /* 1 enabled, 0 disabled, -1 unknown or no MIG */
 	bool memory_known;
 	unsigned long long memory_total, memory_used; /* bytes */
-	int error;                  /* first NVML error met on this GPU, 0 if none */
+	int error; /* first NVML error met on this GPU, 0 if none */
 } cs_nvml_gpu;
 
 /* Loads NVML ($CUDASNAP_LIBNVML or libnvidia-ml.so.1) and initializes it.
@@ -39,6 +40,7 @@ typedef struct cs_nvml_gpu {
 int cs_nvml_open(cs_nvml **out, cs_error *err);
 /* nvmlShutdown when initialized; the library itself stays loaded. */
 void cs_nvml_close(cs_nvml *n);
+CS_DEFINE_CLEANUP(cs_nvml, cs_nvml_close)
 bool cs_nvml_present(const cs_nvml *n);
 const char *cs_nvml_path(const cs_nvml *n);
 const cs_error *cs_nvml_error(const cs_nvml *n);

@@ -1,4 +1,5 @@
 #include "pool.h"
+#include "util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -39,7 +40,8 @@ static void *watched_worker(void *arg)
 
 static void nap(double seconds)
 {
-	struct timespec ts = { .tv_sec = (time_t)seconds, .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9) };
+	struct timespec ts = { .tv_sec = (time_t)seconds,
+			       .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9) };
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 }
@@ -52,7 +54,7 @@ int cs_pool_run_watched(unsigned jobs, size_t n, cs_pool_fn fn, void *ctx, void 
 	pool p = { .fn = fn, .ctx = ctx, .n = n };
 	atomic_init(&p.next, 0);
 	jobs = jobs < 1 ? 1 : jobs > n ? (unsigned)n : jobs;
-	pthread_t *th = calloc(jobs, sizeof(*th));
+	_cleanup_free_ pthread_t *th = calloc(jobs, sizeof(*th));
 	if (!th)
 		return cs_pool_run(jobs, n, fn, ctx);
 	unsigned started = 0;
@@ -61,10 +63,8 @@ int cs_pool_run_watched(unsigned jobs, size_t n, cs_pool_fn fn, void *ctx, void 
 		if (pthread_create(&th[started], NULL, watched_worker, &p) != 0)
 			break;
 	atomic_fetch_sub(&p.running, jobs - started);
-	if (started == 0) {
-		free(th); /* no thread to spare: no watching either */
-		return cs_pool_run(1, n, fn, ctx);
-	}
+	if (started == 0)
+		return cs_pool_run(1, n, fn, ctx); /* no thread to spare: no watching either */
 	double t0 = cs_now(), next = t0 + period;
 	/* Short naps: the step's end is noticed within 20 ms. */
 	while (atomic_load(&p.running) > 0) {
@@ -76,7 +76,6 @@ int cs_pool_run_watched(unsigned jobs, size_t n, cs_pool_fn fn, void *ctx, void 
 	}
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
-	free(th);
 	return 0;
 }
 
@@ -89,7 +88,7 @@ int cs_pool_run(unsigned jobs, size_t n, cs_pool_fn fn, void *ctx)
 		jobs = 1;
 	if (jobs > n)
 		jobs = (unsigned)n;
-	pthread_t *th = jobs > 1 ? calloc(jobs - 1, sizeof(*th)) : NULL;
+	_cleanup_free_ pthread_t *th = jobs > 1 ? calloc(jobs - 1, sizeof(*th)) : NULL;
 	unsigned started = 0;
 	for (; th && started < jobs - 1; started++)
 		if (pthread_create(&th[started], NULL, worker, &p) != 0)
@@ -97,6 +96,5 @@ int cs_pool_run(unsigned jobs, size_t n, cs_pool_fn fn, void *ctx)
 	worker(&p);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
-	free(th);
 	return 0;
 }

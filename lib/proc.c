@@ -226,8 +226,8 @@ static bool skip_field(const char **p, const char *end)
 int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out)
 {
 	const char *p = line, *end = line + len;
-	if (!take_hex(&p, end, &out->start) || p >= end || *p++ != '-' ||
-	    !take_hex(&p, end, &out->end) || p >= end || *p++ != ' ')
+	if (!take_hex(&p, end, &out->start) || p >= end || *p++ != '-' || !take_hex(&p, end, &out->end) || p >= end ||
+	    *p++ != ' ')
 		return -EINVAL;
 	/* perms, offset, dev, inode */
 	for (int i = 0; i < 4; i++)
@@ -325,15 +325,10 @@ void cs_proc_clear(cs_proc *p)
 
 int cs_proc_scan_fds(int pdir, const char *devdir, cs_proc *p)
 {
-	int fdd = openat(pdir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fdd < 0)
+	_cleanup_closedir_ DIR *dir = cs_opendir_at(pdir, "fd");
+	if (!dir)
 		return -errno;
-	_cleanup_closedir_ DIR *dir = fdopendir(fdd);
-	if (!dir) {
-		int e = errno;
-		close(fdd);
-		return -e;
-	}
+	int fdd = dirfd(dir);
 	for (;;) {
 		errno = 0; /* readdir leaves errno alone at the end; readlinkat may not */
 		struct dirent *de = readdir(dir);
@@ -468,6 +463,6 @@ int cs_proc_start_time(const char *procdir, pid_t pid, unsigned long long *start
 bool cs_proc_alive(const char *procdir, pid_t pid, unsigned long long start)
 {
 	cs_stat st;
-	return read_pid_stat(procdir, pid, &st) == 0 && st.start_time == start && st.state != 'Z' &&
-	       st.state != 'X' && !(st.flags & CS_PF_EXITING);
+	return read_pid_stat(procdir, pid, &st) == 0 && st.start_time == start && st.state != 'Z' && st.state != 'X' &&
+		!(st.flags & CS_PF_EXITING);
 }

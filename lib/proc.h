@@ -4,6 +4,7 @@
 #define CS_PROC_H
 
 #include "cudasnap.h"
+#include "util.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,7 +26,7 @@ typedef struct cs_stat {
 
 typedef struct cs_map_entry {
 	unsigned long start, end;
-	const char *path;  /* points into the parsed line; "" for anonymous */
+	const char *path; /* points into the parsed line; "" for anonymous */
 	size_t path_len;
 } cs_map_entry;
 
@@ -63,6 +64,8 @@ int cs_proc_start_time(const char *procdir, pid_t pid, unsigned long long *start
 bool cs_proc_alive(const char *procdir, pid_t pid, unsigned long long start);
 
 int cs_proc_add_ref(cs_proc *p, const cs_devref *ref);
+/* Frees p's references; p may be zeroed. */
 void cs_proc_clear(cs_proc *p);
+CS_DEFINE_CLEANUP_STRUCT(cs_proc, cs_proc_clear)
 
 #endif

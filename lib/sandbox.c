@@ -74,8 +74,7 @@ static void set_signal(char *dst, const char *fmt, ...)
 	cs_sanitize(dst, CS_SIGNAL_SIZE, s, strlen(s));
 }
 
-static void read_kernel(int rootfd, const char *root, char *release, size_t rsize, char *version,
-			size_t vsize)
+static void read_kernel(int rootfd, const char *root, char *release, size_t rsize, char *version, size_t vsize)
 {
 	char buf[512];
 	release[0] = version[0] = '\0';
@@ -164,18 +163,16 @@ static bool cgroup_signal(int rootfd, cs_sandbox *s)
 static bool rootfs_signal(int rootfd, cs_sandbox *s)
 {
 	static const char *const stores[] = {
-		"/var/lib/docker/", "io.containerd.", "/containers/storage/", "/var/lib/kubelet/",
+		"/var/lib/docker/",
+		"io.containerd.",
+		"/containers/storage/",
+		"/var/lib/kubelet/",
 	};
 	if (rootfd < 0)
 		return false;
-	int fd = openat(rootfd, "proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	_cleanup_fclose_ FILE *f = cs_fopen_at(rootfd, "proc/self/mountinfo");
+	if (!f)
 		return false;
-	_cleanup_fclose_ FILE *f = fdopen(fd, "r");
-	if (!f) {
-		close(fd);
-		return false;
-	}
 	_cleanup_free_ char *line = NULL;
 	size_t cap = 0;
 	while (getline(&line, &cap, f) > 0) {
@@ -251,8 +248,7 @@ static bool kthreadd_visible(int rootfd)
 	char buf[1024];
 	ssize_t n = read_rel(rootfd, "proc/2/stat", buf, sizeof(buf));
 	cs_stat st;
-	return n > 0 && cs_parse_stat(buf, (size_t)n, &st) == 0 && st.ppid == 0 &&
-	       strcmp(st.comm, "kthreadd") == 0;
+	return n > 0 && cs_parse_stat(buf, (size_t)n, &st) == 0 && st.ppid == 0 && strcmp(st.comm, "kthreadd") == 0;
 }
 
 /* "pid:[4026531836]" -> 4026531836 */
@@ -416,7 +412,7 @@ static void cgroup_room(int rootfd, cs_hostmem *m)
 				m->cgroup_room = room;
 				m->cgroup_limit = limit;
 				snprintf(m->cgroup_path, sizeof(m->cgroup_path), "%.*s",
-				 (int)sizeof(m->cgroup_path) - 1, path);
+					 (int)sizeof(m->cgroup_path) - 1, path);
 			}
 		}
 		char *slash = strrchr(path, '/');

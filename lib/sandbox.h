@@ -26,28 +26,28 @@ typedef enum cs_pidns {
 
 typedef struct cs_sandbox {
 	bool gvisor;
-	char gvisor_signal[CS_SIGNAL_SIZE];    /* what showed it; "" when not gVisor */
+	char gvisor_signal[CS_SIGNAL_SIZE]; /* what showed it; "" when not gVisor */
 	bool container;
 	char container_signal[CS_SIGNAL_SIZE];
-	int pid_ns;                            /* cs_pidns */
+	int pid_ns; /* cs_pidns */
 	char pid_ns_signal[CS_SIGNAL_SIZE];
 	/* Entries on the NSpid line of our status: more than one means /proc was
 	 * mounted by an outer PID namespace, so its PIDs are not this namespace's. */
-	int nspid_depth;                       /* 0 when unknown */
+	int nspid_depth; /* 0 when unknown */
 	char kernel_release[64];
 	uid_t euid;
 	bool caps_known;
-	bool cap_sys_ptrace;                   /* bit 19 of CapEff */
+	bool cap_sys_ptrace; /* bit 19 of CapEff */
 } cs_sandbox;
 
 typedef struct cs_hostmem {
-	long long mem_available;   /* bytes, MemAvailable of /proc/meminfo; -1 unknown */
+	long long mem_available; /* bytes, MemAvailable of /proc/meminfo; -1 unknown */
 	/* Room left under the tightest memory cgroup limit of this process and its
 	 * ancestors (v2 memory.max, v1 memory.limit_in_bytes); -1 when unlimited
 	 * or unknown. */
 	long long cgroup_room;
-	long long cgroup_limit;    /* that limit, -1 when none */
-	char cgroup_path[256];     /* the cgroup that has it */
+	long long cgroup_limit; /* that limit, -1 when none */
+	char cgroup_path[256]; /* the cgroup that has it */
 } cs_hostmem;
 
 /* $CUDASNAP_ROOT, or "/" */

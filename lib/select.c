@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HINT_HOST_PID "PIDs from nvidia-smi or NVML are host PIDs, which mean nothing inside a " \
+#define HINT_HOST_PID \
+	"PIDs from nvidia-smi or NVML are host PIDs, which mean nothing inside a " \
 	"container or sandbox. Run 'cudasnap ps' here to see the PIDs of this namespace, or leave out " \
 	"--pid to act on every CUDA process."
 
@@ -82,7 +83,7 @@ static bool cgroup_line_matches(const char *line, size_t len, const char *want, 
 	if (!slash)
 		return false;
 	return names_hierarchy(dir, (size_t)(slash - dir), c1 + 1, (size_t)(c2 - c1 - 1)) &&
-	       path_under(path, plen, slash, wlen - (size_t)(slash - want));
+		path_under(path, plen, slash, wlen - (size_t)(slash - want));
 }
 
 bool cs_cgroup_matches(const char *text, size_t len, const char *cg)
@@ -134,8 +135,8 @@ bool cs_selection_covers(const cs_ptable *t, const cs_selection *sel, pid_t pid)
 static int check_visible(pid_t pid, const char *opt, pid_t *tgid, cs_error *err)
 {
 	if (cs_tid_to_tgid(cs_proc_dir(), pid, tgid) < 0)
-		return cs_error_set(err, CS_EUSAGE, HINT_HOST_PID,
-				    "%s %d: no such process in this PID namespace", opt, (int)pid);
+		return cs_error_set(err, CS_EUSAGE, HINT_HOST_PID, "%s %d: no such process in this PID namespace", opt,
+				    (int)pid);
 	return 0;
 }
 
@@ -159,13 +160,15 @@ static int explicit_pids(const cs_ptable *t, const cs_selection *sel, bool *want
 		const cs_proc *p = cs_ptable_find(t, tg);
 		for (size_t k = 0; !p && k < t->nunreadable; k++)
 			if (t->unreadable[k].pid == tg)
-				return cs_error_errno(err, CS_EENV, t->unreadable[k].errnum, "Run cudasnap as root, or "
-						      "give it CAP_SYS_PTRACE.", "--pid %d: cannot read the process",
-						      (int)sel->pids[i]);
+				return cs_error_errno(err, CS_EENV, t->unreadable[k].errnum,
+						      "Run cudasnap as root, or "
+						      "give it CAP_SYS_PTRACE.",
+						      "--pid %d: cannot read the process", (int)sel->pids[i]);
 		if (!p || p->cls != CS_CLASS_CUDA)
-			return cs_error_set(err, CS_EUSAGE, "Only processes listed as 'cuda' by 'cudasnap ps' can "
-					    "be checkpointed.", "--pid %d is not a CUDA process: %s", (int)sel->pids[i],
-					    why_not_cuda(p));
+			return cs_error_set(err, CS_EUSAGE,
+					    "Only processes listed as 'cuda' by 'cudasnap ps' can "
+					    "be checkpointed.",
+					    "--pid %d is not a CUDA process: %s", (int)sel->pids[i], why_not_cuda(p));
 		want[p - t->procs] = true;
 	}
 	for (size_t i = 0; i < sel->ntrees; i++) {
@@ -201,7 +204,7 @@ int cs_select(const cs_ptable *t, const cs_selection *sel, cs_target **out, size
 			want[i] = in_cgroup(p->pid, sel->cgroup);
 		m += want[i];
 	}
-	cs_target *v = calloc(m ? m : 1, sizeof(*v));
+	_cleanup_free_ cs_target *v = calloc(m ? m : 1, sizeof(*v));
 	if (!v)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
 	size_t k = 0;
@@ -209,13 +212,16 @@ int cs_select(const cs_ptable *t, const cs_selection *sel, cs_target **out, size
 		if (!want[i])
 			continue;
 		const cs_proc *p = &t->procs[i];
-		v[k] = (cs_target){ .pid = p->pid, .start_time = p->start_time, .order = (int)k,
-				    .state = p->state, .initial_state = p->state };
+		v[k] = (cs_target){ .pid = p->pid,
+				    .start_time = p->start_time,
+				    .order = (int)k,
+				    .state = p->state,
+				    .initial_state = p->state };
 		memcpy(v[k].comm, p->comm, sizeof(v[k].comm));
 		cs_visible_devices(p->pid, v[k].visible_devices, sizeof(v[k].visible_devices));
 		k++;
 	}
-	*out = v;
+	*out = TAKE_PTR(v);
 	*n = m;
 	return 0;
 }

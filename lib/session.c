@@ -28,24 +28,32 @@ void cs_session_warn(const cs_session *s, const char *fmt, ...)
 int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs_error *err)
 {
 	*out = NULL;
-	cs_session *s = calloc(1, sizeof(*s));
+	_cleanup_(cs_session_freep) cs_session *s = calloc(1, sizeof(*s));
 	if (!s)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
 	*s = (cs_session){ .d = d, .o = o, .state_fd = -1, .lock_fd = -1 };
 	cs_sandbox_detect(NULL, &s->sandbox);
 	s->state_fd = cs_state_open(err);
 	if (s->state_fd < 0 && s->sandbox.euid != 0)
-		snprintf(err->hint, sizeof(err->hint), "%s needs root (or CAP_SYS_PTRACE and a state directory of "
-			 "your own: set CUDASNAP_STATE_DIR).", o->command);
+		snprintf(err->hint, sizeof(err->hint),
+			 "%s needs root (or CAP_SYS_PTRACE and a state directory of "
+			 "your own: set CUDASNAP_STATE_DIR).",
+			 o->command);
 	if (s->state_fd >= 0)
 		s->lock_fd = cs_state_lock(s->state_fd, o->command, err);
-	if (s->lock_fd < 0) {
-		int status = err->status ? err->status : CS_ESTATE;
-		cs_session_free(s);
-		return -status;
-	}
-	*out = s;
+	if (s->lock_fd < 0)
+		return -(err->status ? err->status : CS_ESTATE);
+	*out = TAKE_PTR(s);
 	return 0;
+}
+
+/* Which processes discovery may ask the driver about. */
+static const cs_scan_opts *scan_opts(cs_session *s)
+{
+	if (!s->o->only_selected)
+		return NULL;
+	s->scan = (cs_scan_opts){ .only = s->o->sel.pids, .nonly = s->o->sel.npids };
+	return &s->scan;
 }
 
 /* The driver refuses targets the caller may not trace, with the same code
@@ -59,18 +67,19 @@ static int check_privileges(const cs_session *s, cs_error *err)
 	if (t->nunreadable)
 		return cs_error_set(err, CS_EENV, "Run cudasnap as root, or give it CAP_SYS_PTRACE.",
 				    "%s needs root or CAP_SYS_PTRACE: %zu process%s of this namespace cannot be read "
-				    "as uid %u (e.g. process %d), so CUDA processes may be missed", s->o->command,
-				    t->nunreadable, t->nunreadable == 1 ? "" : "es", (unsigned)sb->euid,
+				    "as uid %u (e.g. process %d), so CUDA processes may be missed",
+				    s->o->command, t->nunreadable, t->nunreadable == 1 ? "" : "es", (unsigned)sb->euid,
 				    (int)t->unreadable[0].pid);
 	for (size_t i = 0; i < s->n; i++) {
 		const cs_proc *p = cs_ptable_find(t, s->t[i].pid);
 		if (p && p->uid != sb->euid)
-			return cs_error_set(err, CS_EENV, "Run cudasnap as root, or give it CAP_SYS_PTRACE "
+			return cs_error_set(err, CS_EENV,
+					    "Run cudasnap as root, or give it CAP_SYS_PTRACE "
 					    "(e.g. sudo, or setpriv/capsh with cap_sys_ptrace); without it only the "
 					    "caller's own processes can be checkpointed.",
 					    "%s of process %d (%s, uid %u) needs root or CAP_SYS_PTRACE; cudasnap runs "
-					    "as uid %u without it", s->o->command, (int)p->pid, p->comm, (unsigned)p->uid,
-					    (unsigned)sb->euid);
+					    "as uid %u without it",
+					    s->o->command, (int)p->pid, p->comm, (unsigned)p->uid, (unsigned)sb->euid);
 	}
 	return 0;
 }
@@ -82,7 +91,7 @@ static int check_privileges(const cs_session *s, cs_error *err)
 static void keep_relevant(cs_session *s)
 {
 	cs_op op = s->o->op;
-	if (op != CS_OP_RESTORE && op != CS_OP_UNLOCK)
+	if (op != CS_OP_RESTORE && op != CS_OP_UNLOCK && op != CS_OP_CHECKPOINT_LOCKED)
 		return;
 	int want = op == CS_OP_RESTORE ? CS_STATE_CHECKPOINTED : CS_STATE_LOCKED;
 	size_t k = 0;
@@ -94,7 +103,7 @@ static void keep_relevant(cs_session *s)
 
 int cs_session_select(cs_session *s, cs_error *err)
 {
-	int r = cs_discover(NULL, s->d, &s->table, err);
+	int r = cs_discover(scan_opts(s), s->d, &s->table, err);
 	if (r < 0)
 		return r;
 	r = cs_select(&s->table, &s->o->sel, &s->t, &s->n, err);
@@ -115,9 +124,10 @@ static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
 	bool strict = s->o->strict;
 	cs_error e = { 0 };
 	(void)targets, (void)n;
-	if (cs_discover(NULL, s->d, &s->after, &e) < 0 || cs_verify(&s->after, &s->left, &s->nleft, &e) < 0)
-		return strict ? cs_error_set(err, CS_ESYS, NULL, "cannot check for leftover device references: %s",
-					     e.message) : 0;
+	if (cs_discover(scan_opts(s), s->d, &s->after, &e) < 0 || cs_verify(&s->after, &s->left, &s->nleft, &e) < 0)
+		return strict ?
+			cs_error_set(err, CS_ESYS, NULL, "cannot check for leftover device references: %s", e.message) :
+			0;
 	for (size_t i = 0; i < s->nleft; i++)
 		s->nleft_scope += cs_selection_covers(&s->after, &s->o->sel, s->left[i].proc->pid);
 	for (size_t i = 0, used; i < s->nleft; i += used) {
@@ -126,7 +136,8 @@ static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
 		cs_session_warn(s, "%s: %s", strict ? "error" : "warning", line);
 	}
 	if (s->nleft_scope && strict)
-		return cs_error_set(err, CS_EPROC, "gVisor (older runsc) and CRIU cannot save processes that hold "
+		return cs_error_set(err, CS_EPROC,
+				    "gVisor (older runsc) and CRIU cannot save processes that hold "
 				    "GPU device files. Stop those processes, or checkpoint without --strict if the "
 				    "snapshot engine can save them.",
 				    "%zu GPU device reference%s remain after the checkpoint (--strict)", s->nleft_scope,
@@ -138,10 +149,19 @@ int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
 {
 	const cs_session_opts *o = s->o;
 	memset(res, 0, sizeof(*res));
-	cs_txn_opts t = { .op = o->op, .timeout_ms = o->timeout_ms, .jobs = o->jobs, .sequential = o->sequential,
-			  .interrupted = o->interrupted, .progress = o->progress, .progress_ctx = o->progress_ctx,
-			  .gvisor = s->sandbox.gvisor, .watch = o->watch, .watch_ctx = o->watch_ctx, .watch_s = 0.5 };
-	if (o->op == CS_OP_CHECKPOINT) {
+	cs_txn_opts t = { .op = o->op,
+			  .timeout_ms = o->timeout_ms,
+			  .jobs = o->jobs,
+			  .sequential = o->sequential,
+			  .interrupted = o->interrupted,
+			  .progress = o->progress,
+			  .progress_ctx = o->progress_ctx,
+			  .gvisor = s->sandbox.gvisor,
+			  .watch = o->watch,
+			  .watch_ctx = o->watch_ctx,
+			  .watch_s = 0.5 };
+	bool checkpoint = o->op == CS_OP_CHECKPOINT || o->op == CS_OP_CHECKPOINT_LOCKED;
+	if (checkpoint) {
 		t.post_check = post_check;
 		t.post_ctx = s;
 		cs_session_note_gpu_bytes(s);
@@ -156,7 +176,7 @@ int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
 	res->ran = true;
 	int rc = cs_txn_run(s->d, &t, s->t, s->n, res);
 	res->ran = true;
-	if (rc == 0 && o->op == CS_OP_CHECKPOINT && res->acted)
+	if (rc == 0 && checkpoint && res->acted)
 		cs_session_save_manifest(s, res);
 	if (rc == 0 && o->op == CS_OP_RESTORE && res->acted)
 		cs_session_prune_manifest(s);

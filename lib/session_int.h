@@ -11,12 +11,13 @@ struct cs_session {
 	const cs_session_opts *o;
 	cs_sandbox sandbox;
 	int state_fd, lock_fd;
-	cs_ptable table;        /* the namespace when the session selected */
+	cs_scan_opts scan; /* discovery's restriction (only_selected) */
+	cs_ptable table; /* the namespace when the session selected */
 	cs_target *t;
 	size_t n;
-	cs_gpu_pair *pairs;     /* restore --device-map */
+	cs_gpu_pair *pairs; /* restore --device-map */
 	unsigned npairs;
-	cs_ptable after;        /* the namespace after a checkpoint */
+	cs_ptable after; /* the namespace after a checkpoint */
 	cs_leftover *left;
 	size_t nleft, nleft_scope;
 };

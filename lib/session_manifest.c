@@ -50,8 +50,10 @@ void cs_session_save_manifest(cs_session *s, const cs_txn_result *r)
 	_cleanup_free_ char *text = cs_manifest_render(s->t, s->n, s->d, r->wall_seconds);
 	cs_error e = { 0 };
 	if (!text || cs_state_write(s->state_fd, CS_MANIFEST_NAME, text, strlen(text), &e) < 0)
-		cs_session_warn(s, "warning: the manifest was not written%s%s; restore will discover the "
-				"checkpointed processes instead", text ? ": " : "", text ? e.message : "");
+		cs_session_warn(s,
+				"warning: the manifest was not written%s%s; restore will discover the "
+				"checkpointed processes instead",
+				text ? ": " : "", text ? e.message : "");
 }
 
 /* The manifest keeps the processes this restore did not bring back (left

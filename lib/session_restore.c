@@ -35,16 +35,20 @@ static int apply_manifest(cs_session *s, const cs_manifest *m, cs_error *err)
 			continue;
 		}
 		if (st != e->start_time && s->o->reuse_warns) {
-			cs_session_warn(s, "warning: process %d (%s) started at %llu, not %llu as at the checkpoint; "
-					"restoring it in pid order", (int)e->pid, e->comm, st, e->start_time);
+			cs_session_warn(s,
+					"warning: process %d (%s) started at %llu, not %llu as at the checkpoint; "
+					"restoring it in pid order",
+					(int)e->pid, e->comm, st, e->start_time);
 			continue;
 		}
 		if (st != e->start_time)
-			return cs_error_set(err, CS_EPROC, "The process that was checkpointed exited and its PID now "
+			return cs_error_set(err, CS_EPROC,
+					    "The process that was checkpointed exited and its PID now "
 					    "names another process. Check 'cudasnap ps'; '--ignore-manifest' restores "
 					    "whatever is checkpointed now.",
 					    "PID %d was reused: it started at %llu, but the checkpointed process (%s) "
-					    "started at %llu; refusing to restore", (int)e->pid, st, e->comm, e->start_time);
+					    "started at %llu; refusing to restore",
+					    (int)e->pid, st, e->comm, e->start_time);
 		cs_target *x = find_target(s->t, s->n, e->pid);
 		if (x) {
 			x->order = e->order;
@@ -61,29 +65,30 @@ static int load_manifest(cs_session *s, cs_error *err)
 	ssize_t len = cs_state_read(s->state_fd, CS_MANIFEST_NAME, CS_MANIFEST_MAX, &buf, &e);
 	if (len == 0 && !buf)
 		return 0;
-	cs_manifest m;
+	_cleanup_(cs_manifest_freep) cs_manifest m = { 0 };
 	if (len < 0 || cs_manifest_parse(buf, (size_t)len, &m, &e) < 0) {
 		cs_session_warn(s, "warning: %s; restoring the checkpointed processes found by discovery, by pid",
 				e.message);
 		return 0;
 	}
-	int r = apply_manifest(s, &m, err);
-	cs_manifest_free(&m);
-	return r;
+	return apply_manifest(s, &m, err);
 }
 
 static int device_map(cs_session *s, const cs_nvml_gpu *gpus, size_t ngpus, cs_error *err)
 {
 	if (!cs_driver_can_remap(s->d))
-		return cs_error_set(err, CS_EENV, "Remapping GPUs at restore needs NVIDIA driver R580 (CUDA 13.0) "
-				    "or newer.", "--device-map: this driver (version %d) cannot remap GPUs",
+		return cs_error_set(err, CS_EENV,
+				    "Remapping GPUs at restore needs NVIDIA driver R580 (CUDA 13.0) "
+				    "or newer.",
+				    "--device-map: this driver (version %d) cannot remap GPUs",
 				    cs_driver_version(s->d));
 	int r = cs_devmap_parse(s->o->device_map, gpus, ngpus, &s->pairs, &s->npairs, err);
 	for (size_t i = 0; r == 0 && i < s->n; i++) {
 		cs_target *t = &s->t[i];
 		r = cs_devmap_covers(s->pairs, s->npairs, t->visible_devices, gpus, ngpus, t, err);
 		if (r == 1) {
-			cs_session_warn(s, "warning: no GPU list (NVML absent): cannot check that --device-map "
+			cs_session_warn(s,
+					"warning: no GPU list (NVML absent): cannot check that --device-map "
 					"covers every GPU the processes can see");
 			return 0;
 		}
@@ -97,8 +102,10 @@ static void init_if_needed(cs_session *s, const cs_nvml_gpu *gpus, size_t ngpus)
 		return;
 	int r = cs_restore_init(s->d, gpus, ngpus);
 	if (r != CS_CU_SUCCESS)
-		cs_session_warn(s, "warning: persistence mode is off or unknown and cuInit failed (%s); restore "
-				"may fail", cs_cu_name(s->d, r));
+		cs_session_warn(s,
+				"warning: persistence mode is off or unknown and cuInit failed (%s); restore "
+				"may fail",
+				cs_cu_name(s->d, r));
 }
 
 int cs_session_plan_restore(cs_session *s, cs_error *err)

@@ -44,16 +44,14 @@ int cs_state_open(cs_error *err)
 	const char *path = cs_state_dir();
 	if (mkdir(path, 0700) < 0 && errno != EEXIST)
 		return cs_error_errno(err, CS_ESTATE, errno, HINT_STATE, "cannot create state directory %s", path);
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return cs_error_errno(err, CS_ESTATE, errno == ELOOP || errno == ENOTDIR ? ELOOP : errno, HINT_STATE,
 				      "cannot open state directory %s (a symlink is refused)", path);
 	int r = check_dir(fd, path, err);
-	if (r < 0) {
-		close(fd);
+	if (r < 0)
 		return r;
-	}
-	return fd;
+	return TAKE_FD(fd);
 }
 
 /* Naming the process that holds the lock. The owner line alone is not
@@ -82,7 +80,7 @@ static bool lock_dev_matches(const char *s, const struct stat *st)
 		return false;
 	unsigned long long ino = strtoull(end + 1, &end, 10);
 	return *end == '\0' && maj == major(st->st_dev) && min == minor(st->st_dev) &&
-	       ino == (unsigned long long)st->st_ino;
+		ino == (unsigned long long)st->st_ino;
 }
 
 /* Whether a line of /proc/locks is a held flock on the file st describes;
@@ -189,7 +187,7 @@ static void describe_holder(int fd, char *who, size_t size)
 
 int cs_state_lock(int dirfd, const char *command, cs_error *err)
 {
-	int fd = openat(dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	_cleanup_close_ int fd = openat(dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		int e = errno;
 		return cs_error_errno(err, CS_ESTATE, e, HINT_STATE, "cannot open the lock file in %s%s",
@@ -200,9 +198,9 @@ int cs_state_lock(int dirfd, const char *command, cs_error *err)
 		char who[HOLDER_SIZE];
 		if (e == EWOULDBLOCK)
 			describe_holder(fd, who, sizeof(who));
-		close(fd);
 		if (e == EWOULDBLOCK)
-			return cs_error_set(err, CS_ESTATE, "Wait for it to finish; only one checkpoint, restore, "
+			return cs_error_set(err, CS_ESTATE,
+					    "Wait for it to finish; only one checkpoint, restore, "
 					    "lock or unlock runs at a time.",
 					    "another cudasnap is running (%s)", who);
 		return cs_error_errno(err, CS_ESTATE, e, NULL, "cannot lock %s/lock", cs_state_dir());
@@ -212,7 +210,7 @@ int cs_state_lock(int dirfd, const char *command, cs_error *err)
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, line, (size_t)len, 0) != len) {
 		/* The lock is held; failing to describe it is not fatal. */
 	}
-	return fd;
+	return TAKE_FD(fd);
 }
 
 static int write_all(int fd, const char *data, size_t len)
@@ -267,15 +265,13 @@ ssize_t cs_state_read(int dirfd, const char *name, size_t max, char **out, cs_er
 	if ((size_t)st.st_size > max)
 		return cs_error_set(err, CS_ESTATE, "Remove it; it was not written by cudasnap.",
 				    "%s/%s is too large (%lld bytes)", cs_state_dir(), name, (long long)st.st_size);
-	char *buf = malloc((size_t)st.st_size + 1);
+	_cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
 	if (!buf)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
 	ssize_t n = pread(fd, buf, (size_t)st.st_size, 0);
-	if (n < 0) {
-		free(buf);
+	if (n < 0)
 		return cs_error_errno(err, CS_ESTATE, errno, NULL, "cannot read %s/%s", cs_state_dir(), name);
-	}
 	buf[n] = '\0';
-	*out = buf;
+	*out = TAKE_PTR(buf);
 	return n;
 }

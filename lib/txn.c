@@ -20,14 +20,14 @@ typedef struct run {
 	const cs_txn_opts *o;
 	cs_target *t;
 	size_t n;
-	size_t *order;         /* indices of the targets to act on, in dispatch order */
+	size_t *order; /* indices of the targets to act on, in dispatch order */
 	size_t nact;
 	cs_step step;
 	atomic_ulong seq;
 	atomic_int abort;
 	pthread_mutex_t mu;
 	cs_txn_result *res;
-	struct watched *w;     /* per target: what the progress watch compares */
+	struct watched *w; /* per target: what the progress watch compares */
 } run;
 
 /* What the caller's thread remembers of each target between two looks. */
@@ -38,7 +38,7 @@ typedef struct watched {
 
 const char *cs_op_name(cs_op op)
 {
-	static const char *const n[] = { "checkpoint", "restore", "lock", "unlock" };
+	static const char *const n[] = { "checkpoint", "restore", "lock", "unlock", "checkpoint-locked" };
 	return (unsigned)op < CS_ARRAY_SIZE(n) ? n[op] : "?";
 }
 
@@ -52,27 +52,40 @@ const char *cs_step_name(cs_step s)
 static size_t op_steps(cs_op op, cs_step steps[2])
 {
 	switch (op) {
-	case CS_OP_CHECKPOINT: steps[0] = CS_STEP_LOCK; steps[1] = CS_STEP_CHECKPOINT; return 2;
-	case CS_OP_RESTORE: steps[0] = CS_STEP_RESTORE; steps[1] = CS_STEP_UNLOCK; return 2;
+	case CS_OP_CHECKPOINT:
+		steps[0] = CS_STEP_LOCK;
+		steps[1] = CS_STEP_CHECKPOINT;
+		return 2;
+	case CS_OP_RESTORE:
+		steps[0] = CS_STEP_RESTORE;
+		steps[1] = CS_STEP_UNLOCK;
+		return 2;
 	case CS_OP_LOCK: steps[0] = CS_STEP_LOCK; return 1;
+	case CS_OP_CHECKPOINT_LOCKED: steps[0] = CS_STEP_CHECKPOINT; return 1;
 	default: steps[0] = CS_STEP_UNLOCK; return 1;
 	}
 }
 
 static int op_start_state(cs_op op)
 {
-	return op == CS_OP_RESTORE ? CS_STATE_CHECKPOINTED : op == CS_OP_UNLOCK ? CS_STATE_LOCKED : CS_STATE_RUNNING;
+	if (op == CS_OP_RESTORE)
+		return CS_STATE_CHECKPOINTED;
+	return op == CS_OP_UNLOCK || op == CS_OP_CHECKPOINT_LOCKED ? CS_STATE_LOCKED : CS_STATE_RUNNING;
 }
 
 static int step_result_state(cs_step s)
 {
-	return s == CS_STEP_CHECKPOINT ? CS_STATE_CHECKPOINTED : s == CS_STEP_UNLOCK ? CS_STATE_RUNNING : CS_STATE_LOCKED;
+	return s == CS_STEP_CHECKPOINT ? CS_STATE_CHECKPOINTED :
+		s == CS_STEP_UNLOCK    ? CS_STATE_RUNNING :
+					 CS_STATE_LOCKED;
 }
 
 static cs_step inverse(cs_step s)
 {
-	return s == CS_STEP_LOCK ? CS_STEP_UNLOCK : s == CS_STEP_UNLOCK ? CS_STEP_LOCK :
-	       s == CS_STEP_CHECKPOINT ? CS_STEP_RESTORE : CS_STEP_CHECKPOINT;
+	return s == CS_STEP_LOCK        ? CS_STEP_UNLOCK :
+		s == CS_STEP_UNLOCK     ? CS_STEP_LOCK :
+		s == CS_STEP_CHECKPOINT ? CS_STEP_RESTORE :
+					  CS_STEP_CHECKPOINT;
 }
 
 static cs_call step_call(cs_step s)
@@ -135,16 +148,26 @@ static void fail_target(run *r, cs_target *t, cs_step s, int res)
 	if (t->abandoned)
 		t->state = CS_STATE_UNKNOWN;
 	cs_explain_ctx c = {
-		.call = step_call(s), .pid = t->pid, .comm = t->comm, .cls = CS_CLASS_CUDA,
-		.state = state, .pid_visible = !t->exited, .timeout_ms = r->o->timeout_ms, .gvisor = r->o->gvisor,
+		.call = step_call(s),
+		.pid = t->pid,
+		.comm = t->comm,
+		.cls = CS_CLASS_CUDA,
+		.state = state,
+		.pid_visible = !t->exited,
+		.timeout_ms = r->o->timeout_ms,
+		.gvisor = r->o->gvisor,
 	};
 	cs_explain(r->d, &c, res, &t->error);
 	if (t->exited) {
 		t->state = CS_STATE_UNKNOWN;
-		snprintf(t->error.message, sizeof(t->error.message), "%s of process %d (%s) failed: the process "
-			 "exited (%s, %d)", cs_step_name(s), (int)t->pid, t->comm, cs_cu_name(r->d, res), res);
-		snprintf(t->error.hint, sizeof(t->error.hint), "The process exited during the %s; the others "
-			 "are returned to their state before the command.", cs_step_name(s));
+		snprintf(t->error.message, sizeof(t->error.message),
+			 "%s of process %d (%s) failed: the process "
+			 "exited (%s, %d)",
+			 cs_step_name(s), (int)t->pid, t->comm, cs_cu_name(r->d, res), res);
+		snprintf(t->error.hint, sizeof(t->error.hint),
+			 "The process exited during the %s; the others "
+			 "are returned to their state before the command.",
+			 cs_step_name(s));
 	}
 	t->failed = true;
 }
@@ -246,10 +269,11 @@ static void rollback(run *r)
 	if (r->o->interrupted && *r->o->interrupted)
 		cs_bounded_extend(cs_driver_limits(r->d)->rollback_grace_s);
 	size_t cap = r->n * CS_STEP_COUNT, m = 0;
-	undo_item *items = calloc(cap ? cap : 1, sizeof(*items));
+	_cleanup_free_ undo_item *items = calloc(cap ? cap : 1, sizeof(*items));
 	if (!items) {
 		for (size_t i = 0; i < r->n; i++)
-			r->t[i].rollback_failed = r->t[i].done[0] || r->t[i].done[1] || r->t[i].done[2] || r->t[i].done[3];
+			r->t[i].rollback_failed =
+				r->t[i].done[0] || r->t[i].done[1] || r->t[i].done[2] || r->t[i].done[3];
 		return;
 	}
 	for (size_t i = 0; i < r->n; i++)
@@ -289,7 +313,6 @@ static void rollback(run *r)
 			t->failed = false; /* the forward step did not fail; keep the rollback's error */
 		}
 	}
-	free(items);
 }
 
 /* Re-reads the state of every target the command touched, so that the
@@ -367,8 +390,12 @@ static int plan(run *r, cs_error *err)
 		int s, res = alive(t) ? cs_cu_get_state(r->d, t->pid, &s) : CS_CU_OPERATING_SYSTEM;
 		if (res != CS_CU_SUCCESS) {
 			t->exited = !alive(t);
-			cs_explain_ctx c = { .call = CS_CALL_GET_STATE, .pid = t->pid, .comm = t->comm,
-					     .cls = CS_CLASS_CUDA, .state = CS_STATE_UNKNOWN, .pid_visible = !t->exited,
+			cs_explain_ctx c = { .call = CS_CALL_GET_STATE,
+					     .pid = t->pid,
+					     .comm = t->comm,
+					     .cls = CS_CLASS_CUDA,
+					     .state = CS_STATE_UNKNOWN,
+					     .pid_visible = !t->exited,
 					     .gvisor = r->o->gvisor };
 			cs_explain(r->d, &c, res, &t->error);
 			t->failed = true;
@@ -447,11 +474,13 @@ void cs_target_recovery(const cs_target *t, char *buf, size_t size)
 	else if (from && back_running)
 		snprintf(buf, size, "cudasnap %s --pid %d", from, (int)t->pid);
 	else if (from)
-		snprintf(buf, size, "cudasnap ps; it was %s before", cs_state_name(t->initial_state) ?
-			 cs_state_name(t->initial_state) : "in another state");
+		snprintf(buf, size, "cudasnap ps; it was %s before",
+			 cs_state_name(t->initial_state) ? cs_state_name(t->initial_state) : "in another state");
 	else
-		snprintf(buf, size, "once it runs again: cudasnap ps, then cudasnap restore --pid %d if it is "
-			 "checkpointed, or cudasnap unlock --pid %d if it is locked", (int)t->pid, (int)t->pid);
+		snprintf(buf, size,
+			 "once it runs again: cudasnap ps, then cudasnap restore --pid %d if it is "
+			 "checkpointed, or cudasnap unlock --pid %d if it is locked",
+			 (int)t->pid, (int)t->pid);
 }
 
 /* The first failure, in dispatch order, becomes the transaction's error. */
@@ -497,7 +526,8 @@ int cs_txn_run(cs_driver *d, const cs_txn_opts *o, cs_target *targets, size_t n,
 		failed = atomic_load(&r.abort);
 		if (!failed && o->interrupted && *o->interrupted) {
 			failed = true;
-			cs_error_set(&res->error, CS_EINTR, "The command was interrupted by a signal; every "
+			cs_error_set(&res->error, CS_EINTR,
+				     "The command was interrupted by a signal; every "
 				     "process was returned to its state before the command.",
 				     "%s interrupted by a signal", cs_op_name(o->op));
 		}

@@ -42,6 +42,32 @@ int cs_parse_long(const char *s, long min, long max, long *out)
 	return 0;
 }
 
+DIR *cs_fdopendir(int fd)
+{
+	_cleanup_close_ int owned = fd;
+	DIR *d = fdopendir(owned);
+	if (d)
+		TAKE_FD(owned); /* d closes it */
+	return d;
+}
+
+DIR *cs_opendir_at(int dirfd, const char *path)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd < 0 ? NULL : cs_fdopendir(fd);
+}
+
+FILE *cs_fopen_at(int dirfd, const char *path)
+{
+	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	FILE *f = fdopen(fd, "r");
+	if (f)
+		TAKE_FD(fd); /* f closes it */
+	return f;
+}
+
 ssize_t cs_read_at(int dirfd, const char *name, char *buf, size_t size)
 {
 	if (size == 0)

@@ -22,25 +22,30 @@ static void reason(const cs_ptable *t, const cs_proc *p, cs_leftover *l)
 	switch (p->cls) {
 	case CS_CLASS_CUDA:
 		if (p->state == CS_STATE_CHECKPOINTED)
-			snprintf(l->reason, sizeof(l->reason), "a checkpointed CUDA process that still holds this "
+			snprintf(l->reason, sizeof(l->reason),
+				 "a checkpointed CUDA process that still holds this "
 				 "reference (a file it opened itself, outside the CUDA driver)");
 		else
 			snprintf(l->reason, sizeof(l->reason), "a CUDA process that was not checkpointed (%s)",
-				 p->halt ? cs_halt_name(p->halt) : state ? state : "state unknown");
+				 p->halt       ? cs_halt_name(p->halt) :
+					 state ? state :
+						 "state unknown");
 		return;
 	case CS_CLASS_DEVICE_HOLDER:
 		l->cuda_ancestor = cuda_ancestor(t, p->pid);
 		if (l->cuda_ancestor)
-			snprintf(l->reason, sizeof(l->reason), "forked from CUDA process %d without exec (a "
+			snprintf(l->reason, sizeof(l->reason),
+				 "forked from CUDA process %d without exec (a "
 				 "DataLoader-style worker): the driver cannot checkpoint it; workers made with "
 				 "multiprocessing_context=\"spawn\" or \"forkserver\", or started before CUDA is "
-				 "initialized, can be checkpointed", (int)l->cuda_ancestor);
+				 "initialized, can be checkpointed",
+				 (int)l->cuda_ancestor);
 		else
-			snprintf(l->reason, sizeof(l->reason), "opened the GPU device files itself: the driver "
+			snprintf(l->reason, sizeof(l->reason),
+				 "opened the GPU device files itself: the driver "
 				 "cannot checkpoint it");
 		return;
-	default:
-		snprintf(l->reason, sizeof(l->reason), "the driver gave no state for it");
+	default: snprintf(l->reason, sizeof(l->reason), "the driver gave no state for it");
 	}
 }
 

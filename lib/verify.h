@@ -7,7 +7,7 @@
 typedef struct cs_leftover {
 	const cs_proc *proc;
 	const cs_devref *ref;
-	pid_t cuda_ancestor;   /* a CUDA process it was forked from, 0 if none */
+	pid_t cuda_ancestor; /* a CUDA process it was forked from, 0 if none */
 	char reason[256];
 } cs_leftover;
 
@@ -29,7 +29,8 @@ void cs_unreadable_line(const cs_ptable *t, char *buf, size_t size);
  * elsewhere: PID 1 of a gVisor sandbox or of a VM may stay unreadable).
  * cudasnap doctor and cudasnap ps say the same. */
 #define CS_FIX_UNREADABLE "Run cudasnap as root or with CAP_SYS_PTRACE."
-#define CS_FIX_UNREADABLE_TRACER "Even CAP_SYS_PTRACE was refused: a security module (AppArmor, SELinux, " \
+#define CS_FIX_UNREADABLE_TRACER \
+	"Even CAP_SYS_PTRACE was refused: a security module (AppArmor, SELinux, " \
 	"Yama) or an outer sandbox denies access; run cudasnap where it may read these processes."
 
 #endif

@@ -4,7 +4,7 @@
 set -eu
 # libcap2-bin: setcap, for the test that a file-capability cudasnap ignores
 # its environment (tests/integration/test_secure_env.py).
-pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc bash-completion cppcheck clang-tidy valgrind libcap2-bin"
+pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc bash-completion cppcheck clang-tidy clang-format valgrind libcap2-bin"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -10,7 +10,8 @@ static void usage(FILE *f)
 		"check that no GPU device reference is left. On any failure, a lock timeout, a\n"
 		"process that exits, or SIGINT/SIGTERM, every process is returned to the state it\n"
 		"had, newest change first. Processes already locked or checkpointed are left as\n"
-		"they are. A manifest is written to the state directory for restore.\n\n", cs_prog);
+		"they are. A manifest is written to the state directory for restore.\n\n",
+		cs_prog);
 	txn_cli_selection_help(f);
 	fprintf(f,
 		"\nOptions:\n"
@@ -21,8 +22,7 @@ static void usage(FILE *f)
 		"      --strict      fail and roll back when device references remain (CRIU and\n"
 		"                    older gVisor cannot save them); default: warn\n"
 		"      --json        print the result as one JSON object on stdout\n"
-		"  -h, --help        show this help\n"
-		);
+		"  -h, --help        show this help\n");
 	txn_cli_deadline_help(f);
 	fprintf(f,
 		"\nEnvironment: CUDASNAP_STATE_DIR (default /run/cudasnap), CUDASNAP_LIBCUDA.\n"
@@ -32,10 +32,7 @@ static void usage(FILE *f)
 
 int cmd_checkpoint(int argc, char **argv)
 {
-	txn_cli c = { .cmd = "checkpoint", .op = CS_OP_CHECKPOINT, .usage = usage };
+	_cleanup_(txn_cli_freep) txn_cli c = { .cmd = "checkpoint", .op = CS_OP_CHECKPOINT, .usage = usage };
 	int r = txn_cli_parse(&c, argc, argv);
-	if (r == CLI_GO_ON)
-		r = txn_cli_execute(&c);
-	txn_cli_free(&c);
-	return r;
+	return r == CLI_GO_ON ? txn_cli_execute(&c) : r;
 }

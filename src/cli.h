@@ -12,9 +12,9 @@
 enum {
 	CLI_GO_ON = -1,
 	EXIT_DONE = 0,
-	EXIT_FAILED = 1,      /* failed, everything rolled back */
-	EXIT_USAGE = 2,       /* usage or environment error */
-	EXIT_INCOMPLETE = 3,  /* failed, rollback incomplete */
+	EXIT_FAILED = 1, /* failed, everything rolled back */
+	EXIT_USAGE = 2, /* usage or environment error */
+	EXIT_INCOMPLETE = 3, /* failed, rollback incomplete */
 };
 
 typedef struct cs_command {

@@ -14,19 +14,14 @@ static void fail_line(const compat_args *a, cs_call call, const char *text)
 {
 	int pid = (int)a->pid;
 	switch (a->op) {
-	case COMPAT_GET_STATE:
-		compat_fail("Error getting process state for process ID %d: \"%s\"", pid, text);
-		break;
+	case COMPAT_GET_STATE: compat_fail("Error getting process state for process ID %d: \"%s\"", pid, text); break;
 	case COMPAT_GET_TID:
 		/* No public source shows NVIDIA's wording for this one; it follows
 		 * the get-state line. */
 		compat_fail("Error getting restore thread ID for process ID %d: \"%s\"", pid, text);
 		break;
-	case COMPAT_TOGGLE:
-		compat_fail("Error toggling CUDA in process ID %d: \"%s\"", pid, text);
-		break;
-	default:
-		compat_fail("Could not %s on process ID %d: \"%s\"", cs_call_name(call), pid, text);
+	case COMPAT_TOGGLE: compat_fail("Error toggling CUDA in process ID %d: \"%s\"", pid, text); break;
+	default: compat_fail("Could not %s on process ID %d: \"%s\"", cs_call_name(call), pid, text);
 	}
 }
 
@@ -74,15 +69,16 @@ static int get_restore_tid(cs_driver *d, const compat_args *a)
 }
 
 /* Checks --device-map before the driver sees it; returns CLI_GO_ON to go on. */
-static int device_pairs(cs_driver *d, const compat_args *a, const cs_nvml_gpu *gpus, size_t ngpus,
-			cs_gpu_pair **pairs, unsigned *npairs)
+static int device_pairs(cs_driver *d, const compat_args *a, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_pair **pairs,
+			unsigned *npairs)
 {
 	cs_error err = { 0 };
 	if (!a->device_map)
 		return CLI_GO_ON;
 	if (!cs_driver_can_remap(d))
 		return compat_fail("cuda-checkpoint: --device-map: this driver (version %d) cannot remap GPUs; "
-				   "that needs driver R580 (CUDA 13.0) or newer", cs_driver_version(d));
+				   "that needs driver R580 (CUDA 13.0) or newer",
+				   cs_driver_version(d));
 	if (cs_devmap_parse(a->device_map, gpus, ngpus, pairs, npairs, &err) < 0)
 		return compat_fail("cuda-checkpoint: %s\ncuda-checkpoint: hint: %s", err.message, err.hint);
 	return CLI_GO_ON;
@@ -135,8 +131,8 @@ static int toggle_out(cs_driver *d, const compat_args *a)
 	int state;
 	cs_cu_get_state(d, a->pid, &state);
 	const char *now = cs_state_name(state);
-	return compat_fail("cuda-checkpoint: process %d could not be unlocked again (\"%s\"); it is %s",
-			   (int)a->pid, cs_cu_string(d, u), now ? now : "in an unknown state");
+	return compat_fail("cuda-checkpoint: process %d could not be unlocked again (\"%s\"); it is %s", (int)a->pid,
+			   cs_cu_string(d, u), now ? now : "in an unknown state");
 }
 
 /* Checkpointed -> locked -> running. A failed restore leaves the process
@@ -163,11 +159,12 @@ static int toggle(cs_driver *d, const compat_args *a)
 	/* Locked or failed: neither direction is defined, and guessing one
 	 * could undo what another caller is in the middle of. */
 	fail_line(a, CS_CALL_GET_STATE, cs_cu_string(d, CS_CU_ILLEGAL_STATE));
-	fprintf(stderr, "cuda-checkpoint: hint: %s\n", state == CS_STATE_LOCKED ?
-		"The process is locked (by another caller, or by a step that failed half-way): "
-		"'--action unlock' resumes it, '--action checkpoint' completes the checkpoint." :
-		"The driver reports that checkpointing this process failed; it cannot be toggled. "
-		"Run 'cudasnap doctor' and check the kernel log (dmesg).");
+	fprintf(stderr, "cuda-checkpoint: hint: %s\n",
+		state == CS_STATE_LOCKED ?
+			"The process is locked (by another caller, or by a step that failed half-way): "
+			"'--action unlock' resumes it, '--action checkpoint' completes the checkpoint." :
+			"The driver reports that checkpointing this process failed; it cannot be toggled. "
+			"Run 'cudasnap doctor' and check the kernel log (dmesg).");
 	return EXIT_FAILED;
 }
 
@@ -194,13 +191,10 @@ int cmd_cuda_checkpoint(int argc, char **argv)
 	int status = compat_parse(argc, argv, &a);
 	if (status != CLI_GO_ON)
 		return status;
-	cs_driver *d = NULL;
+	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
 	cs_error err = { 0 };
 	if (cs_driver_open(&d, &err) < 0)
-		status = compat_fail("cuda-checkpoint: %s%s%s", err.message,
-				     err.hint[0] ? "\ncuda-checkpoint: hint: " : "", err.hint);
-	else
-		status = run(d, &a);
-	cs_driver_free(d);
-	return status;
+		return compat_fail("cuda-checkpoint: %s%s%s", err.message,
+				   err.hint[0] ? "\ncuda-checkpoint: hint: " : "", err.hint);
+	return run(d, &a);
 }

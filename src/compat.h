@@ -19,11 +19,11 @@ typedef enum compat_op {
 
 typedef struct compat_args {
 	compat_op op;
-	cs_call action;          /* COMPAT_ACTION: lock, checkpoint, restore or unlock */
+	cs_call action; /* COMPAT_ACTION: lock, checkpoint, restore or unlock */
 	pid_t pid;
 	bool have_pid;
-	unsigned timeout_ms;     /* lock; 0 waits forever, as the driver does */
-	const char *device_map;  /* --action restore only */
+	unsigned timeout_ms; /* lock; 0 waits forever, as the driver does */
+	const char *device_map; /* --action restore only */
 } compat_args;
 
 /* Parses NVIDIA's options; returns CLI_GO_ON to go on, or the exit status. */
@@ -35,7 +35,7 @@ int compat_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void compat_hint(cs_driver *d, cs_call call, pid_t pid, int res, unsigned timeout_ms);
 
 typedef struct compat_halt {
-	pid_t tgid;          /* the process of --pid (which may name a thread) */
+	pid_t tgid; /* the process of --pid (which may name a thread) */
 	cs_halt_info info;
 } compat_halt;
 

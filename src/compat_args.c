@@ -47,7 +47,8 @@ static void compat_usage(FILE *f)
 		"Errors: one line on stderr quoting the driver's error text, then a hint; exit\n"
 		"status 1. A stopped or frozen process is refused at once, as the driver would\n"
 		"wait until it runs again. 'cudasnap checkpoint' and 'cudasnap restore' act on\n"
-		"every CUDA process of the namespace as one transaction.\n", CUDASNAP_VERSION);
+		"every CUDA process of the namespace as one transaction.\n",
+		CUDASNAP_VERSION);
 }
 
 int compat_fail(const char *fmt, ...)
@@ -85,9 +86,14 @@ static int set_op(compat_args *a, compat_op op)
 
 static int parse_action(compat_args *a, const char *word)
 {
-	static const struct { const char *word; cs_call call; } actions[] = {
-		{ "lock", CS_CALL_LOCK }, { "checkpoint", CS_CALL_CHECKPOINT },
-		{ "restore", CS_CALL_RESTORE }, { "unlock", CS_CALL_UNLOCK },
+	static const struct {
+		const char *word;
+		cs_call call;
+	} actions[] = {
+		{ "lock", CS_CALL_LOCK },
+		{ "checkpoint", CS_CALL_CHECKPOINT },
+		{ "restore", CS_CALL_RESTORE },
+		{ "unlock", CS_CALL_UNLOCK },
 	};
 	for (size_t i = 0; i < CS_ARRAY_SIZE(actions); i++) {
 		if (strcmp(word, actions[i].word) == 0) {

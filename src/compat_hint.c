@@ -42,11 +42,9 @@ static bool parent_uses_gpu(pid_t ppid)
 	_cleanup_close_ int pdir = open_pid_dir(ppid);
 	if (pdir < 0)
 		return false;
-	cs_proc p;
+	_cleanup_(cs_proc_clearp) cs_proc p = { 0 };
 	scan_gpu_use(pdir, ppid, &p);
-	bool uses = p.maps_libcuda || p.nrefs > 0;
-	cs_proc_clear(&p);
-	return uses;
+	return p.maps_libcuda || p.nrefs > 0;
 }
 
 /* What /proc says about pid, for choosing among the hints. */
@@ -64,20 +62,20 @@ static void describe(cs_explain_ctx *c, int res, char *comm, size_t commsize)
 	c->comm = comm;
 	if (res != CS_CU_NOT_INITIALIZED)
 		return;
-	cs_proc p;
+	_cleanup_(cs_proc_clearp) cs_proc p = { 0 };
 	scan_gpu_use(pdir, tgid, &p);
 	if (p.nrefs) {
 		c->cls = CS_CLASS_DEVICE_HOLDER;
 		c->forked_child = parent_uses_gpu(st.ppid);
 	}
-	cs_proc_clear(&p);
 }
 
 void compat_hint(cs_driver *d, cs_call call, pid_t pid, int res, unsigned timeout_ms)
 {
 	char comm[64] = "";
-	cs_explain_ctx c = { .call = call, .pid = pid, .cls = CS_CLASS_NONE, .state = CS_STATE_UNKNOWN,
-			     .timeout_ms = timeout_ms };
+	cs_explain_ctx c = {
+		.call = call, .pid = pid, .cls = CS_CLASS_NONE, .state = CS_STATE_UNKNOWN, .timeout_ms = timeout_ms
+	};
 	describe(&c, res, comm, sizeof(comm));
 	if (res == CS_CU_ILLEGAL_STATE)
 		cs_cu_get_state(d, pid, &c.state);
@@ -116,7 +114,8 @@ void compat_halt_hint(const compat_halt *h)
 	cs_stat st;
 	if (pdir >= 0 && cs_proc_read_stat(pdir, &st) == 0)
 		snprintf(comm, sizeof(comm), " (%s)", st.comm);
-	fprintf(stderr, "cuda-checkpoint: hint: process %d%s is %s. The driver's calls are answered by the "
+	fprintf(stderr,
+		"cuda-checkpoint: hint: process %d%s is %s. The driver's calls are answered by the "
 		"process's own restore thread, so they would wait until it runs again; nothing was changed.\n",
 		(int)h->tgid, comm, why);
 }

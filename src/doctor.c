@@ -28,7 +28,8 @@ static void doctor_usage(FILE *f)
 		"  CUDASNAP_LIBNVML   path of NVML (default: libnvidia-ml.so.1)\n"
 		"Both are ignored when cudasnap runs with elevated privileges (setuid or file\n"
 		"capabilities: AT_SECURE); the 'environment' check names the ignored ones.\n\n"
-		"Exit status: 0 no check failed; 1 a check failed; 2 usage error.\n", cs_prog);
+		"Exit status: 0 no check failed; 1 a check failed; 2 usage error.\n",
+		cs_prog);
 }
 
 static const char *const labels[] = { "PASS", "WARN", "FAIL" };
@@ -164,11 +165,10 @@ int cmd_doctor(int argc, char **argv)
 	int rc0 = cli_parse_json_only(argc, argv, "doctor", doctor_usage, &json);
 	if (rc0 != CLI_GO_ON)
 		return rc0;
-	cs_doctor_report r;
+	_cleanup_(cs_doctor_report_freep) cs_doctor_report r = { 0 };
 	cs_error err = { 0 };
 	if (cs_doctor_run(NULL, &r, &err) < 0) {
 		cli_error(&err);
-		cs_doctor_report_free(&r);
 		return EXIT_FAILED;
 	}
 	int rc = r.counts[CS_CHECK_FAIL] ? EXIT_FAILED : EXIT_DONE;
@@ -178,6 +178,5 @@ int cmd_doctor(int argc, char **argv)
 	} else {
 		print_human(&r);
 	}
-	cs_doctor_report_free(&r);
 	return rc;
 }

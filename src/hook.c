@@ -18,8 +18,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: %s hook [OPTIONS]\n"
-		"gVisor's save/restore exec hook. runsc runs it inside the container with\n"
-		MODE_ENV " set to:\n"
+		"gVisor's save/restore exec hook. runsc runs it inside the container with\n" MODE_ENV " set to:\n"
 		"  save     before the sandbox is saved: lock and checkpoint every CUDA process\n"
 		"           of the container, as one transaction (rolled back on failure)\n"
 		"  restore  after the sandbox is restored: restore and unlock every\n"
@@ -54,11 +53,12 @@ static void usage(FILE *f)
 		"\n"
 		"Environment: " STRICT_ENV "=1|0 sets strictness when no option does;\n"
 		"CUDASNAP_STATE_DIR (default /run/cudasnap), CUDASNAP_LIBCUDA. With elevated\n"
-		"privileges (setuid or file capabilities: AT_SECURE) no variable is read,\n"
-		MODE_ENV " included, so the hook does nothing and exits 2.\n"
+		"privileges (setuid or file capabilities: AT_SECURE) no variable is read,\n" MODE_ENV
+		" included, so the hook does nothing and exits 2.\n"
 		"Exit status: 0 done (or nothing to do); 1 failed, everything rolled back; 2\n"
 		"usage or environment error, or no mode given (nothing changed); 3 failed and\n"
-		"rollback incomplete.\n", cs_prog);
+		"rollback incomplete.\n",
+		cs_prog);
 }
 
 enum { OPT_STRICT = 256, OPT_NO_STRICT, OPT_JSON, OPT_DEADLINE };
@@ -157,8 +157,10 @@ static int mode_op(const char *mode, cs_op *op)
 		return CLI_GO_ON;
 	}
 	cli_errorf("runsc sets save, restore or resume; a newer runsc may know modes this cudasnap does not: "
-		   "upgrade cudasnap.", "hook: unknown " MODE_ENV " '%s' (expected save, restore or resume); "
-		   "nothing was done", mode);
+		   "upgrade cudasnap.",
+		   "hook: unknown " MODE_ENV " '%s' (expected save, restore or resume); "
+		   "nothing was done",
+		   mode);
 	return EXIT_USAGE;
 }
 
@@ -181,11 +183,14 @@ int cmd_hook(int argc, char **argv)
 	/* In a sandbox just restored from its snapshot no other process can have
 	 * taken a PID, so a start time that reads differently is the clock's
 	 * doing; refusing would make runsc kill the sandbox. */
-	txn_cli c = { .cmd = save ? "checkpoint" : "restore", .op = op, .timeout_ms = o.timeout_ms,
-		      .json = o.json, .strict = o.strict, .usage = usage, .reuse_warns = true };
+	_cleanup_(txn_cli_freep) txn_cli c = { .cmd = save ? "checkpoint" : "restore",
+					       .op = op,
+					       .timeout_ms = o.timeout_ms,
+					       .json = o.json,
+					       .strict = o.strict,
+					       .usage = usage,
+					       .reuse_warns = true };
 	/* SIGALRM ends the transaction as SIGTERM would: rolled back and reported. */
 	alarm(o.deadline_s);
-	r = txn_cli_execute(&c);
-	txn_cli_free(&c);
-	return r;
+	return txn_cli_execute(&c);
 }

@@ -6,8 +6,8 @@ static void usage_for(FILE *f, bool lock)
 	fprintf(f,
 		"Usage: %s %s [OPTIONS]\n"
 		"%s every selected CUDA process as one transaction: if one fails, the others\n"
-		"are returned to the state they had.%s\n\n", cs_prog, lock ? "lock" : "unlock",
-		lock ? "Lock (pause GPU work of)" : "Unlock (resume GPU work of)",
+		"are returned to the state they had.%s\n\n",
+		cs_prog, lock ? "lock" : "unlock", lock ? "Lock (pause GPU work of)" : "Unlock (resume GPU work of)",
 		lock ? " GPU memory stays where it is." : "");
 	txn_cli_selection_help(f);
 	fprintf(f,
@@ -16,27 +16,36 @@ static void usage_for(FILE *f, bool lock)
 		"  -j, --jobs N      concurrent calls (default: one per process, up to 8)\n"
 		"      --sequential  one process at a time\n"
 		"      --json        print the result as one JSON object on stdout\n"
-		"  -h, --help        show this help\n"
-		);
+		"  -h, --help        show this help\n");
 	txn_cli_deadline_help(f);
 	fprintf(f,
 		"\nExit status: 0 done; 1 failed, everything rolled back; 2 usage or environment\n"
 		"error; 3 failed and rollback incomplete.\n");
 }
 
-static void lock_usage(FILE *f) { usage_for(f, true); }
-static void unlock_usage(FILE *f) { usage_for(f, false); }
+static void lock_usage(FILE *f)
+{
+	usage_for(f, true);
+}
+static void unlock_usage(FILE *f)
+{
+	usage_for(f, false);
+}
 
 static int run(int argc, char **argv, bool lock)
 {
-	txn_cli c = { .cmd = lock ? "lock" : "unlock", .op = lock ? CS_OP_LOCK : CS_OP_UNLOCK,
-		      .usage = lock ? lock_usage : unlock_usage };
+	_cleanup_(txn_cli_freep) txn_cli c = { .cmd = lock ? "lock" : "unlock",
+					       .op = lock ? CS_OP_LOCK : CS_OP_UNLOCK,
+					       .usage = lock ? lock_usage : unlock_usage };
 	int r = txn_cli_parse(&c, argc, argv);
-	if (r == CLI_GO_ON)
-		r = txn_cli_execute(&c);
-	txn_cli_free(&c);
-	return r;
+	return r == CLI_GO_ON ? txn_cli_execute(&c) : r;
 }
 
-int cmd_lock(int argc, char **argv) { return run(argc, argv, true); }
-int cmd_unlock(int argc, char **argv) { return run(argc, argv, false); }
+int cmd_lock(int argc, char **argv)
+{
+	return run(argc, argv, true);
+}
+int cmd_unlock(int argc, char **argv)
+{
+	return run(argc, argv, false);
+}

@@ -111,8 +111,8 @@ bool cli_blind(const cs_ptable *t)
 	cs_sandbox_detect(NULL, &sb);
 	if (cs_sandbox_may_trace_all(&sb))
 		return false;
-	cli_msg("error: %zu process%s could not be read as uid %u: run as root or with CAP_SYS_PTRACE",
-		t->nunreadable, t->nunreadable == 1 ? "" : "es", (unsigned)sb.euid);
+	cli_msg("error: %zu process%s could not be read as uid %u: run as root or with CAP_SYS_PTRACE", t->nunreadable,
+		t->nunreadable == 1 ? "" : "es", (unsigned)sb.euid);
 	return true;
 }
 
@@ -161,7 +161,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: %s COMMAND [OPTIONS]\n"
 		"Checkpoint and restore the GPU state of every CUDA process in a container,\n"
-		"sandbox or process tree, as one transaction.\n\nCommands:\n", cs_prog);
+		"sandbox or process tree, as one transaction.\n\nCommands:\n",
+		cs_prog);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f,
@@ -172,7 +173,8 @@ static void usage(FILE *f)
 		"  CUDASNAP_LIBCUDA   path of the driver library (default: libcuda.so.1)\n"
 		"  CUDASNAP_DEV_DIR   directory whose nvidia* files are GPU devices (default: /dev)\n"
 		"\nExit status: 0 done; 1 failed (everything rolled back); 2 usage or environment\n"
-		"error; 3 failed and rollback incomplete.\n", cs_prog);
+		"error; 3 failed and rollback incomplete.\n",
+		cs_prog);
 }
 
 /* Installed as a cuda-checkpoint symlink, cudasnap stands in for NVIDIA's

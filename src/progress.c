@@ -15,7 +15,10 @@
 #define PLAIN_EVERY_S 5.0
 #define STALL_AFTER_S 5.0
 
-static double gib(unsigned long long b) { return (double)b / (1024.0 * 1024 * 1024); }
+static double gib(unsigned long long b)
+{
+	return (double)b / (1024.0 * 1024 * 1024);
+}
 
 typedef struct sums {
 	unsigned long long moved, total;
@@ -46,7 +49,8 @@ static void format(char *line, size_t size, const txn_watch_state *w, cs_step st
 	int k = snprintf(line, size, "%s: ", cs_step_name(step));
 	if (s->total_known && s->total) {
 		double left = s->total > s->moved ? (double)(s->total - s->moved) : 0;
-		k += snprintf(line + k, size - (size_t)k, "%.2f of %.2f GiB, %.2f GB/s", gib(s->moved), gib(s->total), gbps);
+		k += snprintf(line + k, size - (size_t)k, "%.2f of %.2f GiB, %.2f GB/s", gib(s->moved), gib(s->total),
+			      gbps);
 		if (gbps > 0.01)
 			k += snprintf(line + k, size - (size_t)k, ", ETA %.0f s", left / (gbps * 1e9));
 	} else {

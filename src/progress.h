@@ -9,9 +9,9 @@
 
 typedef struct txn_watch_state {
 	const char *cmd;
-	int tty;               /* -1 until known: stderr is a terminal */
-	double last_plain;     /* elapsed seconds at the last plain line */
-	pid_t stalled[64];     /* processes already named as stalled */
+	int tty; /* -1 until known: stderr is a terminal */
+	double last_plain; /* elapsed seconds at the last plain line */
+	pid_t stalled[64]; /* processes already named as stalled */
 	size_t nstalled;
 } txn_watch_state;
 

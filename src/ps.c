@@ -1,6 +1,7 @@
 /* cudasnap ps: every GPU-related process, as a tree, with its class and state. */
 #include "cli.h"
 #include "json.h"
+#include "util.h"
 #include "verify.h"
 
 #include <getopt.h>
@@ -25,7 +26,8 @@ static void ps_usage(FILE *f)
 		"  --json      print one JSON object on stdout\n"
 		"  -h, --help  show this help\n"
 		"\nExit status: 0; 2 on a usage error, or when processes could not be read (run\n"
-		"as root or with CAP_SYS_PTRACE: the list may miss CUDA processes).\n", cs_prog);
+		"as root or with CAP_SYS_PTRACE: the list may miss CUDA processes).\n",
+		cs_prog);
 }
 
 typedef struct ps_row {
@@ -59,8 +61,8 @@ static void print_summary(const cs_ptable *t, const cs_driver *d)
 	}
 	printf("%zu GPU process%s: %zu cuda (%zu running, %zu locked, %zu checkpointed, %zu failed), "
 	       "%zu device-holder, %zu unknown; %zu processes scanned",
-	       t->n, t->n == 1 ? "" : "es", cls[CS_CLASS_CUDA], st[0], st[1], st[2], st[3],
-	       cls[CS_CLASS_DEVICE_HOLDER], cls[CS_CLASS_UNKNOWN], t->scanned);
+	       t->n, t->n == 1 ? "" : "es", cls[CS_CLASS_CUDA], st[0], st[1], st[2], st[3], cls[CS_CLASS_DEVICE_HOLDER],
+	       cls[CS_CLASS_UNKNOWN], t->scanned);
 	/* More privilege helps only a caller that lacks it; one that may trace
 	 * every process gets the reason doctor gives, on a line of its own. */
 	bool tracer = t->nunreadable && cli_may_trace_all();
@@ -88,18 +90,18 @@ static void print_table(const cs_ptable *t, const cs_driver *d)
 		printf("No GPU-related process in this PID namespace.\n");
 		return;
 	}
-	ps_row *all = calloc(t->n + 1, sizeof(*all)), *rows = calloc(t->n + 1, sizeof(*rows));
-	unsigned char *done = calloc(t->n + 1, 1);
+	_cleanup_free_ ps_row *all = calloc(t->n + 1, sizeof(*all));
+	_cleanup_free_ ps_row *rows = calloc(t->n + 1, sizeof(*rows));
+	_cleanup_free_ unsigned char *done = calloc(t->n + 1, 1);
 	if (!all || !rows || !done) {
-		free(all), free(rows), free(done);
 		cli_msg("out of memory");
 		return;
 	}
 	for (size_t i = 0; i < t->n; i++)
 		all[i] = (ps_row){ .p = &t->procs[i], .anc = cs_ptable_listed_ancestor(t, t->procs[i].pid) };
 	size_t n = tree_order(rows, t->n, all, 0, 0, 0, done);
-	printf("%-8s %-8s %-24s %-14s %-13s %-11s %4s %5s\n",
-	       "PID", "PPID", "COMMAND", "CLASS", "STATE", "RESTORE-TID", "FDS", "MAPS");
+	printf("%-8s %-8s %-24s %-14s %-13s %-11s %4s %5s\n", "PID", "PPID", "COMMAND", "CLASS", "STATE", "RESTORE-TID",
+	       "FDS", "MAPS");
 	for (size_t i = 0; i < n; i++) {
 		const cs_proc *p = rows[i].p;
 		char name[96], tid[16], state[40];
@@ -119,7 +121,6 @@ static void print_table(const cs_ptable *t, const cs_driver *d)
 		printf("%-8d %-8d %-24s %-14s %-13s %-11s %4d %5d\n", (int)p->pid, (int)p->ppid, name,
 		       cs_class_name(p->cls), state, tid, p->device_fds, p->device_maps);
 	}
-	free(all), free(rows), free(done);
 }
 
 static int print_json(const cs_ptable *t, const cs_driver *d)
@@ -145,13 +146,12 @@ int cmd_ps(int argc, char **argv)
 	int rc0 = cli_parse_json_only(argc, argv, "ps", ps_usage, &json);
 	if (rc0 != CLI_GO_ON)
 		return rc0;
-	cs_driver *d = NULL;
+	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
 	cs_error err = { 0 };
 	cs_driver_open(&d, &err); /* no driver is not an error for ps: it says so */
-	cs_ptable t;
+	_cleanup_(cs_ptable_freep) cs_ptable t = { 0 };
 	if (cs_discover(NULL, d, &t, &err) < 0) {
 		cli_error(&err);
-		cs_driver_free(d);
 		return cli_exit_for(&err);
 	}
 	int rc = EXIT_DONE;
@@ -164,7 +164,5 @@ int cmd_ps(int argc, char **argv)
 	}
 	if (rc == EXIT_DONE && cli_blind(&t))
 		rc = EXIT_USAGE;
-	cs_ptable_free(&t);
-	cs_driver_free(d);
 	return rc;
 }

@@ -8,7 +8,8 @@ static void usage(FILE *f)
 		"Restore every checkpointed process of the selection, in the order of the last\n"
 		"checkpoint (from the manifest), then unlock them. A PID whose process changed\n"
 		"since the checkpoint (PID reuse) is refused. On any failure every process is\n"
-		"returned to the state it had.\n\n", cs_prog);
+		"returned to the state it had.\n\n",
+		cs_prog);
 	txn_cli_selection_help(f);
 	fprintf(f,
 		"\nOptions:\n"
@@ -21,8 +22,7 @@ static void usage(FILE *f)
 		"      --no-init     do not call cuInit when persistence mode is off or unknown\n"
 		"      --ignore-manifest  restore whatever is checkpointed now, by pid\n"
 		"      --json        print the result as one JSON object on stdout\n"
-		"  -h, --help        show this help\n"
-		);
+		"  -h, --help        show this help\n");
 	txn_cli_deadline_help(f);
 	fprintf(f,
 		"\nExit status: 0 done; 1 failed, everything rolled back; 2 usage or environment\n"
@@ -31,10 +31,7 @@ static void usage(FILE *f)
 
 int cmd_restore(int argc, char **argv)
 {
-	txn_cli c = { .cmd = "restore", .op = CS_OP_RESTORE, .usage = usage };
+	_cleanup_(txn_cli_freep) txn_cli c = { .cmd = "restore", .op = CS_OP_RESTORE, .usage = usage };
 	int r = txn_cli_parse(&c, argc, argv);
-	if (r == CLI_GO_ON)
-		r = txn_cli_execute(&c);
-	txn_cli_free(&c);
-	return r;
+	return r == CLI_GO_ON ? txn_cli_execute(&c) : r;
 }

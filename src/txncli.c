@@ -6,8 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_PID = 'p', OPT_TREE = 256, OPT_CGROUP, OPT_TIMEOUT, OPT_JOBS, OPT_SEQ, OPT_JSON, OPT_STRICT,
-       OPT_MAP, OPT_NOINIT, OPT_NOMANIFEST, OPT_STEP_TIMEOUT };
+enum {
+	OPT_PID = 'p',
+	OPT_TREE = 256,
+	OPT_CGROUP,
+	OPT_TIMEOUT,
+	OPT_JOBS,
+	OPT_SEQ,
+	OPT_JSON,
+	OPT_STRICT,
+	OPT_MAP,
+	OPT_NOINIT,
+	OPT_NOMANIFEST,
+	OPT_STEP_TIMEOUT
+};
 
 void txn_cli_selection_help(FILE *f)
 {

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "progress.h"
 #include "select.h"
+#include "util.h"
 
 typedef struct txn_cli {
 	const char *cmd;
@@ -13,14 +14,14 @@ typedef struct txn_cli {
 	cs_selection sel;
 	size_t pcap, tcap;
 	unsigned timeout_ms;
-	unsigned step_timeout_s;  /* 0: sized by the driver's default */
+	unsigned step_timeout_s; /* 0: sized by the driver's default */
 	unsigned jobs;
 	bool sequential;
 	bool json;
 	bool strict;
 	bool no_init;
 	bool ignore_manifest;
-	bool reuse_warns;      /* a changed start time warns instead of refusing (hook restore) */
+	bool reuse_warns; /* a changed start time warns instead of refusing (hook restore) */
 	const char *device_map;
 	void (*usage)(FILE *f);
 } txn_cli;
@@ -29,7 +30,7 @@ typedef struct txn_ctx {
 	txn_cli *c;
 	cs_driver *d;
 	cs_session *s;
-	txn_watch_state watch;  /* progress of the step in flight */
+	txn_watch_state watch; /* progress of the step in flight */
 } txn_ctx;
 
 /* The report (src/txnreport.c). */
@@ -42,7 +43,9 @@ int txn_early_error(const txn_ctx *x, const cs_error *e);
 /* Parses the command's options; returns CLI_GO_ON, or an exit status. */
 int txn_cli_parse(txn_cli *c, int argc, char **argv);
 int txn_cli_execute(txn_cli *c);
+/* Frees the selection lists txn_cli_parse made; c may be zeroed. */
 void txn_cli_free(txn_cli *c);
+CS_DEFINE_CLEANUP_STRUCT(txn_cli, txn_cli_free)
 
 /* The option help shared by the four commands. */
 void txn_cli_selection_help(FILE *f);

@@ -6,23 +6,24 @@
 
 #include <stdlib.h>
 
-static double gib(unsigned long long b) { return (double)b / (1024.0 * 1024 * 1024); }
+static double gib(unsigned long long b)
+{
+	return (double)b / (1024.0 * 1024 * 1024);
+}
 
 void txn_progress(void *ctx, const cs_target *t, cs_step s, bool undo, int res, double secs)
 {
 	txn_ctx *x = ctx;
 	const char *what = undo ? "rollback " : "";
 	if (res != CS_CU_SUCCESS) {
-		cli_msg("%d (%s) %s%s FAILED after %.3f s: %s", (int)t->pid, t->comm, what,
-			cs_step_name(s), secs, cs_cu_name(x->d, res));
+		cli_msg("%d (%s) %s%s FAILED after %.3f s: %s", (int)t->pid, t->comm, what, cs_step_name(s), secs,
+			cs_cu_name(x->d, res));
 		return;
 	}
 	if ((s == CS_STEP_CHECKPOINT || s == CS_STEP_RESTORE) && !undo)
-		cli_msg("%d (%s) %s: %.2f GiB in %.3f s", (int)t->pid, t->comm,
-			cs_step_name(s), gib(t->bytes), secs);
+		cli_msg("%d (%s) %s: %.2f GiB in %.3f s", (int)t->pid, t->comm, cs_step_name(s), gib(t->bytes), secs);
 	else
-		cli_msg("%d (%s) %s%s: ok in %.3f s", (int)t->pid, t->comm, what,
-			cs_step_name(s), secs);
+		cli_msg("%d (%s) %s%s: ok in %.3f s", (int)t->pid, t->comm, what, cs_step_name(s), secs);
 }
 
 static size_t txn_leftovers(const txn_ctx *x)
@@ -59,7 +60,8 @@ static void print_refused(const char *cmd, const cs_target *t, size_t n)
 	size_t halted = 0;
 	for (size_t i = 0; i < n; i++)
 		halted += t[i].halted;
-	cli_msg("%s refused; nothing was changed%s", cmd, halted > 1 ? ". Processes that cannot answer the driver now:" : "");
+	cli_msg("%s refused; nothing was changed%s", cmd,
+		halted > 1 ? ". Processes that cannot answer the driver now:" : "");
 	for (size_t i = 0; halted > 1 && i < n; i++)
 		if (t[i].halted)
 			cli_msg("  %s", t[i].error.message);
@@ -70,12 +72,11 @@ void txn_print_human(const txn_ctx *x, const cs_target *t, size_t n, const cs_tx
 	const char *cmd = x->c->cmd;
 	for (size_t i = 0; i < n; i++)
 		if (t[i].skipped)
-			cli_msg("%d (%s) left as it was: %s", (int)t[i].pid, t[i].comm,
-				state_word(&t[i]));
+			cli_msg("%d (%s) left as it was: %s", (int)t[i].pid, t[i].comm, state_word(&t[i]));
 	if (r->outcome == CS_OUTCOME_DONE) {
 		double gbps = r->wall_seconds > 0 ? (double)r->bytes / r->wall_seconds / 1e9 : 0;
-		cli_msg("%s done: %zu process%s, %.2f GiB in %.3f s (%.2f GB/s)%s", cmd,
-			r->acted, r->acted == 1 ? "" : "es", gib(r->bytes), r->wall_seconds, gbps,
+		cli_msg("%s done: %zu process%s, %.2f GiB in %.3f s (%.2f GB/s)%s", cmd, r->acted,
+			r->acted == 1 ? "" : "es", gib(r->bytes), r->wall_seconds, gbps,
 			txn_leftovers(x) ? "; device references remain (see warnings)" : "");
 		return;
 	}
@@ -84,8 +85,9 @@ void txn_print_human(const txn_ctx *x, const cs_target *t, size_t n, const cs_tx
 		print_refused(cmd, t, n);
 		return;
 	}
-	cli_msg("%s FAILED; %s", cmd, r->outcome == CS_OUTCOME_ROLLED_BACK ?
-		"every process is back in its state before the command:" : "rollback INCOMPLETE:");
+	cli_msg("%s FAILED; %s", cmd,
+		r->outcome == CS_OUTCOME_ROLLED_BACK ? "every process is back in its state before the command:" :
+						       "rollback INCOMPLETE:");
 	for (size_t i = 0; i < n; i++) {
 		if (t[i].skipped)
 			continue;
@@ -157,8 +159,9 @@ void txn_print_json(const txn_ctx *x, const cs_target *t, size_t n, const cs_txn
 	json_object_object_add(o, "exit_status", json_object_new_int(status));
 	json_object_object_add(o, "wall_seconds", json_object_new_double(r->wall_seconds));
 	json_object_object_add(o, "bytes", json_object_new_uint64(r->bytes));
-	json_object_object_add(o, "gb_per_s", json_object_new_double(r->wall_seconds > 0 ?
-		(double)r->bytes / r->wall_seconds / 1e9 : 0));
+	json_object_object_add(o, "gb_per_s",
+			       json_object_new_double(r->wall_seconds > 0 ? (double)r->bytes / r->wall_seconds / 1e9 :
+									    0));
 	json_object *arr = json_object_new_array();
 	for (size_t i = 0; i < n; i++)
 		json_object_array_add(arr, target_json(&t[i]));
@@ -183,4 +186,3 @@ int txn_early_error(const txn_ctx *x, const cs_error *e)
 	}
 	return cli_exit_for(e); /* nothing was changed */
 }
-

@@ -43,7 +43,9 @@ static void warn_line(void *ctx, const char *line)
 static int nothing_to_do(const txn_ctx *x)
 {
 	cli_msg("no CUDA process selected%s; nothing to %s",
-		x->c->op == CS_OP_RESTORE ? " is checkpointed" : x->c->op == CS_OP_UNLOCK ? " is locked" : "",
+		x->c->op == CS_OP_RESTORE        ? " is checkpointed" :
+			x->c->op == CS_OP_UNLOCK ? " is locked" :
+						   "",
 		x->c->cmd);
 	if (x->c->json) {
 		cs_txn_result r = { 0 };
@@ -73,29 +75,43 @@ static int run_session(txn_ctx *x, const cs_session_opts *o)
 	return status;
 }
 
+/* The session (and with it the state lock) goes first, then the driver. */
+static void txn_ctx_clear(txn_ctx *x)
+{
+	cs_session_free(x->s);
+	cs_driver_free(x->d);
+}
+CS_DEFINE_CLEANUP_STRUCT(txn_ctx, txn_ctx_clear)
+
 int txn_cli_execute(txn_cli *c)
 {
-	txn_ctx x = { .c = c, .watch = { .tty = -1, .cmd = c->cmd } };
+	_cleanup_(txn_ctx_clearp) txn_ctx x = { .c = c, .watch = { .tty = -1, .cmd = c->cmd } };
 	cs_error err = { 0 };
 	catch_signals();
-	if (cs_driver_open(&x.d, &err) < 0) {
-		int s = txn_early_error(&x, &err);
-		cs_driver_free(x.d);
-		return s;
-	}
+	if (cs_driver_open(&x.d, &err) < 0)
+		return txn_early_error(&x, &err);
 	cs_limits lim = *cs_driver_limits(x.d);
 	lim.interrupted = &interrupted;
 	lim.move_s = c->step_timeout_s;
 	cs_driver_set_limits(x.d, &lim);
 	cs_session_opts o = {
-		.op = c->op, .command = c->cmd, .sel = c->sel, .timeout_ms = c->timeout_ms, .jobs = c->jobs,
-		.sequential = c->sequential, .strict = c->strict, .ignore_manifest = c->ignore_manifest,
-		.reuse_warns = c->reuse_warns, .no_init = c->no_init, .device_map = c->device_map,
-		.interrupted = &interrupted, .progress = txn_progress, .progress_ctx = &x, .watch = txn_watch,
-		.watch_ctx = &x.watch, .warn = warn_line,
+		.op = c->op,
+		.command = c->cmd,
+		.sel = c->sel,
+		.timeout_ms = c->timeout_ms,
+		.jobs = c->jobs,
+		.sequential = c->sequential,
+		.strict = c->strict,
+		.ignore_manifest = c->ignore_manifest,
+		.reuse_warns = c->reuse_warns,
+		.no_init = c->no_init,
+		.device_map = c->device_map,
+		.interrupted = &interrupted,
+		.progress = txn_progress,
+		.progress_ctx = &x,
+		.watch = txn_watch,
+		.watch_ctx = &x.watch,
+		.warn = warn_line,
 	};
-	int status = run_session(&x, &o);
-	cs_session_free(x.s);
-	cs_driver_free(x.d);
-	return status;
+	return run_session(&x, &o);
 }

@@ -32,7 +32,7 @@ static void print_human(const cs_ptable *t, const cs_leftover *l, size_t n)
 		printf("%s (run as root or with CAP_SYS_PTRACE to check them)\n", unread);
 	if (n == 0) {
 		printf(unread[0] ? "No GPU device reference found in the processes that could be read.\n" :
-		       "No GPU device reference remains in this PID namespace.\n");
+				   "No GPU device reference remains in this PID namespace.\n");
 		return;
 	}
 	for (size_t i = 0, used; i < n; i += used) {
@@ -80,10 +80,10 @@ int cmd_verify(int argc, char **argv)
 	int rc0 = cli_parse_json_only(argc, argv, "verify", usage, &json);
 	if (rc0 != CLI_GO_ON)
 		return rc0;
-	cs_driver *d = NULL;
+	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
 	cs_error err = { 0 };
 	cs_driver_open(&d, &err);
-	cs_ptable t = { 0 };
+	_cleanup_(cs_ptable_freep) cs_ptable t = { 0 };
 	_cleanup_free_ cs_leftover *l = NULL;
 	size_t n = 0;
 	int status;
@@ -98,7 +98,5 @@ int cmd_verify(int argc, char **argv)
 			print_human(&t, l, n);
 		status = cli_blind(&t) ? EXIT_USAGE : n ? EXIT_FAILED : EXIT_DONE;
 	}
-	cs_ptable_free(&t);
-	cs_driver_free(d);
 	return status;
 }

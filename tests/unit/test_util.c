@@ -1,5 +1,6 @@
 /* The helpers the parsers stand on: strict number parsing, bounded file
- * reads and array growth. */
+ * reads, array growth, directory and file streams that leave no fd behind,
+ * and the cleanup attributes with TAKE_PTR / TAKE_FD / TAKE_STRUCT. */
 #include "testutil.h"
 #include "util.h"
 
@@ -8,6 +9,7 @@
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -147,6 +149,175 @@ static void grow_array(void **state)
 	free(v);
 }
 
+/* The lowest free descriptor: unchanged when a failed call leaked nothing. */
+static int lowest_free_fd(void)
+{
+	int fd = fcntl(0, F_DUPFD, 0);
+	assert_true(fd >= 0);
+	close(fd);
+	return fd;
+}
+
+static bool cloexec(int fd)
+{
+	int flags = fcntl(fd, F_GETFD);
+	assert_true(flags >= 0);
+	return flags & FD_CLOEXEC;
+}
+
+static void opendir_at(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	tu_write_str(dir, "sub/file", "x");
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+
+	DIR *d = cs_opendir_at(dfd, "sub");
+	assert_non_null(d);
+	assert_true(cloexec(dirfd(d)));
+	bool seen = false;
+	for (struct dirent *de; (de = readdir(d));)
+		seen |= strcmp(de->d_name, "file") == 0;
+	assert_true(seen);
+	closedir(d);
+
+	int free_fd = lowest_free_fd();
+	errno = 0;
+	assert_null(cs_opendir_at(dfd, "sub/file"));
+	assert_int_equal(errno, ENOTDIR);
+	assert_null(cs_opendir_at(dfd, "missing"));
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(lowest_free_fd(), free_fd);
+
+	/* A stream over an fd that is not a directory: the fd is closed. */
+	char *path = tu_path(dir, "sub/file");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	errno = 0;
+	assert_null(cs_fdopendir(fd));
+	assert_int_equal(errno, ENOTDIR);
+	assert_int_equal(fcntl(fd, F_GETFD), -1);
+	assert_int_equal(lowest_free_fd(), free_fd);
+	free(path);
+
+	close(dfd);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+static void fopen_at(void **state)
+{
+	(void)state;
+	char *dir = tu_mkdtemp();
+	tu_write_str(dir, "lines", "one\ntwo\n");
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+
+	FILE *f = cs_fopen_at(dfd, "lines");
+	assert_non_null(f);
+	assert_true(cloexec(fileno(f)));
+	char line[16];
+	assert_non_null(fgets(line, sizeof(line), f));
+	assert_string_equal(line, "one\n");
+	fclose(f);
+
+	int free_fd = lowest_free_fd();
+	errno = 0;
+	assert_null(cs_fopen_at(dfd, "missing"));
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(lowest_free_fd(), free_fd);
+
+	close(dfd);
+	tu_rmrf(dir);
+	free(dir);
+}
+
+typedef struct counted {
+	int *released;
+	int *items;
+} counted;
+
+/* Empties a struct on the stack (the second form: any zeroed struct). */
+static void counted_clear(counted *c)
+{
+	if (c->released)
+		(*c->released)++;
+	free(c->items);
+	*c = (counted){ 0 };
+}
+
+/* Releases a heap object (the first form). */
+static void counted_free(counted *c)
+{
+	counted_clear(c);
+	free(c);
+}
+
+CS_DEFINE_CLEANUP(counted, counted_free)
+CS_DEFINE_CLEANUP_STRUCT(counted, counted_clear)
+
+/* Builds a heap object and hands it out, or fails and releases it. */
+static int build(int *released, bool fail, counted **out)
+{
+	_cleanup_(counted_freep) counted *c = calloc(1, sizeof(*c));
+	assert_non_null(c);
+	c->released = released;
+	if (fail)
+		return -EINVAL;
+	*out = TAKE_PTR(c);
+	return 0;
+}
+
+static void cleanup_attributes(void **state)
+{
+	(void)state;
+	int released = 0;
+	counted *c = NULL;
+	assert_int_equal(build(&released, true, &c), -EINVAL);
+	assert_int_equal(released, 1);
+	assert_null(c);
+	assert_int_equal(build(&released, false, &c), 0);
+	assert_int_equal(released, 1);
+	assert_non_null(c);
+	counted_free(c);
+	assert_int_equal(released, 2);
+
+	{
+		_cleanup_(counted_freep) counted *none = NULL;
+		(void)none;
+	}
+	assert_int_equal(released, 2);
+
+	counted kept = { 0 };
+	{
+		_cleanup_(counted_clearp) counted s = { .released = &released, .items = malloc(4) };
+		assert_non_null(s.items);
+		kept = TAKE_STRUCT(s);
+		assert_null(s.items);
+		assert_null(s.released);
+	}
+	assert_int_equal(released, 2); /* what the struct held went with TAKE_STRUCT */
+	assert_non_null(kept.items);
+	{
+		_cleanup_(counted_clearp) counted s = kept;
+		(void)s;
+	}
+	assert_int_equal(released, 3);
+
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	int copy = fd;
+	int taken = TAKE_FD(fd);
+	assert_int_equal(taken, copy);
+	assert_int_equal(fd, -1);
+	close(taken);
+	{
+		_cleanup_close_ int none = -1;
+		(void)none;
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -155,6 +326,9 @@ int main(void)
 		cmocka_unit_test(parse_long_range),
 		cmocka_unit_test(read_at_files),
 		cmocka_unit_test(grow_array),
+		cmocka_unit_test(opendir_at),
+		cmocka_unit_test(fopen_at),
+		cmocka_unit_test(cleanup_attributes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
