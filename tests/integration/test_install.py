@@ -174,6 +174,35 @@ class Installed(unittest.TestCase):
         for lib in ("libjson-c", "libcuda", "libnvidia-ml"):
             self.assertFalse(any(n.startswith(lib) for n in needed), lib)
 
+    # --- the CRIU plugin --------------------------------------------------
+
+    def plugin_path(self):
+        return os.path.join(under(self.destdir, "/", self.opt.get("criu_plugin_dir", "/usr/lib/criu")),
+                            "cudasnap_plugin.so")
+
+    def test_criu_plugin(self):
+        path = self.plugin_path()
+        self.assertFile(path)
+        nm = shutil.which("nm")
+        if not nm:
+            self.skipTest("nm (binutils) is not installed")
+        p = run([nm, "-D", "--defined-only", path], check=True)
+        # AddressSanitizer adds its own __odr_asan markers to exported data.
+        exported = {line.split()[-1] for line in p.stdout.splitlines()
+                    if len(line.split()) == 3 and not line.split()[-1].startswith("__odr_asan")}
+        self.assertEqual(exported, {"CR_PLUGIN_DESC"}, "the plugin exports its descriptor and nothing else")
+
+    def test_criu_plugin_needs_only_glibc(self):
+        if SANITIZE != "none":
+            self.skipTest(f"sanitizer build (b_sanitize={SANITIZE})")
+        readelf = shutil.which("readelf")
+        if not readelf:
+            self.skipTest("readelf (binutils) is not installed")
+        p = run([readelf, "-d", self.plugin_path()], check=True)
+        needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", p.stdout))
+        self.assertFalse(needed - GLIBC, f"the plugin needs libraries other than glibc's: {sorted(needed - GLIBC)}")
+        self.assertIn("NODELETE", p.stdout, "the plugin must stay mapped: calls given up on may still run in it")
+
     # --- the library -----------------------------------------------------
 
     def test_library_files(self):

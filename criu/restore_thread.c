@@ -1,0 +1,80 @@
+/* Running the driver's restore thread of a task that CRIU holds stopped.
+ * Every driver call but GetRestoreThreadId is answered by that thread, so
+ * while CRIU holds the tree it must run alone: every other signal blocked,
+ * no ptrace options that would stop it on a system call, and stopped again
+ * (with its mask and options as CRIU set them) before CRIU goes on. */
+#include "plugin.h"
+#include "pool.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+
+/* CRIU seizes every thread with these options. */
+#define CRIU_PTRACE_OPTIONS (PTRACE_O_SUSPEND_SECCOMP | PTRACE_O_TRACESYSGOOD)
+
+int resume_restore_thread(plugin_task *t)
+{
+	if (t->resumed || t->tid <= 0)
+		return 0;
+	uint64_t run_mask = ~0ULL & ~(1ULL << (SIGTRAP - 1));
+	if (ptrace(PTRACE_GETSIGMASK, t->tid, sizeof(t->sigmask), &t->sigmask) < 0 ||
+	    ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(run_mask), &run_mask) < 0 ||
+	    ptrace(PTRACE_SETOPTIONS, t->tid, NULL, 0) < 0 || ptrace(PTRACE_CONT, t->tid, NULL, 0) < 0) {
+		plog(CS_CRIU_LOG_ERROR, "cannot run the restore thread %d of process %d: %s", (int)t->tid, (int)t->pid,
+		     strerror(errno));
+		return -1;
+	}
+	t->resumed = true;
+	return 0;
+}
+
+/* Waits (at most 10 s) for the thread to report its stop. */
+static int wait_stopped(pid_t tid)
+{
+	double until = cs_now() + 10;
+	for (;;) {
+		int status;
+		pid_t r = waitpid(tid, &status, __WALL | WNOHANG);
+		if (r == tid && WIFSTOPPED(status))
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (r == tid && (WIFEXITED(status) || WIFSIGNALED(status)))
+			return -1;
+		if (cs_now() > until)
+			return -1;
+		struct timespec ts = { 0, 2000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+int stop_restore_thread(plugin_task *t)
+{
+	if (!t->resumed)
+		return 0;
+	t->resumed = false;
+	if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, 0) < 0 || wait_stopped(t->tid) < 0 ||
+	    ptrace(PTRACE_SETOPTIONS, t->tid, NULL, CRIU_PTRACE_OPTIONS) < 0 ||
+	    ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(t->sigmask), &t->sigmask) < 0) {
+		plog(CS_CRIU_LOG_ERROR, "cannot stop the restore thread %d of process %d again: %s", (int)t->tid,
+		     (int)t->pid, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void resume_all(void)
+{
+	for (size_t i = 0; i < cs_plugin.ntasks; i++)
+		resume_restore_thread(&cs_plugin.tasks[i]);
+}
+
+void stop_all(void)
+{
+	for (size_t i = 0; i < cs_plugin.ntasks; i++)
+		stop_restore_thread(&cs_plugin.tasks[i]);
+}
