@@ -21,17 +21,13 @@
  * is checkpointed, and CRIU cannot dump it: say so now, naming it. */
 static int refuse_holder(pid_t pid)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "%s/%d", cs_proc_dir(), (int)pid);
-	_cleanup_close_ int pdir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
 	cs_stat st;
 	if (pdir < 0 || cs_proc_read_stat(pdir, &st) < 0)
 		return 0;
-	cs_proc p = { .pid = pid };
-	cs_proc_scan_fds(pdir, cs_dev_dir(), &p);
-	cs_proc_scan_maps(pdir, cs_dev_dir(), &p);
+	_cleanup_(cs_proc_clearp) cs_proc p = { .pid = pid };
+	cs_proc_scan_gpu(pdir, cs_dev_dir(), &p);
 	int fds = p.device_fds, maps = p.device_maps;
-	cs_proc_clear(&p);
 	if (!fds && !maps)
 		return 0;
 	bool forked = find_task(st.ppid) != NULL;

@@ -292,15 +292,14 @@ static int inspect_proc(cs_doctor_report *r, const cs_proc *cp, const char *proc
 	p->pid = cp->pid;
 	p->uid = cp->uid;
 	memcpy(p->comm, cp->comm, sizeof(p->comm));
-	char path[PATH_MAX], who[96];
-	snprintf(path, sizeof(path), "%s/%d", procdir, (int)cp->pid);
-	_cleanup_close_ int pdir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char who[96];
+	_cleanup_close_ int pdir = cs_proc_open(procdir, cp->pid);
 	if (pdir >= 0) {
 		read_environ(pdir, p);
 		scan_maps(pdir, p, devdir);
 		scan_fds(pdir, p, devdir);
 	} else {
-		p->environ_errno = errno;
+		p->environ_errno = -pdir;
 	}
 	if (resolve_visible(r, p) < 0)
 		return -ENOMEM;

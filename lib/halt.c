@@ -232,10 +232,7 @@ cs_halt cs_proc_halt(const char *procdir, pid_t pid, pid_t tid, cs_halt_info *ou
 	cs_halt_info tmp = { 0 };
 	cs_halt_info *h = out ? out : &tmp;
 	memset(h, 0, sizeof(*h));
-	char name[16];
-	snprintf(name, sizeof(name), "%d", (int)pid);
-	_cleanup_close_ int dfd = open(procdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	_cleanup_close_ int pdir = dfd < 0 ? -1 : openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int pdir = cs_proc_open(procdir, pid);
 	if (pdir < 0)
 		return CS_HALT_NONE;
 	h->tid = tid > 0 ? tid : pid;

@@ -436,17 +436,30 @@ int cs_tid_to_tgid(const char *procdir, pid_t tid, pid_t *tgid)
 	return 0;
 }
 
-static int read_pid_stat(const char *procdir, pid_t pid, cs_stat *st)
+int cs_proc_open(const char *procdir, pid_t pid)
 {
-	memset(st, 0, sizeof(*st));
 	char name[16];
 	snprintf(name, sizeof(name), "%d", (int)pid);
 	_cleanup_close_ int dfd = open(procdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
-	_cleanup_close_ int pdir = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int pdir = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return pdir < 0 ? -errno : pdir;
+}
+
+int cs_proc_scan_gpu(int pdir, const char *devdir, cs_proc *p)
+{
+	int rf = cs_proc_scan_fds(pdir, devdir, p);
+	int rm = cs_proc_scan_maps(pdir, devdir, p);
+	return rf < 0 ? rf : rm;
+}
+
+static int read_pid_stat(const char *procdir, pid_t pid, cs_stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	_cleanup_close_ int pdir = cs_proc_open(procdir, pid);
 	if (pdir < 0)
-		return -errno;
+		return pdir;
 	return cs_proc_read_stat(pdir, st);
 }
 

@@ -48,10 +48,16 @@ bool cs_path_is_device(const char *path, size_t len, const char *devdir);
 bool cs_path_is_libcuda(const char *path, size_t len);
 bool cs_path_is_nvml(const char *path, size_t len);
 
+/* Opens procdir/PID as a directory (O_CLOEXEC); -errno on failure. */
+int cs_proc_open(const char *procdir, pid_t pid);
+
 /* Readers over an open /proc/PID directory. */
 int cs_proc_read_stat(int pdir, cs_stat *out);
 int cs_proc_scan_fds(int pdir, const char *devdir, cs_proc *p);
 int cs_proc_scan_maps(int pdir, const char *devdir, cs_proc *p);
+/* Both scans: the device references and driver mappings of the process,
+ * from /proc alone (no driver call). Returns the first error, or 0. */
+int cs_proc_scan_gpu(int pdir, const char *devdir, cs_proc *p);
 /* Thread id (any thread, visible in /proc) -> its process id. */
 int cs_tid_to_tgid(const char *procdir, pid_t tid, pid_t *tgid);
 /* Start time (stat field 22) of PID, for detecting PID reuse. */

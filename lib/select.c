@@ -216,7 +216,8 @@ int cs_select(const cs_ptable *t, const cs_selection *sel, cs_target **out, size
 				    .start_time = p->start_time,
 				    .order = (int)k,
 				    .state = p->state,
-				    .initial_state = p->state };
+				    .initial_state = p->state,
+				    .restore_tid = p->restore_tid };
 		memcpy(v[k].comm, p->comm, sizeof(v[k].comm));
 		cs_visible_devices(p->pid, v[k].visible_devices, sizeof(v[k].visible_devices));
 		k++;

@@ -173,8 +173,7 @@ int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
 		t.pairs = s->pairs;
 		t.npairs = s->npairs;
 	}
-	res->ran = true;
-	int rc = cs_txn_run(s->d, &t, s->t, s->n, res);
+	int rc = cs_txn_run(s->d, &t, s->t, s->n, res); /* clears res first */
 	res->ran = true;
 	if (rc == 0 && checkpoint && res->acted)
 		cs_session_save_manifest(s, res);

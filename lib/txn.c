@@ -124,6 +124,12 @@ static int call_step(run *r, cs_target *t, cs_step s, bool fwd)
 	}
 }
 
+/* Checkpoint and restore move GPU memory: long deadlines, progress to watch. */
+static bool moves_memory(cs_step s)
+{
+	return s == CS_STEP_CHECKPOINT || s == CS_STEP_RESTORE;
+}
+
 static bool gave_up(int res)
 {
 	return res == CS_CU_TIMED_OUT || res == CS_CU_INTERRUPTED;
@@ -225,14 +231,14 @@ static void do_step(void *ctx, size_t i)
 	cs_halt_info h;
 	if (!alive(t)) {
 		res = CS_CU_OPERATING_SYSTEM;
-	} else if ((s == CS_STEP_CHECKPOINT || s == CS_STEP_RESTORE) && halted_now(t, &h)) {
+	} else if (moves_memory(s) && halted_now(t, &h)) {
 		/* Stopped since the plan: the call would wait for it, and these have
 		 * long deadlines (lock and unlock follow the plan's check closely and
 		 * wait seconds at most). */
 		fail_halted(t, &h, cs_step_name(s));
 		atomic_store(&r->abort, 1);
 		return;
-	} else if (s == CS_STEP_CHECKPOINT || s == CS_STEP_RESTORE) {
+	} else if (moves_memory(s)) {
 		res = moving_call(r, t, s);
 	} else {
 		res = call_step(r, t, s, true);
@@ -518,8 +524,7 @@ int cs_txn_run(cs_driver *d, const cs_txn_opts *o, cs_target *targets, size_t n,
 	bool failed = false;
 	for (size_t k = 0; k < nsteps && !failed && r.nact; k++) {
 		r.step = steps[k];
-		bool moves = r.step == CS_STEP_CHECKPOINT || r.step == CS_STEP_RESTORE;
-		if (moves && o->watch)
+		if (moves_memory(r.step) && o->watch)
 			cs_pool_run_watched(jobs, r.nact, do_step, &r, tick, &r, o->watch_s > 0 ? o->watch_s : 0.5);
 		else
 			cs_pool_run(jobs, r.nact, do_step, &r);

@@ -16,22 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int open_pid_dir(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "%s/%d", cs_proc_dir(), (int)pid);
-	return open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-}
-
-/* The device references and driver mappings of pid (open /proc dir pdir). */
-static void scan_gpu_use(int pdir, pid_t pid, cs_proc *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->pid = pid;
-	cs_proc_scan_fds(pdir, cs_dev_dir(), p);
-	cs_proc_scan_maps(pdir, cs_dev_dir(), p);
-}
-
 /* A device holder whose parent loaded the driver library or holds device
  * files was forked from a CUDA process after init (a parent checkpointed
  * meanwhile holds no device file but still maps libcuda). */
@@ -39,11 +23,11 @@ static bool parent_uses_gpu(pid_t ppid)
 {
 	if (ppid <= 0)
 		return false;
-	_cleanup_close_ int pdir = open_pid_dir(ppid);
+	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), ppid);
 	if (pdir < 0)
 		return false;
-	_cleanup_(cs_proc_clearp) cs_proc p = { 0 };
-	scan_gpu_use(pdir, ppid, &p);
+	_cleanup_(cs_proc_clearp) cs_proc p = { .pid = ppid };
+	cs_proc_scan_gpu(pdir, cs_dev_dir(), &p);
 	return p.maps_libcuda || p.nrefs > 0;
 }
 
@@ -54,7 +38,7 @@ static void describe(cs_explain_ctx *c, int res, char *comm, size_t commsize)
 	c->pid_visible = cs_tid_to_tgid(cs_proc_dir(), c->pid, &tgid) == 0;
 	if (!c->pid_visible)
 		return;
-	_cleanup_close_ int pdir = open_pid_dir(tgid);
+	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), tgid);
 	cs_stat st;
 	if (pdir < 0 || cs_proc_read_stat(pdir, &st) < 0)
 		return;
@@ -62,8 +46,8 @@ static void describe(cs_explain_ctx *c, int res, char *comm, size_t commsize)
 	c->comm = comm;
 	if (res != CS_CU_NOT_INITIALIZED)
 		return;
-	_cleanup_(cs_proc_clearp) cs_proc p = { 0 };
-	scan_gpu_use(pdir, tgid, &p);
+	_cleanup_(cs_proc_clearp) cs_proc p = { .pid = tgid };
+	cs_proc_scan_gpu(pdir, cs_dev_dir(), &p);
 	if (p.nrefs) {
 		c->cls = CS_CLASS_DEVICE_HOLDER;
 		c->forked_child = parent_uses_gpu(st.ppid);
@@ -110,7 +94,7 @@ void compat_halt_hint(const compat_halt *h)
 {
 	char why[400], comm[72] = "";
 	cs_halt_clause(&h->info, h->tgid, why, sizeof(why));
-	_cleanup_close_ int pdir = open_pid_dir(h->tgid);
+	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), h->tgid);
 	cs_stat st;
 	if (pdir >= 0 && cs_proc_read_stat(pdir, &st) == 0)
 		snprintf(comm, sizeof(comm), " (%s)", st.comm);
