@@ -281,6 +281,7 @@ typedef struct cs_target {
 	char gpus[512]; /* UUIDs of the GPUs it sees, comma-separated; "" unknown */
 	cs_error error; /* why it failed, when failed */
 	pid_t restore_tid; /* the driver's helper thread, 0 when unknown */
+	pid_t nspid; /* its pid in its own PID namespace (inside its container) */
 	unsigned long long gpu_bytes; /* GPU memory expected to move, 0 when unknown */
 	bool halted; /* stopped or frozen: refused, or met during the command */
 	bool abandoned; /* a call on it was given up on: its state is not known */
@@ -373,6 +374,22 @@ typedef struct cs_session_opts {
 	/* Ask the driver about the selected --pid processes only, never about
 	 * the rest of the namespace (a snapshot engine's tree, say). */
 	bool only_selected;
+	/* The caller already holds the claims of the selected processes (two
+	 * operations never act on one process at once; see cs_session_select):
+	 * a snapshot engine that claimed each process as it met it. */
+	bool claimed;
+	/* Keep no manifest in the state directory: the caller keeps its own
+	 * record (CRIU's images). */
+	bool no_manifest;
+	/* The processes the leftover check looks at and speaks of (the tree a
+	 * snapshot engine dumps); NULL: every process of the namespace, of which
+	 * only those in the selection's scope fail a strict checkpoint. */
+	const pid_t *scope;
+	size_t nscope;
+	/* Restore: the order, memory sizes and GPUs of the processes from this
+	 * record (cs_manifest of lib/manifest.h, with the pids they have now)
+	 * instead of the state directory's manifest. */
+	const struct cs_manifest *manifest;
 	volatile int *interrupted;
 	cs_progress_fn progress;
 	void *progress_ctx;
@@ -384,12 +401,15 @@ typedef struct cs_session_opts {
 
 typedef struct cs_session cs_session;
 
-/* Opens the state directory and takes its lock: one mutating session at a
- * time. Keeps a pointer to opts (and to what it points to) until freed.
- * Fills err and returns <0 when another session holds the lock. */
+/* Opens the state directory. Keeps a pointer to opts (and to what it points
+ * to) until freed. Fills err and returns <0 when the directory cannot be
+ * used. */
 CS_PUBLIC int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *opts, cs_error *err);
-/* Discovery, selection (host PIDs refused), privileges, and for restore and
- * unlock only the processes in the starting state. Nothing is changed;
+/* Discovery, selection (host PIDs refused), privileges, the claims of the
+ * selected processes (unless opts.claimed), and for restore and unlock only
+ * the processes in the starting state. Sessions on different processes run
+ * side by side; one that meets a process another session holds fails
+ * (CS_ESTATE) naming both, before anything changed. Nothing is changed;
  * cs_session_targets then lists what a run would act on (maybe none). */
 CS_PUBLIC int cs_session_select(cs_session *s, cs_error *err);
 /* Restore's preparation (manifest order, PID-reuse refusal, device map,

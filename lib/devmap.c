@@ -152,3 +152,24 @@ int cs_devmap_covers(const cs_gpu_pair *pairs, unsigned npairs, const char *visi
 					    visible && *visible ? visible : "");
 	return 0;
 }
+
+int cs_devmap_covers_recorded(const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus, size_t ngpus,
+			      const cs_target *t, cs_error *err)
+{
+	for (const char *g = t->gpus; *g;) {
+		size_t len = strcspn(g, ",");
+		char uuid[CS_NVML_UUID_SIZE], which[CS_NVML_UUID_SIZE + 24];
+		snprintf(uuid, sizeof(uuid), "%.*s", (int)len, g);
+		snprintf(which, sizeof(which), "%s", uuid);
+		for (size_t i = 0; i < ngpus; i++)
+			if (strcasecmp(gpus[i].uuid, uuid) == 0)
+				snprintf(which, sizeof(which), "GPU %u (%s)", gpus[i].index, uuid);
+		if (!mapped(pairs, npairs, uuid))
+			return cs_error_set(err, CS_EUSAGE, HINT_MAP,
+					    "--device-map leaves out %s, which process %d (%s) saw when it was "
+					    "checkpointed",
+					    which, (int)t->pid, t->comm);
+		g += len + (g[len] == ',');
+	}
+	return 0;
+}

@@ -15,6 +15,12 @@ int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_
 int cs_devmap_covers(const cs_gpu_pair *pairs, unsigned npairs, const char *visible, const cs_nvml_gpu *gpus,
 		     size_t ngpus, const cs_target *t, cs_error *err);
 
+/* The same against the GPUs the target saw at its checkpoint (t->gpus, as
+ * the manifest recorded them), which is what the driver needs mapped, also
+ * when the restore runs on a machine without them. */
+int cs_devmap_covers_recorded(const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus, size_t ngpus,
+			      const cs_target *t, cs_error *err);
+
 /* The GPUs a process with this CUDA_VISIBLE_DEVICES sees, in its order
  * (every GPU when unset or empty); returns how many were stored in out. */
 size_t cs_visible_gpus(const char *visible, const cs_nvml_gpu *gpus, size_t ngpus, const cs_nvml_gpu **out, size_t max);

@@ -145,6 +145,9 @@ static void classify(cs_proc *p, cs_driver *d)
 	 * process, and it is the thread that must run for anything else. */
 	pid_t tid;
 	int rt = cs_cu_get_restore_tid(d, p->pid, &tid);
+	pid_t here = rt == CS_CU_SUCCESS ? cs_proc_thread_here(cs_proc_dir(), p->pid, tid) : 0;
+	if (here)
+		tid = here; /* the driver may name it as the target's own namespace does */
 	cs_halt_info h;
 	if (cs_proc_halt(cs_proc_dir(), p->pid, rt == CS_CU_SUCCESS ? tid : 0, &h) != CS_HALT_NONE) {
 		p->halt = h.halt;

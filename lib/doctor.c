@@ -243,6 +243,26 @@ static void check_environment(cs_doctor_report *r)
 		cs_doctor_add(r, "environment", PASS, 0, NULL, "no override is set");
 }
 
+/* The settings file speaks for callers without an environment (CRIU under a
+ * container engine): say what it sets, and why it was not used. */
+static void check_settings(cs_doctor_report *r)
+{
+	char list[256] = "";
+	for (size_t i = 0; i < r->nsettings; i++)
+		cs_doctor_list_add(list, sizeof(list), "%s", r->settings[i]);
+	const char *problem = cs_config_problem();
+	if (problem[0])
+		cs_doctor_add(r, "settings", WARN, 0,
+			      "Make it a regular file owned by root, mode 0644 or stricter, of lines NAME=VALUE naming "
+			      "CUDASNAP_* variables (see cudasnap(1), FILES).",
+			      "%s", problem);
+	else if (r->nsettings)
+		cs_doctor_add(r, "settings", PASS, 0, NULL, "%s sets %s (the environment wins over it)",
+			      cs_config_path(), list);
+	else
+		cs_doctor_add(r, "settings", PASS, 0, NULL, "%s sets nothing", cs_config_path());
+}
+
 int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 {
 	memset(r, 0, sizeof(*r));
@@ -256,6 +276,7 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 	cs_host_memory(root, &r->mem);
 	r->at_secure = cs_env_secure();
 	r->noverrides = cs_env_overrides(r->overrides, CS_ARRAY_SIZE(r->overrides));
+	r->nsettings = cs_config_settings(r->settings, CS_ARRAY_SIZE(r->settings));
 	if (rc == 0 && cs_nvml_present(n))
 		snprintf(r->nvml_driver_version, sizeof(r->nvml_driver_version), "%s", cs_nvml_driver_version(n));
 	if (rc == 0) {
@@ -266,6 +287,7 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 		check_memory(r);
 		check_sandbox(r);
 		check_environment(r);
+		check_settings(r);
 		rc = cs_doctor_check_processes(r, d, o, root);
 	}
 	if (rc < 0 || r->oom)

@@ -57,6 +57,8 @@ typedef struct cs_doctor_report {
 	bool at_secure; /* elevated privileges: no environment override is read */
 	const char *overrides[CS_ENV_COUNT]; /* documented variables set (static strings) */
 	size_t noverrides;
+	const char *settings[CS_ENV_COUNT]; /* set by the settings file (static strings) */
+	size_t nsettings;
 	bool nvml_present;
 	char nvml_driver_version[CS_NVML_VERSION_SIZE];
 	cs_nvml_gpu *gpus;

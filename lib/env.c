@@ -1,36 +1,193 @@
 /* Reads of the environment, all through secure_getenv(3), which returns
  * NULL when the process runs with elevated privileges (AT_SECURE); see
  * env.h for why. This is the only file of lib/ and src/ allowed to read the
- * environment (tests/lint/env_reads.py checks it). */
+ * environment (tests/lint/env_reads.py checks it). Settings missing from the
+ * environment come from the settings file (config.h). */
 #include "env.h"
+#include "config.h"
+#include "proc.h"
 #include "util.h"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 
 /* Every variable cudasnap reads, as documented in cudasnap(1)'s ENVIRONMENT. */
 static const char *const documented[] = {
 	"CUDASNAP_LIBCUDA",    "CUDASNAP_LIBNVML", "CUDASNAP_DEV_DIR",     "CUDASNAP_PROC_DIR",
 	"CUDASNAP_STATE_DIR",  "CUDASNAP_ROOT",    "CUDASNAP_HOOK_STRICT", "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE",
-	"CUDASNAP_DEVICE_MAP",
+	"CUDASNAP_DEVICE_MAP", "CUDASNAP_CONFIG",
 };
 _Static_assert(CS_ARRAY_SIZE(documented) == CS_ENV_COUNT, "CS_ENV_COUNT is the length of the list");
 
-static bool is_documented(const char *name)
+static int documented_index(const char *name, size_t len)
 {
 	for (size_t i = 0; i < CS_ARRAY_SIZE(documented); i++)
-		if (strcmp(documented[i], name) == 0)
-			return true;
+		if (strlen(documented[i]) == len && memcmp(documented[i], name, len) == 0)
+			return (int)i;
+	return -1;
+}
+
+static bool is_documented(const char *name)
+{
+	return documented_index(name, strlen(name)) >= 0;
+}
+
+/* What the settings file may set: cudasnap's own variables, but not the
+ * name of the file itself. */
+static bool file_may_set(int i)
+{
+	return i >= 0 && strncmp(documented[i], "CUDASNAP_", 9) == 0 && strcmp(documented[i], "CUDASNAP_CONFIG") != 0;
+}
+
+/* The settings file, read once. Its values and problems live as long as
+ * the process. */
+static struct {
+	pthread_mutex_t mu;
+	bool loaded;
+	char path[512];
+	char *value[CS_ARRAY_SIZE(documented)];
+	char **retired; /* values of an earlier reading (cs_config_forget) */
+	size_t nretired, nretired_cap;
+	char problem[256];
+} file = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* Keeps the first problem met: doctor reports it. */
+__attribute__((format(printf, 1, 2))) static void note_problem(const char *fmt, ...)
+{
+	if (file.problem[0])
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(file.problem, sizeof(file.problem), fmt, ap);
+	va_end(ap);
+}
+
+static void take_setting(void *ctx, const char *name, size_t nlen, const char *value, size_t vlen, unsigned line)
+{
+	(void)ctx;
+	int i = documented_index(name, nlen);
+	if (!file_may_set(i)) {
+		char n[64];
+		cs_sanitize(n, sizeof(n), name, nlen);
+		note_problem("%s (line %u) is not a setting of the file; it was skipped", n, line);
+		return;
+	}
+	free(file.value[i]);
+	file.value[i] = strndup(value, vlen);
+}
+
+static void bad_line(void *ctx, unsigned line)
+{
+	(void)ctx;
+	note_problem("line %u is not NAME=VALUE; it was skipped", line);
+}
+
+/* Only a file that only root (or the caller) can change names libraries. */
+static bool file_trusted(int fd, struct stat *st)
+{
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode))
+		note_problem("%s is not a regular file: it was ignored", file.path);
+	else if (st->st_uid != 0 && st->st_uid != geteuid())
+		note_problem("%s is owned by uid %u, not root or the caller: it was ignored", file.path,
+			     (unsigned)st->st_uid);
+	else if (st->st_mode & (S_IWGRP | S_IWOTH))
+		note_problem("%s is writable by group or others: it was ignored", file.path);
+	else if ((size_t)st->st_size > CS_CONFIG_MAX)
+		note_problem("%s is larger than %u KiB: it was ignored", file.path, CS_CONFIG_MAX >> 10);
+	else
+		return true;
 	return false;
+}
+
+static void load_file(void)
+{
+	const char *env = secure_getenv("CUDASNAP_CONFIG");
+	snprintf(file.path, sizeof(file.path), "%s", env && *env ? env : CS_CONFIG_DEFAULT);
+	_cleanup_close_ int fd = open(file.path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
+	if (fd < 0) {
+		if (errno != ENOENT)
+			note_problem("%s cannot be read: %s", file.path, strerror(errno));
+		return;
+	}
+	if (!file_trusted(fd, &st))
+		return;
+	_cleanup_free_ char *text = malloc((size_t)st.st_size + 1);
+	ssize_t n = text ? pread(fd, text, (size_t)st.st_size, 0) : -1;
+	if (n > 0)
+		cs_config_parse(text, (size_t)n, take_setting, bad_line, NULL);
+}
+
+static void load_once(void)
+{
+	pthread_mutex_lock(&file.mu);
+	if (!file.loaded) {
+		load_file();
+		file.loaded = true;
+	}
+	pthread_mutex_unlock(&file.mu);
+}
+
+static const char *file_value(size_t i)
+{
+	load_once();
+	pthread_mutex_lock(&file.mu);
+	const char *v = file_may_set((int)i) ? file.value[i] : NULL;
+	pthread_mutex_unlock(&file.mu);
+	return v && *v ? v : NULL;
 }
 
 const char *cs_env(const char *name)
 {
-	if (!name || !is_documented(name))
+	int i = name ? documented_index(name, strlen(name)) : -1;
+	if (i < 0)
 		return NULL;
 	const char *v = secure_getenv(name);
-	return v && *v ? v : NULL;
+	return v && *v ? v : file_value((size_t)i);
+}
+
+void cs_config_forget(void)
+{
+	pthread_mutex_lock(&file.mu);
+	/* The old values may still be in use: they are kept, not freed. */
+	for (size_t i = 0; i < CS_ARRAY_SIZE(file.value); i++)
+		if (file.value[i] && cs_grow(&file.retired, &file.nretired_cap, file.nretired + 1, sizeof(char *)) == 0)
+			file.retired[file.nretired++] = file.value[i];
+	memset(file.value, 0, sizeof(file.value));
+	file.problem[0] = '\0';
+	file.loaded = false;
+	pthread_mutex_unlock(&file.mu);
+}
+
+const char *cs_config_path(void)
+{
+	load_once();
+	return file.path;
+}
+
+const char *cs_config_problem(void)
+{
+	load_once();
+	return file.problem;
+}
+
+size_t cs_config_settings(const char **names, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < CS_ARRAY_SIZE(documented); i++) {
+		if (!file_value(i))
+			continue;
+		if (n < max)
+			names[n] = documented[i];
+		n++;
+	}
+	return n;
 }
 
 bool cs_env_secure(void)

@@ -15,14 +15,27 @@
 #include <stddef.h>
 
 /* How many variables cudasnap documents (the list in env.c). */
-#define CS_ENV_COUNT 9
+#define CS_ENV_COUNT 10
 
 /* The value of a documented variable, or NULL when it is unset, empty, or
- * ignored because of AT_SECURE. A name that is not in the list is never
+ * ignored because of AT_SECURE; a CUDASNAP_* variable the environment does
+ * not give comes from the settings file when that sets it. A name that is not in the list is never
  * read and yields NULL, so that every variable cudasnap honours is one that
  * cs_env_overrides() can report. The string belongs to the environment: do
  * not free it or keep it across setenv. */
 const char *cs_env(const char *name);
+
+/* The settings file (config.h) that cs_env() falls back to: its path
+ * ($CUDASNAP_CONFIG, else /etc/cudasnap/cudasnap.conf), the first problem
+ * met reading it ("" when none: an absent file is no problem), and the
+ * settings it gives (names as in cs_env_overrides; the environment still
+ * wins over each). */
+const char *cs_config_path(void);
+const char *cs_config_problem(void);
+size_t cs_config_settings(const char **names, size_t max);
+/* Reads the file again at the next lookup (after it, or CUDASNAP_CONFIG,
+ * changed). Values handed out before stay valid. */
+void cs_config_forget(void);
 
 /* Whether the kernel marked this process as running with elevated
  * privileges (getauxval(AT_SECURE) != 0). */

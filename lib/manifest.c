@@ -1,5 +1,6 @@
 #include "manifest.h"
 #include "json.h"
+#include "nvml.h"
 #include "state.h"
 #include "proc.h"
 #include "util.h"
@@ -24,6 +25,8 @@ static json_object *entry_json(const cs_target *t, int order)
 {
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "pid", json_object_new_int(t->pid));
+	if (t->nspid)
+		json_object_object_add(o, "nspid", json_object_new_int(t->nspid));
 	json_object_object_add(o, "start_time", json_object_new_uint64(t->start_time));
 	json_object_object_add(o, "comm", json_object_new_string(t->comm));
 	json_object_object_add(o, "order", json_object_new_int(order));
@@ -97,6 +100,32 @@ static bool get_str(json_object *o, const char *key, char *dst, size_t n, bool o
 	return true;
 }
 
+/* "gpus": absent, null, or an array of GPU UUIDs, kept comma-separated;
+ * anything else makes the entry malformed. */
+static int get_gpus(json_object *o, char *dst, size_t size)
+{
+	json_object *arr;
+	dst[0] = '\0';
+	if (!json_object_object_get_ex(o, "gpus", &arr) || json_object_is_type(arr, json_type_null))
+		return 0;
+	if (!json_object_is_type(arr, json_type_array))
+		return -1;
+	size_t used = 0;
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *g = json_object_array_get_idx(arr, i);
+		uint8_t uuid[16];
+		if (!json_object_is_type(g, json_type_string) || cs_gpu_uuid_parse(json_object_get_string(g), uuid) < 0)
+			return -1;
+		char text[CS_GPU_UUID_STRLEN];
+		cs_gpu_uuid_format(uuid, text);
+		int w = snprintf(dst + used, size - used, "%s%s", used ? "," : "", text);
+		if (w < 0 || (size_t)w >= size - used)
+			return -1;
+		used += (size_t)w;
+	}
+	return 0;
+}
+
 static int parse_entry(json_object *o, cs_manifest_entry *e)
 {
 	long long pid, order, start;
@@ -108,9 +137,10 @@ static int parse_entry(json_object *o, cs_manifest_entry *e)
 	e->pid = (pid_t)pid;
 	e->order = (int)order;
 	e->start_time = (unsigned long long)start;
-	long long bytes;
+	long long bytes, nspid;
 	e->bytes = get_int(o, "bytes", 0, LLONG_MAX, &bytes) ? (unsigned long long)bytes : 0;
-	return 0;
+	e->nspid = get_int(o, "nspid", 1, INT_MAX, &nspid) ? (pid_t)nspid : 0;
+	return get_gpus(o, e->gpus, sizeof(e->gpus));
 }
 
 static int parse_root(json_object *root, cs_manifest *m, cs_error *err)
@@ -207,5 +237,48 @@ char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t 
 	}
 	*left = json_object_array_length(keep);
 	json_object_object_add(root, "processes", keep);
+	return strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
+}
+
+/* Whether an entry of an older manifest still describes a checkpointed
+ * process of someone else's: not one of this checkpoint's, and alive. */
+static bool keep_entry(json_object *e, const cs_target *t, size_t n)
+{
+	long long pid, start;
+	if (!get_int(e, "pid", 1, INT_MAX, &pid) || !get_int(e, "start_time", 0, LLONG_MAX, &start))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (t[i].pid == pid)
+			return false;
+	return cs_proc_alive(cs_proc_dir(), (pid_t)pid, (unsigned long long)start);
+}
+
+char *cs_manifest_merge(const char *old, size_t len, const char *fresh, const cs_target *t, size_t n)
+{
+	_cleanup_(json_object_putp) json_object *root = json_tokener_parse(fresh);
+	json_object *arr, *oarr;
+	if (!root || !json_object_object_get_ex(root, "processes", &arr))
+		return NULL;
+	_cleanup_(cs_manifest_freep) cs_manifest check = { 0 };
+	_cleanup_(json_object_putp) json_object *prev =
+		old && cs_manifest_parse(old, len, &check, NULL) == 0 ? json_tokener_parse(old) : NULL;
+	if (!prev || !json_object_object_get_ex(prev, "processes", &oarr))
+		return strdup(fresh);
+	/* Older checkpoints first, in their order; this one's after them. */
+	json_object *all = json_object_new_array();
+	int order = 0;
+	for (size_t i = 0; i < json_object_array_length(oarr); i++) {
+		json_object *e = json_object_array_get_idx(oarr, i);
+		if (keep_entry(e, t, n)) {
+			json_object_object_add(e, "order", json_object_new_int(order++));
+			json_object_array_add(all, json_object_get(e));
+		}
+	}
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *e = json_object_array_get_idx(arr, i);
+		json_object_object_add(e, "order", json_object_new_int(order++));
+		json_object_array_add(all, json_object_get(e));
+	}
+	json_object_object_add(root, "processes", all);
 	return strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
 }

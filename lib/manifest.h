@@ -15,6 +15,8 @@ typedef struct cs_manifest_entry {
 	char comm[64];
 	int order;
 	char visible_devices[128];
+	pid_t nspid; /* its pid in its own PID namespace, 0 when not recorded */
+	char gpus[512]; /* UUIDs of the GPUs it saw, comma-separated, "" when not recorded */
 	unsigned long long bytes;
 	double seconds[CS_STEP_COUNT];
 } cs_manifest_entry;
@@ -37,5 +39,12 @@ CS_DEFINE_CLEANUP_STRUCT(cs_manifest, cs_manifest_free)
 /* The manifest text without the entries of targets this restore brought back
  * to running; *left is how many entries remain. NULL when buf does not parse. */
 char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t n, size_t *left);
+
+/* The manifest after checkpoint fresh (rendered from targets t): the
+ * entries of the older manifest old (len bytes; NULL or unparsable: none)
+ * whose processes are alive and not among t, then fresh's, ordered so.
+ * Checkpoints of other processes may have run beside this one. Returns a
+ * malloc'd string or NULL. */
+char *cs_manifest_merge(const char *old, size_t len, const char *fresh, const cs_target *t, size_t n);
 
 #endif

@@ -60,6 +60,7 @@ struct cs_nvml {
 	nvml_ret (*memory)(nvml_device, nvml_memory_v1 *);
 	nvml_ret (*memory_v2)(nvml_device, nvml_memory_v2 *); /* optional */
 	nvml_ret (*mig_mode)(nvml_device, unsigned *, unsigned *); /* optional */
+	nvml_ret (*minor)(nvml_device, unsigned *); /* optional */
 	nvml_ret (*procs)(nvml_device, unsigned *, nvml_proc_info *); /* optional */
 };
 
@@ -128,6 +129,7 @@ static int load_symbols(cs_nvml *n)
 		{ "nvmlDeviceGetMemoryInfo", (void **)&n->memory, true },
 		{ "nvmlDeviceGetMemoryInfo_v2", (void **)&n->memory_v2, false },
 		{ "nvmlDeviceGetMigMode", (void **)&n->mig_mode, false },
+		{ "nvmlDeviceGetMinorNumber", (void **)&n->minor, false },
 		{ "nvmlDeviceGetComputeRunningProcesses_v3", (void **)&n->procs, false },
 	};
 	for (size_t i = 0; i < CS_ARRAY_SIZE(syms); i++) {
@@ -258,6 +260,9 @@ static void read_gpu(cs_nvml *n, unsigned i, cs_nvml_gpu *g)
 	/* NOT_SUPPORTED is the answer of every GPU without MIG: not an error. */
 	if (n->mig_mode && n->mig_mode(dev, &cur, &pending) == NVML_OK)
 		g->mig = cur == 1;
+	g->minor = -1;
+	if (n->minor && n->minor(dev, &cur) == NVML_OK && cur < 4096)
+		g->minor = (int)cur;
 }
 
 int cs_nvml_gpus(cs_nvml *n, cs_nvml_gpu **gpus, size_t *count, cs_error *err)

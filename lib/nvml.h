@@ -28,6 +28,7 @@ typedef struct cs_nvml_gpu {
 	char name[CS_NVML_NAME_SIZE];
 	int persistence; /* 1 on, 0 off, -1 unknown */
 	int mig; /* 1 enabled, 0 disabled, -1 unknown or no MIG */
+	int minor; /* its device file is /dev/nvidia<minor>; -1 unknown */
 	bool memory_known;
 	unsigned long long memory_total, memory_used; /* bytes */
 	int error; /* first NVML error met on this GPU, 0 if none */

@@ -1,6 +1,7 @@
 #include "proc.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -178,6 +179,36 @@ int cs_parse_status_field(const char *buf, const char *key, long *out)
 			const char *end = p + strcspn(p, "\n");
 			long long v;
 			if (!take_ll(&p, end, &v) || v < LONG_MIN || v > LONG_MAX)
+				return -EINVAL;
+			*out = (long)v;
+			return 0;
+		}
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return -ENOENT;
+}
+
+int cs_parse_status_last(const char *buf, const char *key, long *out)
+{
+	size_t klen = strlen(key);
+	for (const char *line = buf; line && *line;) {
+		if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+			const char *p = line + klen + 1, *end = p + strcspn(p, "\n");
+			long long v = 0;
+			bool any = false;
+			for (;;) {
+				while (p < end && (*p == ' ' || *p == '\t'))
+					p++;
+				if (p == end)
+					break;
+				if (!take_ll(&p, end, &v) || v < LONG_MIN || v > LONG_MAX ||
+				    (p < end && *p != ' ' && *p != '\t'))
+					return -EINVAL;
+				any = true;
+			}
+			if (!any)
 				return -EINVAL;
 			*out = (long)v;
 			return 0;
@@ -445,6 +476,48 @@ int cs_proc_open(const char *procdir, pid_t pid)
 		return -errno;
 	int pdir = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return pdir < 0 ? -errno : pdir;
+}
+
+int cs_proc_read_ident(int pdir, pid_t pid, cs_proc_ident *out)
+{
+	char buf[4096];
+	*out = (cs_proc_ident){ .nspid = pid };
+	ssize_t n = cs_read_at(pdir, "status", buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	long v;
+	/* Kernels before 4.1 have no NSpid line: the pid is the only one known. */
+	if (cs_parse_status_last(buf, "NSpid", &v) == 0 && v > 0 && v <= INT_MAX)
+		out->nspid = (pid_t)v;
+	struct stat st;
+	if (fstatat(pdir, "ns/pid", &st, 0) == 0)
+		out->ns_ino = (unsigned long long)st.st_ino;
+	return 0;
+}
+
+pid_t cs_proc_thread_here(const char *procdir, pid_t pid, pid_t tid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%d/task", (int)pid);
+	_cleanup_close_ int procfd = open(procdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_closedir_ DIR *d = procfd >= 0 && tid > 0 ? cs_opendir_at(procfd, path) : NULL;
+	char name[16];
+	snprintf(name, sizeof(name), "%d", (int)tid);
+	if (!d)
+		return 0;
+	if (faccessat(dirfd(d), name, F_OK, 0) == 0)
+		return tid;
+	for (struct dirent *de; (de = readdir(d));) {
+		long id, ns;
+		char buf[4096];
+		if (cs_parse_long(de->d_name, 1, INT_MAX, &id) < 0)
+			continue;
+		_cleanup_close_ int tdir = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (tdir >= 0 && cs_read_at(tdir, "status", buf, sizeof(buf)) > 0 &&
+		    cs_parse_status_last(buf, "NSpid", &ns) == 0 && ns == tid)
+			return (pid_t)id;
+	}
+	return 0;
 }
 
 int cs_proc_scan_gpu(int pdir, const char *devdir, cs_proc *p)

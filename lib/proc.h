@@ -34,6 +34,9 @@ typedef struct cs_map_entry {
 int cs_parse_stat(const char *buf, size_t len, cs_stat *out);
 /* The first number after "Key:" at the start of a line of /proc/PID/status. */
 int cs_parse_status_field(const char *buf, const char *key, long *out);
+/* The last number on the line "Key:" (NSpid, NStgid: the id in the
+ * process's own PID namespace); -EINVAL for anything but numbers. */
+int cs_parse_status_last(const char *buf, const char *key, long *out);
 /* One line of /proc/PID/maps (without its newline). */
 int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out);
 /* Value of NAME in a NUL-separated environ block; NULL when absent. */
@@ -58,6 +61,20 @@ int cs_proc_scan_maps(int pdir, const char *devdir, cs_proc *p);
 /* Both scans: the device references and driver mappings of the process,
  * from /proc alone (no driver call). Returns the first error, or 0. */
 int cs_proc_scan_gpu(int pdir, const char *devdir, cs_proc *p);
+/* How every PID namespace can name one process: the inode of its own PID
+ * namespace and its pid there (the last NSpid field). ns_ino is 0 when the
+ * namespace link cannot be read; nspid falls back to pid. */
+typedef struct cs_proc_ident {
+	unsigned long long ns_ino;
+	pid_t nspid;
+} cs_proc_ident;
+int cs_proc_read_ident(int pdir, pid_t pid, cs_proc_ident *out);
+/* The thread of pid that the driver named tid, as this PID namespace names
+ * it: the driver may answer in the target's own namespace, which is not
+ * the caller's when the target lives in a container. tid itself when pid
+ * has such a thread here, else the one whose id inside the process's own
+ * namespace is tid; 0 when none. */
+pid_t cs_proc_thread_here(const char *procdir, pid_t pid, pid_t tid);
 /* Thread id (any thread, visible in /proc) -> its process id. */
 int cs_tid_to_tgid(const char *procdir, pid_t tid, pid_t *tgid);
 /* Start time (stat field 22) of PID, for detecting PID reuse. */

@@ -181,6 +181,17 @@ static int explicit_pids(const cs_ptable *t, const cs_selection *sel, bool *want
 	return 0;
 }
 
+/* Its pid inside its own PID namespace: what survives a restore into a
+ * new one. */
+static pid_t own_pid(pid_t pid)
+{
+	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
+	cs_proc_ident id = { .nspid = pid };
+	if (pdir >= 0)
+		cs_proc_read_ident(pdir, pid, &id);
+	return id.nspid;
+}
+
 int cs_select(const cs_ptable *t, const cs_selection *sel, cs_target **out, size_t *n, cs_error *err)
 {
 	*out = NULL;
@@ -220,6 +231,7 @@ int cs_select(const cs_ptable *t, const cs_selection *sel, cs_target **out, size
 				    .restore_tid = p->restore_tid };
 		memcpy(v[k].comm, p->comm, sizeof(v[k].comm));
 		cs_visible_devices(p->pid, v[k].visible_devices, sizeof(v[k].visible_devices));
+		v[k].nspid = own_pid(p->pid);
 		k++;
 	}
 	*out = TAKE_PTR(v);

@@ -1,9 +1,11 @@
 /* A session: what checkpoint, restore, lock and unlock do around the
  * transaction, so that every caller of the library gets the same
- * guarantees: one session at a time, PIDs checked against this namespace,
+ * guarantees: one session at a time on each process, PIDs checked against this namespace,
  * privileges checked before the driver refuses, leftovers checked, the
  * manifest kept. */
 #include "session_int.h"
+#include "halt.h"
+#include "proc.h"
 #include "select.h"
 #include "state.h"
 #include "util.h"
@@ -31,18 +33,18 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 	_cleanup_(cs_session_freep) cs_session *s = calloc(1, sizeof(*s));
 	if (!s)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
-	*s = (cs_session){ .d = d, .o = o, .state_fd = -1, .lock_fd = -1 };
+	*s = (cs_session){ .d = d, .o = o, .state_fd = -1 };
+	cs_claims_init(&s->claims);
 	cs_sandbox_detect(NULL, &s->sandbox);
 	s->state_fd = cs_state_open(err);
-	if (s->state_fd < 0 && s->sandbox.euid != 0)
-		snprintf(err->hint, sizeof(err->hint),
-			 "%s needs root (or CAP_SYS_PTRACE and a state directory of "
-			 "your own: set CUDASNAP_STATE_DIR).",
-			 o->command);
-	if (s->state_fd >= 0)
-		s->lock_fd = cs_state_lock(s->state_fd, o->command, err);
-	if (s->lock_fd < 0)
+	if (s->state_fd < 0) {
+		if (s->sandbox.euid != 0)
+			snprintf(err->hint, sizeof(err->hint),
+				 "%s needs root (or CAP_SYS_PTRACE and a state directory of "
+				 "your own: set CUDASNAP_STATE_DIR).",
+				 o->command);
 		return -(err->status ? err->status : CS_ESTATE);
+	}
 	*out = TAKE_PTR(s);
 	return 0;
 }
@@ -101,6 +103,23 @@ static void keep_relevant(cs_session *s)
 	s->n = k;
 }
 
+/* What discovery saw may have changed before the claims were taken (another
+ * session let go of a process in between): ask again, now that nobody else
+ * can change it. A process stopped since stays unknown for the transaction
+ * to refuse by name. */
+static void refresh_states(cs_session *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		cs_target *t = &s->t[i];
+		int state;
+		if (t->state == CS_STATE_UNKNOWN ||
+		    cs_proc_halt(cs_proc_dir(), t->pid, t->restore_tid, NULL) != CS_HALT_NONE)
+			continue;
+		if (cs_cu_get_state(s->d, t->pid, &state) == CS_CU_SUCCESS)
+			t->state = t->initial_state = state;
+	}
+}
+
 int cs_session_select(cs_session *s, cs_error *err)
 {
 	int r = cs_discover(scan_opts(s), s->d, &s->table, err);
@@ -112,8 +131,31 @@ int cs_session_select(cs_session *s, cs_error *err)
 	r = check_privileges(s, err);
 	if (r < 0)
 		return r;
+	if (!s->o->claimed) {
+		r = cs_claims_take(s->state_fd, s->t, s->n, s->o->command, &s->claims, err);
+		if (r < 0)
+			return r;
+		refresh_states(s);
+	}
 	keep_relevant(s);
 	return 0;
+}
+
+/* With a scope, the leftovers of other processes are none of this
+ * session's business: another container's processes, say. */
+static void keep_scoped_leftovers(cs_session *s)
+{
+	const cs_session_opts *o = s->o;
+	if (!o->scope)
+		return;
+	size_t k = 0;
+	for (size_t i = 0; i < s->nleft; i++)
+		for (size_t j = 0; j < o->nscope; j++)
+			if (o->scope[j] == s->left[i].proc->pid) {
+				s->left[k++] = s->left[i];
+				break;
+			}
+	s->nleft = k;
 }
 
 /* Leftover device references after a checkpoint: warnings, or with strict
@@ -128,8 +170,9 @@ static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
 		return strict ?
 			cs_error_set(err, CS_ESYS, NULL, "cannot check for leftover device references: %s", e.message) :
 			0;
+	keep_scoped_leftovers(s);
 	for (size_t i = 0; i < s->nleft; i++)
-		s->nleft_scope += cs_selection_covers(&s->after, &s->o->sel, s->left[i].proc->pid);
+		s->nleft_scope += s->o->scope || cs_selection_covers(&s->after, &s->o->sel, s->left[i].proc->pid);
 	for (size_t i = 0, used; i < s->nleft; i += used) {
 		char line[768];
 		cs_verify_line(s->left + i, s->nleft - i, &used, line, sizeof(line));
@@ -175,9 +218,12 @@ int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
 	}
 	int rc = cs_txn_run(s->d, &t, s->t, s->n, res); /* clears res first */
 	res->ran = true;
-	if (rc == 0 && checkpoint && res->acted)
-		cs_session_save_manifest(s, res);
-	if (rc == 0 && o->op == CS_OP_RESTORE && res->acted)
+	if (rc == 0 && checkpoint && res->acted) {
+		cs_session_note_gpus(s);
+		if (!o->no_manifest)
+			cs_session_save_manifest(s, res);
+	}
+	if (rc == 0 && o->op == CS_OP_RESTORE && res->acted && !o->no_manifest)
 		cs_session_prune_manifest(s);
 	return rc;
 }
@@ -205,8 +251,7 @@ void cs_session_free(cs_session *s)
 	free(s->left);
 	cs_ptable_free(&s->table);
 	cs_ptable_free(&s->after);
-	if (s->lock_fd >= 0)
-		close(s->lock_fd);
+	cs_claims_release(&s->claims);
 	if (s->state_fd >= 0)
 		close(s->state_fd);
 	free(s);

@@ -3,6 +3,7 @@
 #define CS_SESSION_INT_H
 
 #include "cudasnap.h"
+#include "claim.h"
 #include "sandbox.h"
 #include "verify.h"
 
@@ -10,7 +11,8 @@ struct cs_session {
 	cs_driver *d;
 	const cs_session_opts *o;
 	cs_sandbox sandbox;
-	int state_fd, lock_fd;
+	int state_fd;
+	cs_claims claims; /* the selected processes, unless the caller holds them */
 	cs_scan_opts scan; /* discovery's restriction (only_selected) */
 	cs_ptable table; /* the namespace when the session selected */
 	cs_target *t;
@@ -18,6 +20,7 @@ struct cs_session {
 	cs_gpu_pair *pairs; /* restore --device-map */
 	unsigned npairs;
 	cs_ptable after; /* the namespace after a checkpoint */
+	double wall; /* of the transaction, for the manifest */
 	cs_leftover *left;
 	size_t nleft, nleft_scope;
 };
@@ -32,6 +35,8 @@ int cs_session_plan_restore(cs_session *s, cs_error *err);
 /* The manifest: written after a checkpoint, pruned after a restore. */
 void cs_session_save_manifest(cs_session *s, const cs_txn_result *r);
 void cs_session_prune_manifest(cs_session *s);
+/* The UUIDs of the GPUs each target sees (t->gpus), after a checkpoint. */
+void cs_session_note_gpus(cs_session *s);
 /* GPU memory of each target from NVML, for deadlines and progress. */
 void cs_session_note_gpu_bytes(cs_session *s);
 

@@ -53,6 +53,7 @@ static int apply_manifest(cs_session *s, const cs_manifest *m, cs_error *err)
 		if (x) {
 			x->order = e->order;
 			x->gpu_bytes = e->bytes; /* what it moved at the checkpoint: its deadline and progress */
+			memcpy(x->gpus, e->gpus, sizeof(x->gpus)); /* what a device map must cover */
 		}
 	}
 	return 0;
@@ -85,7 +86,8 @@ static int device_map(cs_session *s, const cs_nvml_gpu *gpus, size_t ngpus, cs_e
 	int r = cs_devmap_parse(s->o->device_map, gpus, ngpus, &s->pairs, &s->npairs, err);
 	for (size_t i = 0; r == 0 && i < s->n; i++) {
 		cs_target *t = &s->t[i];
-		r = cs_devmap_covers(s->pairs, s->npairs, t->visible_devices, gpus, ngpus, t, err);
+		r = t->gpus[0] ? cs_devmap_covers_recorded(s->pairs, s->npairs, gpus, ngpus, t, err) :
+				 cs_devmap_covers(s->pairs, s->npairs, t->visible_devices, gpus, ngpus, t, err);
 		if (r == 1) {
 			cs_session_warn(s,
 					"warning: no GPU list (NVML absent): cannot check that --device-map "
@@ -110,7 +112,11 @@ static void init_if_needed(cs_session *s, const cs_nvml_gpu *gpus, size_t ngpus)
 
 int cs_session_plan_restore(cs_session *s, cs_error *err)
 {
-	if (!s->o->ignore_manifest) {
+	if (s->o->manifest) {
+		int r = apply_manifest(s, s->o->manifest, err);
+		if (r < 0)
+			return r;
+	} else if (!s->o->ignore_manifest) {
 		int r = load_manifest(s, err);
 		if (r < 0)
 			return r;

@@ -185,7 +185,28 @@ static void describe_holder(int fd, char *who, size_t size)
 		snprintf(who, size, "unknown process");
 }
 
-int cs_state_lock(int dirfd, const char *command, cs_error *err)
+void cs_state_describe_holder(int fd, char *who, size_t size)
+{
+	describe_holder(fd, who, size);
+}
+
+int cs_state_take_lock(int fd)
+{
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		return -errno;
+	return 0;
+}
+
+void cs_state_write_owner(int fd, const char *command)
+{
+	char line[128];
+	int len = snprintf(line, sizeof(line), "pid %d, '%s'\n", (int)getpid(), command);
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, line, (size_t)len, 0) != len) {
+		/* The lock is held; failing to describe it is not fatal. */
+	}
+}
+
+int cs_state_lock(int dirfd, const char *command, double wait_s, cs_error *err)
 {
 	_cleanup_close_ int fd = openat(dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -193,23 +214,20 @@ int cs_state_lock(int dirfd, const char *command, cs_error *err)
 		return cs_error_errno(err, CS_ESTATE, e, HINT_STATE, "cannot open the lock file in %s%s",
 				      cs_state_dir(), e == ELOOP ? " (it is a symlink, which is refused)" : "");
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int e = errno;
+	/* Holders keep it for a file write: waiting a little is enough. */
+	int r;
+	struct timespec nap = { .tv_nsec = 10000000L };
+	for (long naps = 0; (r = cs_state_take_lock(fd)) == -EWOULDBLOCK && naps < (long)(wait_s * 100); naps++)
+		nanosleep(&nap, NULL);
+	if (r == -EWOULDBLOCK) {
 		char who[HOLDER_SIZE];
-		if (e == EWOULDBLOCK)
-			describe_holder(fd, who, sizeof(who));
-		if (e == EWOULDBLOCK)
-			return cs_error_set(err, CS_ESTATE,
-					    "Wait for it to finish; only one checkpoint, restore, "
-					    "lock or unlock runs at a time.",
-					    "another cudasnap is running (%s)", who);
-		return cs_error_errno(err, CS_ESTATE, e, NULL, "cannot lock %s/lock", cs_state_dir());
+		describe_holder(fd, who, sizeof(who));
+		return cs_error_set(err, CS_ESTATE, "Wait for it to finish.",
+				    "%s/lock is held by another cudasnap (%s)", cs_state_dir(), who);
 	}
-	char line[128];
-	int len = snprintf(line, sizeof(line), "pid %d, '%s'\n", (int)getpid(), command);
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, line, (size_t)len, 0) != len) {
-		/* The lock is held; failing to describe it is not fatal. */
-	}
+	if (r < 0)
+		return cs_error_errno(err, CS_ESTATE, -r, NULL, "cannot lock %s/lock", cs_state_dir());
+	cs_state_write_owner(fd, command);
 	return TAKE_FD(fd);
 }
 

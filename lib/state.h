@@ -1,5 +1,6 @@
-/* The state directory: the manifest of the last checkpoint and the lock that
- * lets one mutating command run at a time. */
+/* The state directory: the manifest of the checkpointed processes, the lock
+ * that serializes its updates, and the claims (claim.h) that keep two
+ * operations off one process. */
 #ifndef CS_STATE_H
 #define CS_STATE_H
 
@@ -11,10 +12,18 @@ const char *cs_state_dir(void);
  * group- or world-writable, or owned by another user than root or us.
  * Returns an O_DIRECTORY fd or <0 with err filled. */
 int cs_state_open(cs_error *err);
-/* Takes the exclusive lock (non-blocking). On success returns the lock fd,
- * which holds the lock until closed. When another cudasnap holds it, fails
- * naming that process and its command. */
-int cs_state_lock(int dirfd, const char *command, cs_error *err);
+/* Takes the exclusive lock of the manifest, waiting at most wait_s seconds
+ * for its holder. On success returns the lock fd, which holds the lock
+ * until closed. When another cudasnap keeps it longer, fails naming that
+ * process and its command. */
+int cs_state_lock(int dirfd, const char *command, double wait_s, cs_error *err);
+/* flock(LOCK_EX | LOCK_NB) of fd: 0, or -errno (-EWOULDBLOCK when held). */
+int cs_state_take_lock(int fd);
+/* Writes "pid N, 'command'" into a lock file this process holds. */
+void cs_state_write_owner(int fd, const char *command);
+/* Names the holder of fd's flock: its command line (from /proc/locks),
+ * else the owner line it wrote, else its pid or "unknown process". */
+void cs_state_describe_holder(int fd, char *who, size_t size);
 /* Writes data to name inside dirfd atomically (temp file, fsync, rename), mode 0600. */
 int cs_state_write(int dirfd, const char *name, const char *data, size_t len, cs_error *err);
 /* Reads name (at most max bytes) into a malloc'd NUL-terminated buffer.

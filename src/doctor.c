@@ -1,6 +1,7 @@
 /* cudasnap doctor: can a checkpoint and a restore work here, and if not, why. */
 #include "cli.h"
 #include "doctor.h"
+#include "env.h"
 #include "json.h"
 
 #include <getopt.h>
@@ -82,6 +83,8 @@ static json_object *json_environment(const cs_doctor_report *r)
 	json_object_object_add(o, "at_secure", json_object_new_boolean(r->at_secure));
 	json_object_object_add(o, "overrides", json_names(r->overrides, r->noverrides));
 	json_object_object_add(o, "overrides_ignored", json_names(r->overrides, r->at_secure ? r->noverrides : 0));
+	json_object_object_add(o, "settings_file", json_object_new_string(cs_config_path()));
+	json_object_object_add(o, "settings", json_names(r->settings, r->nsettings));
 	cs_json_add_str_or_null(o, "gvisor_signal", s->gvisor ? s->gvisor_signal : NULL);
 	cs_json_add_str_or_null(o, "container_signal", s->container ? s->container_signal : NULL);
 	json_object_object_add(o, "pid_namespace_signal", json_object_new_string(s->pid_ns_signal));

@@ -28,11 +28,20 @@ static void check_entries(const cs_manifest *m)
 	for (size_t i = 0; i < m->n; i++) {
 		const cs_manifest_entry *e = &m->e[i];
 		FUZZ_CHECK(e->pid >= 1 && e->order >= 0);
-		size_t cl = strnlen(e->comm, sizeof(e->comm)), vl = strnlen(e->visible_devices,
-									     sizeof(e->visible_devices));
+		size_t cl = strnlen(e->comm, sizeof(e->comm)),
+		       vl = strnlen(e->visible_devices, sizeof(e->visible_devices));
 		FUZZ_CHECK(cl < sizeof(e->comm) && vl < sizeof(e->visible_devices));
 		FUZZ_CHECK(cs_check_utf8_clean(e->comm, cl));
 		FUZZ_CHECK(cs_check_utf8_clean(e->visible_devices, vl));
+		FUZZ_CHECK(e->nspid >= 0 && strnlen(e->gpus, sizeof(e->gpus)) < sizeof(e->gpus));
+		/* Only UUIDs, lowercase, comma-separated. */
+		for (const char *g = e->gpus; *g; g += *g == ',')
+			for (size_t k = 0; k < 40; k++, g++)
+				FUZZ_CHECK(k == 0        ? *g == 'G' :
+						   k < 4 ? *g == "GPU-"[k] :
+						   (k == 12 || k == 17 || k == 22 || k == 27) ?
+							   *g == '-' :
+							   isxdigit((unsigned char)*g) && !isupper((unsigned char)*g));
 	}
 }
 
@@ -43,9 +52,13 @@ static void round_trip(const cs_manifest *m)
 		abort();
 	for (size_t i = 0; i < m->n; i++) {
 		const cs_manifest_entry *e = &m->e[i];
-		t[i] = (cs_target){ .pid = e->pid, .start_time = e->start_time, .bytes = e->bytes,
+		t[i] = (cs_target){ .pid = e->pid,
+				    .nspid = e->nspid,
+				    .start_time = e->start_time,
+				    .bytes = e->bytes,
 				    .state = CS_STATE_CHECKPOINTED };
 		memcpy(t[i].comm, e->comm, sizeof(t[i].comm));
+		memcpy(t[i].gpus, e->gpus, sizeof(t[i].gpus));
 		memcpy(t[i].visible_devices, e->visible_devices, sizeof(t[i].visible_devices));
 		t[i].done[CS_STEP_CHECKPOINT] = true;
 		t[i].seq[CS_STEP_CHECKPOINT] = m->n - i; /* rendered newest-last: reversed */
@@ -64,6 +77,7 @@ static void round_trip(const cs_manifest *m)
 		FUZZ_CHECK(b->order == (int)i);
 		FUZZ_CHECK(strcmp(b->comm, a->comm) == 0);
 		FUZZ_CHECK(strcmp(b->visible_devices, a->visible_devices) == 0);
+		FUZZ_CHECK(b->nspid == a->nspid && strcmp(b->gpus, a->gpus) == 0);
 	}
 	cs_manifest_free(&back);
 	free(s);

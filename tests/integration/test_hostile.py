@@ -331,14 +331,29 @@ class StateDirectory(Hostile):
         os.chown(self.state, NOBODY, NOBODY)
         self.refused(f"owned by uid {NOBODY}")
 
-    def test_symlinked_lock_is_refused(self):
+    def test_symlinked_claims_directory_is_refused(self):
+        os.mkdir(self.state, 0o700)
+        elsewhere = os.path.join(self.tmp, "elsewhere")
+        os.mkdir(elsewhere, 0o700)
+        os.symlink(elsewhere, os.path.join(self.state, "claims"))
+        self.refused("claims (it is a symlink, which is refused)")
+        self.assertEqual(os.listdir(elsewhere), [])
+
+    def test_symlinked_lock_is_not_followed(self):
+        """The lock only guards the manifest's updates: a checkpoint behind a
+        symlinked one goes on, writes no manifest and says so."""
         os.mkdir(self.state, 0o700)
         elsewhere = os.path.join(self.tmp, "elsewhere")
         os.symlink(elsewhere, os.path.join(self.state, "lock"))
-        self.refused("lock file")
-        r = self.cs("lock")
+        pid, = self.start()
+        r = self.cs("checkpoint")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("the manifest was not updated", r.err)
         self.assertIn("it is a symlink, which is refused", r.err)
         self.assertFalse(os.path.exists(elsewhere))
+        self.assertFalse(os.path.exists(os.path.join(self.state, "manifest.json")))
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertStates([pid], "running")
 
     def test_symlinked_manifest_is_not_followed(self):
         pids = [self.start("--mem", "1")[0] for _ in range(2)]
@@ -369,25 +384,27 @@ class StateDirectory(Hostile):
         self.start("--mem", "1")
         self.fault("* lock delay=1500")
         p = subprocess.Popen([BIN, "checkpoint"], env=self.env, stderr=subprocess.PIPE, text=True)
-        lock = os.path.join(self.state, "lock")
+        claims = os.path.join(self.state, "claims") + "/"
         flags, deadline = None, time.monotonic() + 10
         while flags is None and time.monotonic() < deadline:
             for fd in os.listdir(f"/proc/{p.pid}/fd"):
                 try:
-                    if os.readlink(f"/proc/{p.pid}/fd/{fd}") == lock:
+                    if os.readlink(f"/proc/{p.pid}/fd/{fd}").startswith(claims):
                         with open(f"/proc/{p.pid}/fdinfo/{fd}") as f:
                             flags = int(re.search(r"flags:\s+(\d+)", f.read()).group(1), 8)
                 except OSError:
                     pass
             time.sleep(0.02)
         p.communicate(timeout=30)
-        self.assertIsNotNone(flags, "lock file not seen open")
+        self.assertIsNotNone(flags, "claim file not seen open")
         self.assertTrue(flags & os.O_CLOEXEC and flags & os.O_NOFOLLOW, oct(flags))
         self.assertEqual(self.cs("restore").rc, 0)
-        # In the source: every file lib/state.c opens.
-        with open(os.path.join(SOURCE_ROOT, "lib", "state.c")) as f:
-            calls = re.findall(r"\bopen(?:at)?\((.*?)\)", f.read(), re.S)
-        self.assertGreaterEqual(len(calls), 4)
+        # In the source: every file lib/state.c and lib/claim.c open.
+        calls = []
+        for name in ("state.c", "claim.c"):
+            with open(os.path.join(SOURCE_ROOT, "lib", name)) as f:
+                calls += re.findall(r"\bopen(?:at)?\((.*?)\)", f.read(), re.S)
+        self.assertGreaterEqual(len(calls), 7)
         for c in calls:
             self.assertIn("O_NOFOLLOW", c)
             self.assertIn("O_CLOEXEC", c)

@@ -114,68 +114,109 @@ class Transaction(Case):
         self.assertStates(pids, "running")
         self.assertDataOk(pids)
 
-    def test_two_concurrent_invocations(self):
+    def test_two_operations_on_one_process_exclude_each_other(self):
         pids = self.tree("1")
-        self.fault(f"* lock delay=1500")
+        self.fault("* lock delay=1500")
         first = subprocess.Popen([BIN, "checkpoint"], env=self.env, stderr=subprocess.PIPE, text=True)
         time.sleep(0.4)
-        second = self.cs("checkpoint")
+        second = self.cs("checkpoint", "--pid", str(pids[1]))
         self.assertEqual(second.rc, 2, second)
-        self.assertIn("another cudasnap is running", second.err)
+        self.assertIn(f"another cudasnap is running on process {pids[1]} (", second.err)
         self.assertIn(f"pid {first.pid}", second.err)
         self.assertIn("checkpoint", second.err)
         first.communicate(timeout=30)
         self.assertEqual(first.returncode, 0)
         self.assertStates(pids, "checkpointed")
         self.assertEqual(self.cs("restore").rc, 0)
+        self.assertEqual(os.listdir(os.path.join(self.state, "claims")), [], "claims left behind")
 
-    def hold_lock(self, owner_line):
-        """A child that takes the state lock with flock and writes nothing, as
+    def test_operations_on_other_processes_run_side_by_side(self):
+        a = self.start("--mem", "1")
+        b = self.start("--mem", "1")
+        self.fault("* checkpoint delay=3000")
+        t0 = time.monotonic()
+        first = subprocess.Popen([BIN, "checkpoint", "--pid", str(a[0])], env=self.env, stderr=subprocess.PIPE,
+                                 text=True)
+        second = self.cs("checkpoint", "--pid", str(b[0]))
+        first.communicate(timeout=30)
+        wall = time.monotonic() - t0
+        self.assertEqual(second.rc, 0, second)
+        self.assertEqual(first.returncode, 0)
+        self.assertLess(wall, 5, "one after the other would take 6 s")
+        self.assertStates(a + b, "checkpointed")
+        # Both are in the manifest, whichever wrote it last.
+        with open(os.path.join(self.state, "manifest.json")) as f:
+            self.assertEqual(sorted(e["pid"] for e in json.load(f)["processes"]), sorted(a + b))
+        r = self.cs("restore", "--pid", str(a[0]))
+        self.assertEqual(r.rc, 0, r)
+        with open(os.path.join(self.state, "manifest.json")) as f:
+            self.assertEqual([e["pid"] for e in json.load(f)["processes"]], b)
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertStates(a + b, "running")
+        self.assertDataOk(a + b)
+
+    def claim_path(self, pid):
+        ino = os.stat(f"/proc/{pid}/ns/pid").st_ino
+        with open(f"/proc/{pid}/status") as f:
+            nspid = next(line.split()[-1] for line in f if line.startswith("NSpid:"))
+        return os.path.join(self.state, "claims", f"{ino}-{nspid}")
+
+    def hold_claim(self, pid, owner_line):
+        """A child that takes the claim of pid with flock and writes nothing, as
         a cudasnap does in the moment between its flock and its owner line."""
-        os.makedirs(self.state, mode=0o700, exist_ok=True)
-        lock = os.path.join(self.state, "lock")
-        with open(lock, "w") as f:
+        path = self.claim_path(pid)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "w") as f:
             f.write(owner_line)
         code = ("import fcntl, os, sys\n"
                 "fd = os.open(sys.argv[1], os.O_RDWR)\n"
                 "fcntl.flock(fd, fcntl.LOCK_EX)\n"
                 "print('held', flush=True)\n"
                 "sys.stdin.read()\n")
-        child = subprocess.Popen([sys.executable, "-c", code, lock], stdin=subprocess.PIPE,
+        child = subprocess.Popen([sys.executable, "-c", code, path], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True)
-        self.addCleanup(self.release_lock, child)
+        self.addCleanup(self.release, child)
         self.assertEqual(child.stdout.readline(), "held\n")
-        return child
+        return child, path
 
     @staticmethod
-    def release_lock(child):
+    def release(child):
         if child.returncode is None:
             child.kill()
             child.communicate()
 
-    def test_lock_holder_is_named_before_it_writes_its_owner_line(self):
-        # An empty lock file, and one whose owner line an earlier holder left.
+    def test_holder_is_named_before_it_writes_its_owner_line(self):
+        # An empty claim file, and one whose owner line an earlier holder left.
         for line in ("", "pid 999999, 'checkpoint'\n"):
             with self.subTest(owner_line=line):
-                child = self.hold_lock(line)
+                pid = self.start("--mem", "1")[0]
+                child, path = self.hold_claim(pid, line)
                 r = self.cs("lock")
                 self.assertEqual(r.rc, 2, r)
                 exe = os.path.basename(sys.executable)
-                self.assertIn(f"another cudasnap is running (pid {child.pid}, '{exe} -c import fcntl", r.err)
+                self.assertRegex(r.err, f"another cudasnap is running on process {pid} \\([^)]*\\): "
+                                 f"pid {child.pid}, '{exe} -c import fcntl")
                 self.assertNotIn("unknown process", r.err)
                 self.assertNotIn("999999", r.err)
                 self.assertLess(r.wall, 5)
-                self.release_lock(child)
+                self.assertStates([pid], "running")
+                self.release(child)
+                os.unlink(path)
+                self.doCleanups()
+                self.setUp()
 
-    def test_lock_holder_is_read_from_proc_locks(self):
-        """/proc/locks (a fake one, through CUDASNAP_PROC_DIR): waiters and other
-        files are skipped, device numbers are hex, the command line is cut short
-        and its control bytes replaced."""
-        child = self.hold_lock("")
-        st = os.stat(os.path.join(self.state, "lock"))
+    def test_holder_is_read_from_proc_locks(self):
+        """/proc/locks (a fake /proc, through CUDASNAP_PROC_DIR, whose entries
+        link to the real ones): waiters and other files are skipped, device
+        numbers are hex, the command line is cut short and its control bytes
+        replaced."""
+        pid = self.start("--mem", "1")[0]
+        child, path = self.hold_claim(pid, "")
+        st = os.stat(path)
         dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
         proc = os.path.join(self.tmp, "proc")
         os.makedirs(os.path.join(proc, "4242"))
+        os.symlink(f"/proc/{pid}", os.path.join(proc, str(pid)))
         with open(os.path.join(proc, "locks"), "w") as f:
             f.write(f"1: POSIX  ADVISORY  WRITE 4000 {dev}:{st.st_ino} 0 EOF\n"
                     f"2: FLOCK  ADVISORY  WRITE 4001 {dev}:{st.st_ino + 1} 0 EOF\n"
@@ -185,7 +226,8 @@ class Transaction(Case):
             f.write(b"/opt/bin/trainer\0--name\0\x1b[31mred\0" + b"x" * 300 + b"\0")
         r = self.cs("lock", env={"CUDASNAP_PROC_DIR": proc})
         self.assertEqual(r.rc, 2, r)
-        self.assertRegex(r.err, r"another cudasnap is running \(pid 4242, 'trainer --name \?\[31mred x+\.\.\.'\)")
+        self.assertRegex(r.err, r"another cudasnap is running on process \d+ \([^)]*\): "
+                         r"pid 4242, 'trainer --name \?\[31mred x+\.\.\.'")
         self.assertNotIn(f"pid {child.pid},", r.err)
 
     def test_pid_reuse_at_restore_is_refused(self):
