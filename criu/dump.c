@@ -1,95 +1,200 @@
-/* criu dump: learn the tree's CUDA processes while they run (PAUSE_DEVICES),
- * checkpoint them all as one transaction at the first CHECKPOINT_DEVICES,
- * and return every one to its state before the dump when the dump fails or
- * the tree keeps running (the exit hook). */
-#include "plugin.h"
+/* criu dump: claim and lock each CUDA process while it still runs
+ * (PAUSE_DEVICES), checkpoint them all as one transaction at the first
+ * CHECKPOINT_DEVICES, and in the exit hook leave every process as CRIU
+ * leaves the tree: back to its state before the dump when the dump failed
+ * or the tree keeps running, checkpointed (and said so) when it stays
+ * stopped, as it is when CRIU kills it. Every driver call runs in a helper
+ * process; CRIU's process only reads /proc, holds the claims and runs the
+ * restore threads under its ptrace. */
+#include "stages.h"
 #include "explain.h"
-#include "manifest.h"
 #include "pool.h"
+#include "helper.h"
+#include "probe.h"
 #include "proc.h"
+#include "restore_thread.h"
+#include "session.h"
 #include "state.h"
+#include "tasks.h"
 #include "util.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#define COMMAND "criu dump"
+/* CRIU's --timeout 0 disables its own; the driver's lock still needs one. */
+#define LOCK_TIMEOUT_FOR_ZERO 600
+
+static unsigned lock_timeout_s(void)
+{
+	unsigned t = cs_plugin.criu.timeout_s;
+	return t ? t : LOCK_TIMEOUT_FOR_ZERO;
+}
+
+int dump_init(void)
+{
+	criu_read_options(&cs_plugin.criu);
+	if (criu_check_coexistence(false) < 0)
+		return -1;
+	int version;
+	cs_error err = { 0 };
+	if (driver_probe(&version, &err) < 0) {
+		plog(CS_CRIU_LOG_INFO, "disabled: %s", err.message);
+		return 0;
+	}
+	cs_plugin.state_fd = cs_state_open(&err);
+	if (cs_plugin.state_fd < 0) {
+		plog(CS_CRIU_LOG_ERROR, "%s; %s", err.message, err.hint);
+		return -1;
+	}
+	criu_interrupt_only();
+	cs_plugin.enabled = true;
+	plog(CS_CRIU_LOG_INFO,
+	     "enabled for the dump (driver %d; lock timeout %u s, tree %s after a dump; from CRIU's %s)", version,
+	     lock_timeout_s(), criu_final_name(cs_plugin.criu.final),
+	     cs_plugin.criu.from_options ? "options" : "command line");
+	return 0;
+}
+
 /* A process that holds GPU device files the driver does not know (a child
  * forked after CUDA init, the PyTorch DataLoader shape) keeps them whatever
  * is checkpointed, and CRIU cannot dump it: say so now, naming it. */
-static int refuse_holder(pid_t pid)
+static int refuse_holder(pid_t pid, const cs_proc *p, pid_t ppid)
 {
-	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
-	cs_stat st;
-	if (pdir < 0 || cs_proc_read_stat(pdir, &st) < 0)
-		return 0;
-	_cleanup_(cs_proc_clearp) cs_proc p = { .pid = pid };
-	cs_proc_scan_gpu(pdir, cs_dev_dir(), &p);
-	int fds = p.device_fds, maps = p.device_maps;
-	if (!fds && !maps)
-		return 0;
-	bool forked = find_task(st.ppid) != NULL;
+	bool forked = find_task(ppid) != NULL;
 	plog(CS_CRIU_LOG_ERROR,
 	     "process %d (%s) holds %d GPU device fds and %d device mappings, but the driver "
 	     "cannot checkpoint it: %s. CRIU cannot dump it. Fix: create such workers with "
 	     "multiprocessing_context=\"spawn\" or \"forkserver\" (or before CUDA is initialized), or stop them "
 	     "before the dump",
-	     (int)pid, st.comm, fds, maps,
+	     (int)pid, p->comm, p->device_fds, p->device_maps,
 	     forked ? "it was forked from a CUDA process without exec" : "it opened the device files itself");
 	return -1;
 }
 
+/* What a helper learns of one task while it runs. */
+typedef struct pause_reply {
+	int rt; /* GetRestoreThreadId */
+	pid_t tid;
+	int state_rc, state;
+	int lock_rc;
+	double lock_s;
+	cs_error err; /* why the lock failed */
+} pause_reply;
+
 /* The driver's lock waits for the process's own threads to leave the
  * driver, so it can only be taken while they run: here, one process at a
- * time, before CRIU stops each. The exit hook unlocks them if the dump
- * fails. */
-static int lock_now(plugin_task *t)
+ * time, before CRIU stops each. */
+static int pause_task(void *ctx, void **out, size_t *len)
 {
-	unsigned ms = criu_timeout_s() * 1000;
-	double t0 = cs_now();
-	int r = cs_cu_lock(cs_plugin.d, t->pid, ms);
-	if (r == CS_CU_SUCCESS) {
-		t->locked = true;
-		plog(CS_CRIU_LOG_INFO, "process %d locked in %.3f s", (int)t->pid, cs_now() - t0);
+	pid_t pid = *(pid_t *)ctx;
+	pause_reply *r = calloc(1, sizeof(*r));
+	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
+	if (!r)
+		return 1;
+	*out = r;
+	*len = sizeof(*r);
+	if (cs_driver_open(&d, &r->err) < 0)
+		return 1;
+	r->rt = cs_cu_get_restore_tid(d, pid, &r->tid);
+	r->state_rc = r->rt == CS_CU_SUCCESS ? cs_cu_get_state(d, pid, &r->state) : -1;
+	if (r->state_rc != CS_CU_SUCCESS || r->state != CS_STATE_RUNNING)
 		return 0;
+	unsigned ms = lock_timeout_s() * 1000;
+	double t0 = cs_now();
+	r->lock_rc = cs_cu_lock(d, pid, ms);
+	r->lock_s = cs_now() - t0;
+	if (r->lock_rc != CS_CU_SUCCESS) {
+		cs_explain_ctx c = { .call = CS_CALL_LOCK,
+				     .pid = pid,
+				     .cls = CS_CLASS_CUDA,
+				     .state = CS_STATE_RUNNING,
+				     .pid_visible = true,
+				     .timeout_ms = ms };
+		cs_explain(d, &c, r->lock_rc, &r->err);
 	}
+	return 0;
+}
+
+/* The task's processes as /proc shows them, before any driver call. */
+static int scan(pid_t pid, cs_proc *p, cs_stat *st)
+{
+	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
+	if (pdir < 0 || cs_proc_read_stat(pdir, st) < 0)
+		return -1;
+	memcpy(p->comm, st->comm, sizeof(p->comm));
+	cs_proc_scan_gpu(pdir, cs_dev_dir(), p);
+	return 0;
+}
+
+static int lock_task(pid_t pid, const cs_proc *p, pid_t ppid)
+{
 	cs_error err = { 0 };
-	cs_explain_ctx c = { .call = CS_CALL_LOCK,
-			     .pid = t->pid,
-			     .cls = CS_CLASS_CUDA,
-			     .state = CS_STATE_RUNNING,
-			     .pid_visible = true,
-			     .timeout_ms = ms };
-	cs_explain(cs_plugin.d, &c, r, &err);
-	plog(CS_CRIU_LOG_ERROR, "%s; %s", err.message, err.hint);
-	return -1;
+	if (cs_claims_add(&cs_plugin.claims, cs_plugin.state_fd, pid, p->comm, COMMAND, &err) < 0) {
+		plog(CS_CRIU_LOG_ERROR, "%s; %s", err.message, err.hint);
+		return -1;
+	}
+	_cleanup_free_ void *buf = NULL;
+	size_t len;
+	char what[96];
+	snprintf(what, sizeof(what), "the lock of process %d", (int)pid);
+	int rc = helper_run(what, pause_task, &pid, bound_lock(lock_timeout_s()), &buf, &len);
+	const pause_reply *r = buf;
+	if (rc < 0 || len != sizeof(*r)) {
+		plog(CS_CRIU_LOG_ERROR, "process %d (%s): the helper process gave no answer", (int)pid, p->comm);
+		return -1;
+	}
+	if (rc != 0) {
+		plog(CS_CRIU_LOG_ERROR, "process %d (%s): %s; %s", (int)pid, p->comm, r->err.message, r->err.hint);
+		return -1;
+	}
+	if (r->rt != CS_CU_SUCCESS) /* not a CUDA process: only its device files matter */
+		return p->device_fds || p->device_maps ? refuse_holder(pid, p, ppid) : 0;
+	if (r->state_rc != CS_CU_SUCCESS) {
+		plog(CS_CRIU_LOG_ERROR, "process %d (%s): the driver gave no state (%s)", (int)pid, p->comm,
+		     r->state_rc == CS_CU_TIMED_OUT ? "it did not answer in time" : "an error");
+		return -1;
+	}
+	plugin_task *t = add_task(pid);
+	if (!t || task_identity(pid, &t->nspid, t->comm, sizeof(t->comm)) < 0)
+		return -1;
+	t->tid = cs_proc_thread_here(cs_proc_dir(), pid, r->tid);
+	t->initial_state = r->state;
+	char named[48] = "";
+	if (t->tid != r->tid) /* the driver answered in the process's own namespace */
+		snprintf(named, sizeof(named), " (%d inside)", (int)r->tid);
+	plog(CS_CRIU_LOG_INFO, "process %d (%s, %d in its namespace): CUDA, %s, restore thread %d%s", (int)pid, t->comm,
+	     (int)t->nspid, cs_state_name(r->state), (int)t->tid, named);
+	if (r->state != CS_STATE_RUNNING)
+		return 0;
+	if (r->lock_rc != CS_CU_SUCCESS) {
+		plog(CS_CRIU_LOG_ERROR, "%s; %s", r->err.message, r->err.hint);
+		return -1;
+	}
+	t->locked = true;
+	plog(CS_CRIU_LOG_INFO, "process %d locked in %.3f s", (int)pid, r->lock_s);
+	return 0;
 }
 
 int dump_pause(int pid)
 {
-	pid_t tid;
 	if (!cs_plugin.coexistence_checked) {
 		cs_plugin.coexistence_checked = true;
-		if (check_coexistence(true) < 0)
+		if (criu_check_coexistence(true) < 0)
 			return -1;
 	}
-	if (cs_cu_get_restore_tid(cs_plugin.d, pid, &tid) != CS_CU_SUCCESS)
-		return refuse_holder(pid);
-	/* Still running here: the last moment it can answer without help. */
-	int state;
-	int r = cs_cu_get_state(cs_plugin.d, pid, &state);
-	if (r != CS_CU_SUCCESS) {
-		plog(CS_CRIU_LOG_ERROR, "process %d: the driver gave no state (%s)", pid, cs_cu_name(cs_plugin.d, r));
+	if (note_tree_task(pid) < 0)
 		return -1;
-	}
-	plugin_task *t = add_task(pid, tid);
-	if (!t)
-		return -1;
-	t->initial_state = state;
-	plog(CS_CRIU_LOG_INFO, "process %d: CUDA, %s, restore thread %d", pid, cs_state_name(state), (int)tid);
-	return state == CS_STATE_RUNNING ? lock_now(t) : 0;
+	_cleanup_(cs_proc_clearp) cs_proc p = { .pid = pid };
+	cs_stat st;
+	if (scan(pid, &p, &st) < 0)
+		return 0; /* gone: CRIU will say so */
+	/* Neither the driver nor NVML mapped: no driver call needed. */
+	if (!p.maps_libcuda && !p.maps_nvml)
+		return p.device_fds || p.device_maps ? refuse_holder(pid, &p, st.ppid) : 0;
+	return lock_task(pid, &p, st.ppid);
 }
 
 static bool was_locked(const plugin_task *t)
@@ -97,64 +202,80 @@ static bool was_locked(const plugin_task *t)
 	return t->locked;
 }
 
-/* The plugin's own record in the images directory, and CRIU's note that a
- * restore needs the plugin. */
-static int record(const cs_target *t, size_t n)
+typedef struct checkpoint_ctx {
+	pid_t *pids;
+	size_t n;
+} checkpoint_ctx;
+
+/* In the helper: the transaction, then the record for the restore. */
+static int checkpoint_tasks(void *ctx, void **out, size_t *len)
 {
-	cs_criu_get_image_dir_fn imgdir = (cs_criu_get_image_dir_fn)dlsym(RTLD_DEFAULT, "criu_get_image_dir");
-	cs_criu_add_inventory_plugin_fn add =
-		(cs_criu_add_inventory_plugin_fn)dlsym(RTLD_DEFAULT, "add_inventory_plugin");
-	if (!imgdir || !add) {
-		plog(CS_CRIU_LOG_ERROR,
-		     "this CRIU exports neither criu_get_image_dir nor add_inventory_plugin; "
-		     "cannot record the GPU processes for the restore");
-		return -1;
-	}
-	_cleanup_free_ char *text = cs_manifest_render(t, n, cs_plugin.d, 0);
+	const checkpoint_ctx *c = ctx;
+	plugin_run r = { .op = CS_OP_CHECKPOINT_LOCKED,
+			 .command = COMMAND,
+			 .pids = c->pids,
+			 .npids = c->n,
+			 .claimed = true,
+			 .scope = cs_plugin.tree,
+			 .nscope = cs_plugin.ntree,
+			 .timeout_s = lock_timeout_s() };
+	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
+	_cleanup_free_ cs_target *t = NULL;
+	size_t n = 0;
+	run_outcome *o = run_session(&r, &d, &t, &n);
+	if (!o)
+		return 1;
+	*out = o;
+	*len = run_outcome_size(o->n);
+	if (o->rc < 0 || !o->acted)
+		return 0;
+	_cleanup_free_ char *text = cs_manifest_render(t, n, d, o->wall);
 	cs_error err = { 0 };
-	if (!text || cs_state_write(imgdir(), CS_PLUGIN_RECORD, text, strlen(text), &err) < 0) {
-		plog(CS_CRIU_LOG_ERROR, "cannot write %s: %s", CS_PLUGIN_RECORD, err.message);
-		return -1;
-	}
-	if (add(CS_PLUGIN_NAME) != 0) {
-		plog(CS_CRIU_LOG_ERROR, "cannot record the plugin as required in the inventory");
-		return -1;
+	if (!text || cs_state_write(criu_images_dir(), CS_PLUGIN_RECORD, text, strlen(text), &err) < 0) {
+		o->rc = -CS_ESTATE;
+		snprintf(o->message, sizeof(o->message), "cannot write %s into the images directory: %.400s",
+			 CS_PLUGIN_RECORD, text ? err.message : "out of memory");
 	}
 	return 0;
 }
 
-static void note_results(const cs_target *t, size_t n, int rc)
+static void note_outcome(const run_outcome *o)
 {
 	for (size_t i = 0; i < cs_plugin.ntasks; i++)
-		cs_plugin.tasks[i].result = rc < 0 && was_locked(&cs_plugin.tasks[i]) ? -1 : 0;
-	for (size_t i = 0; i < n; i++) {
-		plugin_task *p = find_task(t[i].pid);
+		cs_plugin.tasks[i].result = o && o->rc == 0 ? 0 : cs_plugin.tasks[i].locked ? -1 : 0;
+	for (size_t i = 0; o && i < o->n; i++) {
+		plugin_task *p = find_task(o->t[i].pid);
 		if (p)
-			p->checkpointed = rc == 0 && t[i].state == CS_STATE_CHECKPOINTED && !t[i].skipped;
-		if (t[i].failed || t[i].rollback_failed)
-			plog(CS_CRIU_LOG_ERROR, "process %d (%s): %s", (int)t[i].pid, t[i].comm, t[i].error.message);
+			p->checkpointed = o->t[i].state == CS_STATE_CHECKPOINTED;
+		if (o->t[i].failed || o->t[i].rollback_failed)
+			plog(CS_CRIU_LOG_ERROR, "process %d (%s): %s", (int)o->t[i].pid, o->t[i].comm, o->t[i].message);
 	}
 }
 
-/* The whole tree at once: every CUDA process that ran when CRIU came. */
+/* The whole tree at once: every CUDA process the plugin locked. */
 static void checkpoint_all(void)
 {
 	cs_plugin.dumped = true;
-	resume_all();
-	_cleanup_free_ cs_target *t = NULL;
-	size_t n = 0;
-	cs_txn_result res;
-	cs_error err = { 0 };
-	int rc = run_session(CS_OP_CHECKPOINT_LOCKED, was_locked, &t, &n, &res, &err);
+	checkpoint_ctx c = { .pids = task_pids(was_locked, &c.n) };
+	_cleanup_free_ pid_t *pids = c.pids;
+	if (!pids || c.n == 0) {
+		note_outcome(NULL);
+		return;
+	}
+	resume_all(was_locked);
+	_cleanup_free_ void *buf = NULL;
+	size_t len = 0;
+	int rc = helper_run("the checkpoint", checkpoint_tasks, &c, bound_moves(), &buf, &len);
 	stop_all();
-	if (rc < 0)
-		plog(CS_CRIU_LOG_ERROR, "checkpoint failed: %s%s%s", err.message, err.hint[0] ? "; " : "", err.hint);
-	else if (n)
-		plog(CS_CRIU_LOG_INFO, "checkpointed %zu process%s, %.2f GiB in %.3f s", res.acted,
-		     res.acted == 1 ? "" : "es", (double)res.bytes / (1 << 30), res.wall_seconds);
-	if (rc == 0 && n && record(t, n) < 0)
-		rc = -1;
-	note_results(t, n, rc);
+	const run_outcome *o = rc == 0 ? run_outcome_check(buf, len, "the checkpoint") : NULL;
+	if (o && o->rc < 0)
+		plog(CS_CRIU_LOG_ERROR, "checkpoint failed: %s%s%s", o->message, o->hint[0] ? "; " : "", o->hint);
+	else if (o)
+		plog(CS_CRIU_LOG_INFO, "checkpointed %zu process%s, %.2f GiB in %.3f s", o->acted,
+		     o->acted == 1 ? "" : "es", (double)o->bytes / (1 << 30), o->wall);
+	if (o && o->rc == 0 && criu_require_plugin() < 0)
+		((run_outcome *)buf)->rc = -1;
+	note_outcome(o);
 }
 
 int dump_checkpoint(int pid)
@@ -174,37 +295,110 @@ static bool only_locked(const plugin_task *t)
 	return t->locked && !t->checkpointed;
 }
 
-/* One session of the way back; logs and returns how many came back. */
-static size_t give_back(cs_op op, bool (*which)(const plugin_task *t), const char *after)
+typedef struct give_back_ctx {
+	pid_t *restore, *unlock;
+	size_t nrestore, nunlock;
+} give_back_ctx;
+
+/* In the helper: both sessions of the way back, their outcomes one after
+ * the other. */
+static int give_back_tasks(void *ctx, void **out, size_t *len)
 {
-	_cleanup_free_ cs_target *t = NULL;
-	size_t n = 0;
-	cs_txn_result res;
-	cs_error err = { 0 };
-	if (run_session(op, which, &t, &n, &res, &err) < 0) {
-		plog(CS_CRIU_LOG_ERROR,
-		     "could not return the processes to running after the %s: %s; recover with "
-		     "'cudasnap %s' once CRIU has let them go",
-		     after, err.message, cs_op_name(op));
-		return 0;
+	const give_back_ctx *c = ctx;
+	run_outcome *o[2] = { NULL, NULL };
+	for (int k = 0; k < 2; k++) {
+		plugin_run r = { .op = k ? CS_OP_UNLOCK : CS_OP_RESTORE,
+				 .command = COMMAND,
+				 .pids = k ? c->unlock : c->restore,
+				 .npids = k ? c->nunlock : c->nrestore,
+				 .claimed = true };
+		_cleanup_(cs_driver_freep) cs_driver *d = NULL;
+		_cleanup_free_ cs_target *t = NULL;
+		size_t n;
+		o[k] = r.npids ? run_session(&r, &d, &t, &n) : calloc(1, run_outcome_size(0));
 	}
-	return res.acted;
+	size_t a = o[0] ? run_outcome_size(o[0]->n) : 0, b = o[1] ? run_outcome_size(o[1]->n) : 0;
+	char *buf = o[0] && o[1] ? malloc(a + b) : NULL;
+	if (buf) {
+		memcpy(buf, o[0], a);
+		memcpy(buf + a, o[1], b);
+	}
+	free(o[0]);
+	free(o[1]);
+	*out = buf;
+	*len = a + b;
+	return buf ? 0 : 1;
 }
 
-/* CRIU calls this while it still holds the tree: a failed dump, or one with
- * --leave-running, gives every process back the GPU state it had. */
+static void name_left_behind(const run_outcome *o, const char *after)
+{
+	for (size_t i = 0; o && i < o->n; i++)
+		if (!o->t[i].done)
+			plog(CS_CRIU_LOG_ERROR,
+			     "process %d (%s) could not be returned to running after the %s (%s): it is %s; recover "
+			     "with 'cudasnap %s --pid %d' once CRIU has let it go",
+			     (int)o->t[i].pid, o->t[i].comm, after, o->t[i].message[0] ? o->t[i].message : o->message,
+			     cs_state_name(o->t[i].state) ? cs_state_name(o->t[i].state) : "in an unknown state",
+			     o->t[i].state == CS_STATE_LOCKED ? "unlock" : "restore", (int)o->t[i].pid);
+}
+
+/* Every process back to the GPU state it had before the dump. */
+static void give_back(const char *after)
+{
+	give_back_ctx c = { .restore = task_pids(was_checkpointed, &c.nrestore),
+			    .unlock = task_pids(only_locked, &c.nunlock) };
+	_cleanup_free_ pid_t *r = c.restore, *u = c.unlock;
+	if (!r || !u)
+		return;
+	resume_all(was_locked);
+	_cleanup_free_ void *buf = NULL;
+	size_t len = 0;
+	int rc = helper_run("the way back", give_back_tasks, &c, bound_moves(), &buf, &len);
+	stop_all();
+	const run_outcome *o1 = rc == 0 && len >= sizeof(run_outcome) ? buf : NULL;
+	size_t first = o1 ? run_outcome_size(o1->n) : 0;
+	o1 = o1 ? run_outcome_check(buf, first <= len ? first : len, "the way back") : NULL;
+	const run_outcome *o2 = o1 ? run_outcome_check((char *)buf + first, len - first, "the way back") : NULL;
+	if (!o1 || !o2) {
+		plog(CS_CRIU_LOG_ERROR,
+		     "could not return the processes to running after the %s; recover with 'cudasnap restore' and "
+		     "'cudasnap unlock' once CRIU has let them go",
+		     after);
+		return;
+	}
+	name_left_behind(o1, after);
+	name_left_behind(o2, after);
+	size_t n = o1->acted + o2->acted;
+	plog(CS_CRIU_LOG_INFO, "%zu process%s back to running after the %s", n, n == 1 ? "" : "es", after);
+}
+
+/* CRIU leaves the tree stopped: the driver cannot be asked now, and the
+ * GPU state stays checkpointed until the user resumes the processes. */
+static void name_stopped(void)
+{
+	for (size_t i = 0; i < cs_plugin.ntasks; i++) {
+		const plugin_task *t = &cs_plugin.tasks[i];
+		if (t->locked)
+			plog(CS_CRIU_LOG_WARN,
+			     "process %d (%s) is left stopped by CRIU (--leave-stopped) and %s on the GPU: resume it "
+			     "with 'kill -CONT %d' and then 'cudasnap %s --pid %d'",
+			     (int)t->pid, t->comm, t->checkpointed ? "checkpointed" : "locked", (int)t->pid,
+			     t->checkpointed ? "restore" : "unlock", (int)t->pid);
+	}
+}
+
+/* CRIU calls this while it still holds the tree, before it lets it go or
+ * kills it. */
 void dump_exit(int ret)
 {
-	bool back = ret != 0 || criu_leave_running();
-	size_t count = 0;
+	criu_final final = ret ? CRIU_FINAL_ALIVE : cs_plugin.criu.final;
+	bool any = false;
 	for (size_t i = 0; i < cs_plugin.ntasks; i++)
-		count += cs_plugin.tasks[i].locked;
-	if (!back || count == 0)
+		any |= cs_plugin.tasks[i].locked;
+	if (!any)
 		return;
-	const char *after = ret ? "failed dump" : "dump (--leave-running)";
-	resume_all();
-	size_t n = give_back(CS_OP_RESTORE, was_checkpointed, after);
-	n += give_back(CS_OP_UNLOCK, only_locked, after);
-	stop_all();
-	plog(CS_CRIU_LOG_INFO, "%zu process%s back to running after the %s", n, n == 1 ? "" : "es", after);
+	if (final == CRIU_FINAL_ALIVE)
+		give_back(ret ? "failed dump" : "dump (the tree keeps running)");
+	else if (final == CRIU_FINAL_STOPPED)
+		name_stopped();
 }

@@ -1,154 +1,296 @@
-/* criu restore: the first RESUME_DEVICES_LATE restores and unlocks every
- * process of the plugin's record at once. CRIU ignores this hook's result,
- * so a failure is logged as an error naming each process, and the processes
- * stay checkpointed, which 'cudasnap ps' shows and 'cudasnap restore' mends. */
-#include "plugin.h"
-#include "manifest.h"
+/* criu restore: the processes come back with the pids they had inside their
+ * PID namespace, but under other pids on the host when the namespace is new
+ * (a container). Each RESUME_DEVICES_LATE names one restored task as CRIU
+ * sees it; the plugin matches it to an entry of its record by the pid the
+ * process has inside its own namespace (and its command name), and once
+ * every entry is matched restores them all at once, onto the recorded GPUs
+ * or, when those are not on this machine, onto the ones the processes can
+ * use. CRIU ignores this hook's result, so a failure is logged as an error
+ * naming each process, which stays checkpointed ('cudasnap restore' mends
+ * it). */
+#include "stages.h"
+#include "env.h"
+#include "gpumap.h"
+#include "helper.h"
+#include "probe.h"
+#include "proc.h"
+#include "restore_thread.h"
+#include "session.h"
 #include "state.h"
+#include "tasks.h"
 #include "util.h"
 
-#include <dlfcn.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* The tasks of the record, with their restore threads as they are now. */
+/* The record the dump wrote into the images. */
 static int load_record(void)
 {
-	cs_criu_get_image_dir_fn imgdir = (cs_criu_get_image_dir_fn)dlsym(RTLD_DEFAULT, "criu_get_image_dir");
 	_cleanup_free_ char *buf = NULL;
 	cs_error err = { 0 };
-	ssize_t len = imgdir ? cs_state_read(imgdir(), CS_PLUGIN_RECORD, CS_MANIFEST_MAX, &buf, &err) : -1;
-	cs_manifest m;
-	if (len < 0 || !buf || cs_manifest_parse(buf, (size_t)len, &m, &err) < 0) {
+	int dir = criu_images_dir();
+	ssize_t len = dir >= 0 ? cs_state_read(dir, CS_PLUGIN_RECORD, CS_MANIFEST_MAX, &buf, &err) : -1;
+	if (len < 0 || !buf || cs_manifest_parse(buf, (size_t)len, &cs_plugin.record, &err) < 0) {
 		plog(CS_CRIU_LOG_ERROR, "the images need the GPU plugin but its record %s cannot be read: %s",
 		     CS_PLUGIN_RECORD, buf || len < 0 ? err.message : "it is missing");
 		return -1;
 	}
-	for (size_t i = 0; i < m.n; i++) {
-		plugin_task *t = add_task(m.e[i].pid, 0);
-		if (t)
-			t->initial_state = CS_STATE_CHECKPOINTED;
-	}
-	cs_manifest_free(&m);
 	return 0;
 }
 
 int restore_init(void)
 {
-	cs_criu_check_and_remove_inventory_plugin_fn listed =
-		(cs_criu_check_and_remove_inventory_plugin_fn)dlsym(RTLD_DEFAULT, "check_and_remove_inventory_plugin");
-	if (listed && !listed(CS_PLUGIN_NAME, strlen(CS_PLUGIN_NAME)))
+	if (criu_check_coexistence(false) < 0)
+		return -1;
+	if (!criu_images_need_plugin())
 		return 0; /* no GPU process in these images */
+	if (load_record() < 0)
+		return -1;
+	int version;
 	cs_error err = { 0 };
-	if (cs_driver_open(&cs_plugin.d, &err) < 0) {
+	if (driver_probe(&version, &err) < 0) {
 		plog(CS_CRIU_LOG_ERROR, "the images hold checkpointed GPU processes, but %s; %s", err.message,
 		     err.hint);
 		return -1;
 	}
-	if (load_record() < 0)
-		return -1;
 	cs_plugin.enabled = true;
-	plog(CS_CRIU_LOG_INFO, "enabled for the restore of %zu GPU process%s", cs_plugin.ntasks,
-	     cs_plugin.ntasks == 1 ? "" : "es");
+	plog(CS_CRIU_LOG_INFO, "enabled for the restore of %zu GPU process%s (driver %d)", cs_plugin.record.n,
+	     cs_plugin.record.n == 1 ? "" : "es", version);
 	return 0;
 }
 
-/* CRIU has just made the processes of the record anew: an entry of the state
- * directory's manifest for one of their pids (the dump's own, when it ran on
- * this machine) describes a process that the dump ended, and would make
- * 'cudasnap restore' refuse the restored one as a reused PID. Such entries
- * are dropped; the record in the images directory gives the order. */
-static void forget_dumped_processes(void)
+/* The pid an entry had inside its own PID namespace (records of earlier
+ * versions name only the pid CRIU saw). */
+static pid_t entry_nspid(const cs_manifest_entry *e)
 {
-	cs_error err = { 0 };
-	_cleanup_close_ int dir = cs_state_open(&err);
-	_cleanup_close_ int lock = dir >= 0 ? cs_state_lock(dir, "criu restore", &err) : -1;
-	_cleanup_free_ char *buf = NULL;
-	ssize_t len = lock >= 0 ? cs_state_read(dir, CS_MANIFEST_NAME, CS_MANIFEST_MAX, &buf, &err) : -1;
-	if (len == 0 && !buf)
-		return;
-	_cleanup_(cs_manifest_freep) cs_manifest m = { 0 };
-	_cleanup_free_ cs_target *gone = NULL;
-	size_t ngone = 0;
-	if (len > 0 && cs_manifest_parse(buf, (size_t)len, &m, &err) == 0 &&
-	    (gone = calloc(m.n ? m.n : 1, sizeof(*gone)))) {
-		/* cs_manifest_prune drops the entries of targets restored to running. */
-		for (size_t i = 0; i < m.n; i++) {
-			if (!find_task(m.e[i].pid))
-				continue;
-			cs_target *g = &gone[ngone++];
-			g->pid = m.e[i].pid;
-			g->start_time = m.e[i].start_time;
-			g->done[CS_STEP_RESTORE] = true;
-			g->state = CS_STATE_RUNNING;
-		}
-		if (ngone == 0)
-			return;
-		size_t left = 0;
-		_cleanup_free_ char *rest = cs_manifest_prune(buf, (size_t)len, gone, ngone, &left);
-		if (rest && left == 0 && unlinkat(dir, CS_MANIFEST_NAME, 0) == 0)
-			return;
-		if (rest && left > 0 && cs_state_write(dir, CS_MANIFEST_NAME, rest, strlen(rest), &err) == 0)
-			return;
+	return e->nspid ? e->nspid : e->pid;
+}
+
+static bool entry_taken(size_t k)
+{
+	for (size_t i = 0; i < cs_plugin.ntasks; i++)
+		if (cs_plugin.tasks[i].entry == k)
+			return true;
+	return false;
+}
+
+/* The entry a restored task stands for: same pid inside its namespace and
+ * same command name, else (a name the process changed) the same pid. */
+static long match_entry(pid_t nspid, const char *comm)
+{
+	const cs_manifest *m = &cs_plugin.record;
+	long by_pid = -1;
+	for (size_t k = 0; k < m->n; k++) {
+		if (entry_nspid(&m->e[k]) != nspid || entry_taken(k))
+			continue;
+		if (strcmp(m->e[k].comm, comm) == 0)
+			return (long)k;
+		if (by_pid < 0)
+			by_pid = (long)k;
 	}
-	if (!err.message[0])
-		snprintf(err.message, sizeof(err.message), "cannot update it");
-	plog(CS_CRIU_LOG_WARN,
-	     "the manifest in %s may still name the processes of the dump (%s): should their "
-	     "restore fail, restore them with 'cudasnap restore --ignore-manifest'",
-	     cs_state_dir(), err.message);
+	return by_pid;
 }
 
-static bool any(const plugin_task *t)
+static void match(pid_t pid)
 {
-	(void)t;
-	return true;
+	pid_t nspid;
+	char comm[64];
+	if (task_identity(pid, &nspid, comm, sizeof(comm)) < 0)
+		return;
+	long k = match_entry(nspid, comm);
+	if (k < 0)
+		return;
+	plugin_task *t = add_task(pid);
+	if (!t)
+		return;
+	t->entry = (size_t)k;
+	t->nspid = nspid;
+	t->initial_state = CS_STATE_CHECKPOINTED;
+	t->result = -1;
+	snprintf(t->comm, sizeof(t->comm), "%s", comm);
+	cs_plugin.matched++;
+	if (strcmp(cs_plugin.record.e[k].comm, comm) != 0)
+		plog(CS_CRIU_LOG_WARN, "process %d (%s) stands for %s of the dump by its pid %d in its namespace",
+		     (int)pid, comm, cs_plugin.record.e[k].comm, (int)nspid);
 }
 
-static void restore_all(void)
+typedef struct tids_reply {
+	size_t n;
+	pid_t tid[];
+} tids_reply;
+
+/* In a helper: the restore threads, which CRIU's process must run. */
+static int find_tids(void *ctx, void **out, size_t *len)
 {
-	cs_plugin.restored = true;
+	(void)ctx;
+	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
+	tids_reply *r = calloc(1, sizeof(*r) + cs_plugin.ntasks * sizeof(pid_t));
+	if (!r)
+		return 1;
+	r->n = cs_plugin.ntasks;
+	*out = r;
+	*len = sizeof(*r) + r->n * sizeof(pid_t);
+	if (cs_driver_open(&d, NULL) < 0)
+		return 1;
+	for (size_t i = 0; i < r->n; i++)
+		if (cs_cu_get_restore_tid(d, cs_plugin.tasks[i].pid, &r->tid[i]) != CS_CU_SUCCESS)
+			r->tid[i] = 0;
+	return 0;
+}
+
+static void note_tids(void)
+{
+	_cleanup_free_ void *buf = NULL;
+	size_t len = 0;
+	const tids_reply *r = NULL;
+	if (helper_run("finding the restore threads", find_tids, NULL, bound_quick(), &buf, &len) == 0 &&
+	    len >= sizeof(*r))
+		r = buf;
+	for (size_t i = 0; r && i < cs_plugin.ntasks && i < r->n; i++) {
+		plugin_task *t = &cs_plugin.tasks[i];
+		t->tid = cs_proc_thread_here(cs_proc_dir(), t->pid, r->tid[i]);
+		if (!t->tid)
+			plog(CS_CRIU_LOG_ERROR, "process %d (%s): the driver does not know it after the restore",
+			     (int)t->pid, t->comm);
+	}
+}
+
+/* The record as it reads today: the matched entries, under the pids and
+ * start times the restored processes have now. */
+static int translate(cs_manifest *out)
+{
+	const cs_manifest *m = &cs_plugin.record;
+	*out = *m;
+	out->e = calloc(cs_plugin.ntasks + 1, sizeof(*out->e));
+	out->n = 0;
+	if (!out->e)
+		return -1;
+	for (size_t i = 0; i < cs_plugin.ntasks; i++) {
+		const plugin_task *t = &cs_plugin.tasks[i];
+		cs_manifest_entry *e = &out->e[out->n];
+		*e = m->e[t->entry];
+		e->pid = t->pid;
+		if (cs_proc_start_time(cs_proc_dir(), t->pid, &e->start_time) == 0)
+			out->n++;
+	}
+	return 0;
+}
+
+typedef struct restore_ctx {
+	const cs_manifest *record; /* translated */
+	pid_t *pids;
+	size_t n;
+} restore_ctx;
+
+static int restore_tasks(void *ctx, void **out, size_t *len)
+{
+	const restore_ctx *c = ctx;
+	_cleanup_free_ char *automap = NULL;
+	const char *map = cs_env("CUDASNAP_DEVICE_MAP");
+	if (!map && auto_device_map(c->record, c->pids[0], &automap) < 0) {
+		run_outcome *o = calloc(1, run_outcome_size(0));
+		if (!o)
+			return 1;
+		o->rc = -CS_EUSAGE;
+		snprintf(o->message, sizeof(o->message), "no GPU of this machine can stand in for the recorded ones");
+		*out = o;
+		*len = run_outcome_size(0);
+		return 0;
+	}
+	plugin_run r = { .op = CS_OP_RESTORE,
+			 .command = "criu restore",
+			 .pids = c->pids,
+			 .npids = c->n,
+			 .scope = c->pids,
+			 .nscope = c->n,
+			 .manifest = c->record,
+			 .device_map = map ? map : automap };
+	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
+	_cleanup_free_ cs_target *t = NULL;
+	size_t n;
+	run_outcome *o = run_session(&r, &d, &t, &n);
+	if (!o)
+		return 1;
+	*out = o;
+	*len = run_outcome_size(o->n);
+	return 0;
+}
+
+static void report(const run_outcome *o)
+{
 	for (size_t i = 0; i < cs_plugin.ntasks; i++) {
 		plugin_task *t = &cs_plugin.tasks[i];
-		t->result = -1;
-		if (cs_cu_get_restore_tid(cs_plugin.d, t->pid, &t->tid) != CS_CU_SUCCESS)
-			plog(CS_CRIU_LOG_ERROR, "process %d: the driver does not know it after the restore",
-			     (int)t->pid);
+		const task_outcome *x = NULL;
+		for (size_t k = 0; o && k < o->n; k++)
+			if (o->t[k].pid == t->pid)
+				x = &o->t[k];
+		t->result = o && o->rc == 0 && x && x->done ? 0 : -1;
+		if (t->result == 0)
+			continue;
+		int state = x ? x->state : CS_STATE_CHECKPOINTED;
+		plog(CS_CRIU_LOG_ERROR,
+		     "process %d (%s) is NOT restored on the GPU: it stays %s; run 'cudasnap restore --pid %d' "
+		     "(see 'cudasnap ps')",
+		     (int)t->pid, t->comm, cs_state_name(state) ? cs_state_name(state) : "in an unknown state",
+		     (int)t->pid);
 	}
-	forget_dumped_processes();
-	resume_all();
-	_cleanup_free_ cs_target *t = NULL;
-	size_t n = 0;
-	cs_txn_result res;
-	cs_error err = { 0 };
-	int rc = run_session(CS_OP_RESTORE, any, &t, &n, &res, &err);
-	stop_all();
-	for (size_t i = 0; i < n; i++) {
-		plugin_task *p = find_task(t[i].pid);
-		if (p && rc == 0)
-			p->result = 0;
-		if (rc < 0)
-			plog(CS_CRIU_LOG_ERROR,
-			     "process %d (%s) is NOT restored on the GPU: it stays %s; run "
-			     "'cudasnap restore --pid %d' (see 'cudasnap ps')",
-			     (int)t[i].pid, t[i].comm,
-			     cs_state_name(t[i].state) ? cs_state_name(t[i].state) : "in an unknown state",
-			     (int)t[i].pid);
-	}
-	if (rc < 0)
-		plog(CS_CRIU_LOG_ERROR, "GPU restore FAILED: %s%s%s", err.message, err.hint[0] ? "; " : "", err.hint);
+	if (!o || o->rc < 0)
+		plog(CS_CRIU_LOG_ERROR, "GPU restore FAILED: %s%s%s", o ? o->message : "see the lines above",
+		     o && o->hint[0] ? "; " : "", o ? o->hint : "");
 	else
-		plog(CS_CRIU_LOG_INFO, "restored %zu process%s, %.2f GiB in %.3f s", res.acted,
-		     res.acted == 1 ? "" : "es", (double)res.bytes / (1 << 30), res.wall_seconds);
+		plog(CS_CRIU_LOG_INFO, "restored %zu process%s, %.2f GiB in %.3f s", o->acted,
+		     o->acted == 1 ? "" : "es", (double)o->bytes / (1 << 30), o->wall);
+}
+
+/* seized: CRIU still holds the tree (RESUME_DEVICES_LATE), so the restore
+ * threads must be run by us; at the exit hook CRIU has let it go. */
+static void restore_all(bool seized)
+{
+	cs_plugin.restored = true;
+	_cleanup_(cs_manifest_freep) cs_manifest translated = { 0 };
+	restore_ctx c = { .record = &translated, .pids = calloc(cs_plugin.ntasks + 1, sizeof(pid_t)) };
+	_cleanup_free_ pid_t *pids = c.pids;
+	if (!pids || translate(&translated) < 0)
+		return;
+	for (size_t i = 0; i < cs_plugin.ntasks; i++)
+		c.pids[c.n++] = cs_plugin.tasks[i].pid;
+	if (seized) {
+		note_tids();
+		resume_all(NULL);
+	}
+	_cleanup_free_ void *buf = NULL;
+	size_t len = 0;
+	int rc = helper_run("the GPU restore", restore_tasks, &c, bound_moves(), &buf, &len);
+	if (seized)
+		stop_all();
+	report(rc == 0 ? run_outcome_check(buf, len, "the GPU restore") : NULL);
 }
 
 int restore_resume(int pid)
 {
-	if (!cs_plugin.restored)
-		restore_all();
+	if (!cs_plugin.restored) {
+		match(pid);
+		if (cs_plugin.matched == cs_plugin.record.n)
+			restore_all(true);
+	}
 	plugin_task *t = find_task(pid);
 	return t ? t->result : 0;
+}
+
+/* What no RESUME_DEVICES_LATE matched is named; what was matched but not
+ * yet restored (an entry never met) is restored now, the tree running. */
+void restore_exit(int ret)
+{
+	const cs_manifest *m = &cs_plugin.record;
+	if (ret != 0 || cs_plugin.restored)
+		return;
+	for (size_t k = 0; k < m->n; k++)
+		if (!entry_taken(k))
+			plog(CS_CRIU_LOG_ERROR,
+			     "process %s (pid %d in its namespace at the dump) was not among the processes CRIU "
+			     "restored: its GPU state is not restored",
+			     m->e[k].comm, (int)entry_nspid(&m->e[k]));
+	if (cs_plugin.matched)
+		restore_all(false);
 }

@@ -1,13 +1,14 @@
-/* Running the driver's restore thread of a task that CRIU holds stopped.
- * Every driver call but GetRestoreThreadId is answered by that thread, so
- * while CRIU holds the tree it must run alone: every other signal blocked,
- * no ptrace options that would stop it on a system call, and stopped again
- * (with its mask and options as CRIU set them) before CRIU goes on. */
-#include "plugin.h"
+#include "restore_thread.h"
 #include "pool.h"
+#include "proc.h"
+#include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -67,10 +68,11 @@ int stop_restore_thread(plugin_task *t)
 	return 0;
 }
 
-void resume_all(void)
+void resume_all(bool (*which)(const plugin_task *t))
 {
 	for (size_t i = 0; i < cs_plugin.ntasks; i++)
-		resume_restore_thread(&cs_plugin.tasks[i]);
+		if (!which || which(&cs_plugin.tasks[i]))
+			resume_restore_thread(&cs_plugin.tasks[i]);
 }
 
 void stop_all(void)

@@ -1,12 +1,11 @@
-/* One libcudasnap session over the tasks the plugin tracks: the same
- * transaction, state lock and checks as 'cudasnap checkpoint' and 'restore',
- * asking the driver about these processes only. */
-#include "plugin.h"
-#include "env.h"
+#include "session.h"
+#include "host.h"
 #include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+static cs_driver *driver;
 
 static void warn_line(void *ctx, const char *line)
 {
@@ -18,53 +17,97 @@ static void progress(void *ctx, const cs_target *t, cs_step s, bool undo, int re
 {
 	(void)ctx;
 	plog(res == CS_CU_SUCCESS ? CS_CRIU_LOG_INFO : CS_CRIU_LOG_ERROR, "%d (%s) %s%s: %s in %.3f s", (int)t->pid,
-	     t->comm, undo ? "rollback " : "", cs_step_name(s), cs_cu_name(cs_plugin.d, res), secs);
+	     t->comm, undo ? "rollback " : "", cs_step_name(s), cs_cu_name(driver, res), secs);
 }
 
-int run_session(cs_op op, bool (*include)(const plugin_task *t), cs_target **out, size_t *n, cs_txn_result *res,
-		cs_error *err)
+size_t run_outcome_size(size_t n)
 {
-	*out = NULL;
+	return sizeof(run_outcome) + n * sizeof(task_outcome);
+}
+
+static int goal(cs_op op)
+{
+	return op == CS_OP_CHECKPOINT || op == CS_OP_CHECKPOINT_LOCKED ? CS_STATE_CHECKPOINTED :
+		op == CS_OP_LOCK                                       ? CS_STATE_LOCKED :
+									 CS_STATE_RUNNING;
+}
+
+static run_outcome *outcome(const plugin_run *r, int rc, const cs_txn_result *res, const cs_error *err,
+			    const cs_target *t, size_t n)
+{
+	run_outcome *o = calloc(1, run_outcome_size(n));
+	if (!o)
+		return NULL;
+	*o = (run_outcome){ .rc = rc, .acted = res->acted, .bytes = res->bytes, .wall = res->wall_seconds, .n = n };
+	snprintf(o->message, sizeof(o->message), "%s", err->message);
+	snprintf(o->hint, sizeof(o->hint), "%s", err->hint);
+	for (size_t i = 0; i < n; i++) {
+		task_outcome *x = &o->t[i];
+		*x = (task_outcome){ .pid = t[i].pid,
+				     .state = t[i].state,
+				     .done = rc == 0 && t[i].state == goal(r->op) && !t[i].skipped,
+				     .failed = t[i].failed,
+				     .rollback_failed = t[i].rollback_failed,
+				     .bytes = t[i].bytes };
+		snprintf(x->comm, sizeof(x->comm), "%s", t[i].comm);
+		snprintf(x->message, sizeof(x->message), "%s", t[i].error.message);
+	}
+	return o;
+}
+
+run_outcome *run_session(const plugin_run *r, cs_driver **d, cs_target **targets, size_t *n)
+{
+	*targets = NULL;
 	*n = 0;
-	memset(res, 0, sizeof(*res));
-	_cleanup_free_ pid_t *pids = calloc(cs_plugin.ntasks + 1, sizeof(*pids));
-	if (!pids)
-		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
-	size_t np = 0;
-	for (size_t i = 0; i < cs_plugin.ntasks; i++)
-		if (include(&cs_plugin.tasks[i]))
-			pids[np++] = cs_plugin.tasks[i].pid;
-	if (np == 0)
-		return 0;
+	cs_txn_result res = { 0 };
+	cs_error err = { 0 };
+	if (cs_driver_open(d, &err) < 0)
+		return outcome(r, -err.status, &res, &err, NULL, 0);
+	driver = *d;
 	cs_session_opts o = {
-		.op = op,
-		.command = op == CS_OP_CHECKPOINT ? "criu dump" : "criu restore",
-		.sel = { .pids = pids, .npids = np },
-		.timeout_ms = criu_timeout_s() * 1000,
+		.op = r->op,
+		.command = r->command,
+		.sel = { .pids = (pid_t *)r->pids, .npids = r->npids },
+		.timeout_ms = r->timeout_s * 1000,
 		.strict = true,
 		.ignore_manifest = true,
 		.reuse_warns = true,
-		.device_map = cs_env("CUDASNAP_DEVICE_MAP"),
+		.device_map = r->device_map,
 		.only_selected = true,
+		.claimed = r->claimed,
+		.no_manifest = true,
+		.scope = r->scope,
+		.nscope = r->nscope,
+		.manifest = r->manifest,
 		.progress = progress,
 		.warn = warn_line,
 	};
-	cs_session *s = NULL;
-	int r = cs_session_open(&s, cs_plugin.d, &o, err);
-	if (r == 0)
-		r = cs_session_select(s, err);
-	if (r == 0) {
-		r = cs_session_run(s, res, err);
-		if (res->ran && r < 0)
-			*err = res->error;
-		size_t k;
-		cs_target *t = cs_session_targets(s, &k);
-		*out = calloc(k ? k : 1, sizeof(**out));
-		if (*out) {
-			memcpy(*out, t, k * sizeof(*t));
-			*n = k;
-		}
+	_cleanup_(cs_session_freep) cs_session *s = NULL;
+	int rc = cs_session_open(&s, *d, &o, &err);
+	if (rc == 0)
+		rc = cs_session_select(s, &err);
+	if (rc == 0) {
+		rc = cs_session_run(s, &res, &err);
+		if (res.ran && rc < 0)
+			err = res.error;
 	}
-	cs_session_free(s);
-	return r;
+	size_t k = 0;
+	cs_target *t = s ? cs_session_targets(s, &k) : NULL;
+	*targets = calloc(k ? k : 1, sizeof(**targets));
+	if (*targets && k) {
+		memcpy(*targets, t, k * sizeof(*t));
+		*n = k;
+	}
+	return outcome(r, rc, &res, &err, t, k);
+}
+
+const run_outcome *run_outcome_check(const void *buf, size_t len, const char *what)
+{
+	const run_outcome *o = buf;
+	if (!buf || len < sizeof(*o) || o->n > (len - sizeof(*o)) / sizeof(task_outcome) ||
+	    len != run_outcome_size(o->n)) {
+		plog(CS_CRIU_LOG_ERROR, "%s: the helper process's answer is malformed", what);
+		return NULL;
+	}
+	return o;
 }

@@ -28,7 +28,8 @@ import sys
 import time
 import unittest
 
-from harness import APP, Case
+import criu_rpc
+from harness import APP, GPU0, GPU1, Case
 
 PLUGIN = os.environ.get("CUDASNAP_PLUGIN", "")
 SANITIZE = os.environ.get("CUDASNAP_SANITIZE", "none")
@@ -92,6 +93,20 @@ def loopback_up():
             fcntl.ioctl(s, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
 
 
+RUN_PRIVATE = []
+
+
+def private_run():
+    """CRIU caches what it learned of the kernel in /run/criu.kdat: a tmpfs
+    over /run in this test's own mount namespace (isolate.sh made it) keeps
+    that file, and anything else, off the machine's /run."""
+    if RUN_PRIVATE:
+        return
+    subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "cudasnap-test-run", "/run"], check=True)
+    RUN_PRIVATE.append(True)
+
+
 class Run:
     def __init__(self, proc, wall, log):
         self.rc = proc.returncode
@@ -119,6 +134,7 @@ class Criu(Case):
         if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             self.fail(f"PR_SET_CHILD_SUBREAPER: {os.strerror(ctypes.get_errno())}")
         loopback_up()
+        private_run()
         self.plugins = os.path.join(self.tmp, "plugins")
         self.empty = os.path.join(self.tmp, "no-plugins")
         os.makedirs(self.plugins)
@@ -154,12 +170,13 @@ class Criu(Case):
                 return left
             time.sleep(0.02)
 
-    def tree(self, *args, expect, stdin=subprocess.DEVNULL):
+    def tree(self, *args, expect, stdin=subprocess.DEVNULL, env=None):
         """Starts the fake app in a session of its own, without a terminal or
         any other fd of this process; returns the pids that reported ready."""
         before = set(os.listdir(self.ready))
         with open(os.path.join(self.tmp, "app.err"), "ab") as err:
-            p = subprocess.Popen([APP, "--ready-dir", self.ready, *args], env=self.env, start_new_session=True,
+            p = subprocess.Popen([APP, "--ready-dir", self.ready, *args], env=dict(self.env, **(env or {})),
+                                 start_new_session=True,
                                  stdin=stdin, stdout=subprocess.DEVNULL, stderr=err)
         self.apps.append(p)
         self.root = p.pid
@@ -179,10 +196,10 @@ class Criu(Case):
         with open(os.path.join(self.tmp, "app.err"), errors="replace") as f:
             return f.read()[-2000:]
 
-    def criu(self, *args, log):
+    def criu(self, *args, log, env=None):
         t0 = time.monotonic()
-        p = subprocess.run([CRIU, *args, "-v4", "-o", log], capture_output=True, text=True, env=self.env,
-                           timeout=120)
+        p = subprocess.run([CRIU, *args, "-v4", "-o", log], capture_output=True, text=True,
+                           env=dict(self.env, **(env or {})), timeout=120)
         wall = time.monotonic() - t0
         try:
             with open(os.path.join(self.images, log), errors="replace") as f:
@@ -194,8 +211,8 @@ class Criu(Case):
     def dump(self, *extra):
         return self.criu("dump", "-t", str(self.root), "-D", self.images, "-L", self.plugins, *extra, log="dump.log")
 
-    def restore(self, plugins=None, log="restore.log"):
-        return self.criu("restore", "-D", self.images, "-L", plugins or self.plugins, "-d", log=log)
+    def restore(self, plugins=None, log="restore.log", env=None):
+        return self.criu("restore", "-D", self.images, "-L", plugins or self.plugins, "-d", log=log, env=env)
 
     def assertGone(self, pids):
         self.assertEqual(self.reap(pids), [], "processes still there after the dump")
@@ -372,6 +389,278 @@ class Criu(Case):
         self.assertTrue(any("CRIU's CUDA plugin" in line and "cuda_plugin.so" in line
                             for line in r.cudasnap_lines()), r)
         self.assertRunningAndOk(pids)
+
+
+    # --- CRIU driven over RPC, as container engines drive it ---
+
+    def rpc_log(self, name):
+        with open(os.path.join(self.images, name), errors="replace") as f:
+            return [line for line in f.read().splitlines() if "cudasnap: " in line or "Error" in line]
+
+    def test_rpc_dump_with_leave_running(self):
+        """criu swrk with a request that says leave_running and timeout, as
+        runc sends it: CRIU's command line shows neither, and the tree must
+        still be back on the GPU afterwards."""
+        pids = self.tree("--spawn", "2", "--mem", "8", expect=3)
+        env = dict(self.env, CRIU_LIBS_DIR=self.plugins)
+        r = criu_rpc.dump(CRIU, self.root, self.images, leave_running=True, timeout=9, env=env)
+        lines = self.rpc_log("dump.log")
+        self.assertTrue(r.success, f"{r}\n" + "\n".join(lines))
+        self.assertTrue(any("lock timeout 9 s, tree left running after a dump; from CRIU's options" in line
+                            for line in lines), lines)
+        self.assertTrue(any("3 processes back to running" in line for line in lines), lines)
+        self.assertRunningAndOk(pids)
+
+    def test_rpc_dump_then_restore(self):
+        pids = self.tree("--spawn", "1", "--mem", "8", expect=2)
+        env = dict(self.env, CRIU_LIBS_DIR=self.plugins)
+        r = criu_rpc.dump(CRIU, self.root, self.images, env=env)
+        self.assertTrue(r.success, f"{r}\n" + "\n".join(self.rpc_log("dump.log")))
+        self.assertGone(pids)
+        r = criu_rpc.restore(CRIU, self.images, env=env)
+        lines = self.rpc_log("restore.log")
+        self.assertTrue(r.success, f"{r}\n" + "\n".join(lines))
+        self.assertTrue(any("restored 2 processes" in line for line in lines), lines)
+        self.assertRunningAndOk(pids)
+
+    # --- restoring onto other GPUs ---
+
+    def gpu_of(self, pids):
+        return {pid: dict(kv.split("=", 1) for kv in line.split()[1:])["gpu"]
+                for pid, line in self.verify_data(pids).items()}
+
+    def test_restore_onto_other_gpus_without_being_told(self):
+        """The dump's machine has GPU0, the restore's only GPU1 (another node):
+        the plugin maps one onto the other by itself, and says so."""
+        pids = self.tree("--spawn", "1", "--mem", "4", expect=2,
+                         env={"FAKECUDA_GPUS": f"{GPU0},{GPU1}", "CUDA_VISIBLE_DEVICES": "0"})
+        r = self.dump()
+        self.assertEqual(r.rc, 0, r)
+        with open(os.path.join(self.images, RECORD)) as f:
+            self.assertEqual([e["gpus"] for e in json.load(f)["processes"]], [[GPU0]] * 2)
+        self.assertGone(pids)
+        r = self.restore(env={"FAKECUDA_GPUS": GPU1})
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(any(f"{GPU0}, which the dump's processes used, is not on this machine: restoring onto {GPU1}"
+                            in line for line in r.cudasnap_lines()), r)
+        self.assertStates(pids, "running")
+        self.assertEqual(self.gpu_of(pids), {pid: GPU1 for pid in pids})
+
+    def test_device_map_from_the_settings_file(self):
+        pids = self.tree("--mem", "4", expect=1, env={"FAKECUDA_GPUS": f"{GPU0},{GPU1}"})
+        self.assertDumped(pids)
+        conf = os.path.join(self.tmp, "cudasnap.conf")
+        with open(conf, "w") as f:
+            f.write(f"# what a node without environment passing says\nCUDASNAP_DEVICE_MAP={GPU0}={GPU1},{GPU1}={GPU0}\n")
+        r = self.restore(env={"CUDASNAP_CONFIG": conf, "FAKECUDA_GPUS": f"{GPU0},{GPU1}"})
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.gpu_of(pids), {pids[0]: GPU1})
+
+    # --- CRIU's process, CRIU's options, other trees, other namespaces ---
+
+    def threads_script(self):
+        """An action script that writes how many threads CRIU's process (its
+        parent) has at each action: CRIU enters a tree's mount namespace
+        with setns(CLONE_NEWNS), which the kernel refuses to a process with
+        more than one thread, so the plugin must leave none behind."""
+        out = os.path.join(self.tmp, "criu-threads")
+        script = os.path.join(self.tmp, "threads.sh")
+        with open(script, "w") as f:
+            f.write(f'#!/bin/sh\necho "$CRTOOLS_SCRIPT_ACTION $(ls /proc/$PPID/task | wc -l)" >> {out}\n')
+        os.chmod(script, 0o755)
+        return script, out
+
+    def assertOneThread(self, out, actions):
+        with open(out) as f:
+            seen = dict(line.split() for line in f)
+        for a in actions:
+            self.assertEqual(seen.get(a), "1", f"CRIU's threads at {a}: {seen}")
+
+    def test_criu_keeps_one_thread(self):
+        pids = self.tree("--spawn", "2", "--mem", "8", expect=3)
+        script, out = self.threads_script()
+        r = self.dump("--action-script", script)
+        self.assertEqual(r.rc, 0, r)
+        self.assertGone(pids)
+        r = self.criu("restore", "-D", self.images, "-L", self.plugins, "-d", "--action-script", script,
+                      log="restore.log")
+        self.assertEqual(r.rc, 0, r)
+        # post-dump runs after CHECKPOINT_DEVICES, pre-resume after RESUME_DEVICES_LATE
+        self.assertOneThread(out, ["post-dump", "pre-resume"])
+        self.assertRunningAndOk(pids)
+
+    def test_leave_stopped_says_what_was_left(self):
+        pids = self.tree("--spawn", "1", "--mem", "8", expect=2)
+        r = self.dump("--leave-stopped")
+        self.assertEqual(r.rc, 0, r)
+        for pid in pids:
+            self.assertTrue(any(f"process {pid} (" in line and "left stopped" in line and f"kill -CONT {pid}" in line
+                                and f"cudasnap restore --pid {pid}" in line for line in r.cudasnap_lines()),
+                            f"{pid} not named: {r}")
+            with open(f"/proc/{pid}/stat") as f:
+                self.assertEqual(f.read().rsplit(")", 1)[1].split()[0], "T")
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        self.assertStates(pids, "checkpointed")
+        for pid in pids:
+            c = self.cs("restore", "--pid", str(pid))
+            self.assertEqual(c.rc, 0, c)
+        self.assertRunningAndOk(pids)
+
+    def test_options_from_criu_configuration_file(self):
+        """CRIU's own configuration file (--config here; /etc/criu/default.conf
+        and runc.conf alike) sets --leave-running and --timeout: the plugin
+        learns them from CRIU's options, not from a command line that does
+        not show them."""
+        pids = self.tree("--spawn", "1", "--mem", "8", expect=2)
+        conf = os.path.join(self.tmp, "criu.conf")
+        with open(conf, "w") as f:
+            f.write("leave-running\ntimeout 7\n")
+        r = self.dump("--config", conf)
+        self.assertEqual(r.rc, 0, r)
+        lines = r.cudasnap_lines()
+        self.assertTrue(any("lock timeout 7 s, tree left running after a dump; from CRIU's options" in line
+                            for line in lines), r)
+        self.assertTrue(any("2 processes back to running" in line for line in lines), r)
+        self.assertRunningAndOk(pids)
+
+    def test_two_trees_at_once(self):
+        """Two dumps of two trees at once (two pods of a node): each is a
+        transaction of its own, neither waits for or breaks the other."""
+        a = self.tree("--spawn", "1", "--mem", "4", expect=2)
+        root_a = self.root
+        b = self.tree("--spawn", "1", "--mem", "4", expect=2)
+        root_b = self.root
+        self.fault("* checkpoint delay=1500")
+        other = os.path.join(self.tmp, "images-b")
+        os.makedirs(other)
+        t0 = time.monotonic()
+        procs = [subprocess.Popen([CRIU, "dump", "-t", str(root), "-D", d, "-L", self.plugins, "-v4", "-o", "dump.log"],
+                                  env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for root, d in ((root_a, self.images), (root_b, other))]
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+        wall = time.monotonic() - t0
+        for p, d, out in zip(procs, (self.images, other), outs):
+            with open(os.path.join(d, "dump.log"), errors="replace") as f:
+                log = f.read()
+            self.assertEqual(p.returncode, 0, out + "\n".join(l for l in log.splitlines() if "cudasnap: " in l))
+        self.assertLess(wall, 2.9, "one dump after the other would take more than 3 s")
+        self.assertGone(a + b)
+        os.unlink(self.faults)
+        for d in (self.images, other):
+            r = self.criu("restore", "-D", d, "-L", self.plugins, "-d", log="restore.log")
+            self.assertEqual(r.rc, 0, r)
+        self.assertRunningAndOk(a + b)
+
+    def test_a_process_in_use_fails_the_dump_and_leaves_the_rest_running(self):
+        pids = self.tree("--spawn", "2", "--mem", "4", expect=3)
+        busy = pids[2]
+        with open(f"/proc/{busy}/status") as f:
+            nspid = next(line.split()[-1] for line in f if line.startswith("NSpid:"))
+        claim = os.path.join(self.state, "claims", f"{os.stat(f'/proc/{busy}/ns/pid').st_ino}-{nspid}")
+        os.makedirs(os.path.dirname(claim), mode=0o700, exist_ok=True)
+        with open(claim, "w") as f:
+            f.write("pid 1, 'checkpoint'\n")
+        holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys\n"
+                                   "fd = os.open(sys.argv[1], os.O_RDWR)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+                                   "print('held', flush=True)\nsys.stdin.read()\n", claim],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.assertEqual(holder.stdout.readline(), "held\n")
+        try:
+            r = self.dump()
+        finally:
+            holder.kill()
+            holder.communicate()
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(any(f"another cudasnap is running on process {busy} (" in line and f"pid {holder.pid}" in line
+                            for line in r.cudasnap_lines()), r)
+        self.assertRunningAndOk(pids)
+
+    def test_leftovers_of_other_trees_are_not_the_dumps_business(self):
+        """A process outside the dumped tree that holds device files is no
+        reason to fail the dump, and the dump's log does not speak of it."""
+        outside = self.start("--open-device", expect=1)[0]
+        pids = self.tree("--spawn", "1", "--mem", "4", expect=2)
+        r = self.assertDumped(pids)
+        self.assertFalse([line for line in r.cudasnap_lines() if f"process {outside}" in line or f" {outside} (" in line],
+                         r)
+        r = self.restore()
+        self.assertEqual(r.rc, 0, r)
+        self.assertRunningAndOk(pids)
+
+    def ns_tree(self, *args, expect):
+        """The fake app as init of a PID namespace of its own (what a
+        container is to CRIU); returns {pid inside: host pid}."""
+        before = set(os.listdir(self.ready))
+        with open(os.path.join(self.tmp, "app.err"), "ab") as err:
+            # setsid: CRIU wants the session leader inside the namespace too
+            p = subprocess.Popen(["unshare", "--pid", "--fork", "setsid", APP, "--ready-dir", self.ready, *args],
+                                 env=self.env,
+                                 start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=err)
+        self.apps.append(p)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            now = [f for f in set(os.listdir(self.ready)) - before if f.endswith(".ready")]
+            if len(now) >= expect:
+                break
+            time.sleep(0.02)
+        else:
+            self.fail(f"fake app in a PID namespace not ready: {self.app_err()}")
+        inner = sorted(int(f.split(".")[0]) for f in now)
+        self.assertEqual(inner[0], 1)
+        return self.host_pids(inner)
+
+    def host_pids(self, inner):
+        """{pid inside: host pid} of the processes of the one nested PID
+        namespace the test has."""
+        found = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/status") as f:
+                    nspid = [int(x) for x in next(line for line in f if line.startswith("NSpid:")).split()[1:]]
+            except (OSError, StopIteration):
+                continue
+            if len(nspid) > 1 and nspid[-1] in inner:
+                found[nspid[-1]] = int(d)
+        self.assertEqual(sorted(found), sorted(inner), found)
+        return found
+
+    def assertDataOkInside(self, pids):
+        """SIGUSR1 to each host pid; the answer is named by its pid inside."""
+        for inside, host in pids.items():
+            path = os.path.join(self.ready, f"{inside}.verify")
+            if os.path.exists(path):
+                os.unlink(path)
+            os.kill(host, signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        for inside in pids:
+            path = os.path.join(self.ready, f"{inside}.verify")
+            while not os.path.exists(path) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            with open(path) as f:
+                self.assertTrue(f.read().startswith("ok"), inside)
+
+    def test_restore_into_a_new_pid_namespace(self):
+        """The restored processes keep their pids inside their namespace but
+        get other host pids: the plugin finds each by the pid inside."""
+        before = self.ns_tree("--spawn", "2", "--mem", "8", expect=3)
+        self.tree_pids += list(before.values())
+        r = self.criu("dump", "-t", str(before[1]), "-D", self.images, "-L", self.plugins, log="dump.log")
+        self.assertEqual(r.rc, 0, r)
+        with open(os.path.join(self.images, RECORD)) as f:
+            self.assertEqual(sorted(e["nspid"] for e in json.load(f)["processes"]), sorted(before))
+        self.assertGone(list(before.values()))
+        r = self.restore()
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(any("restored 3 processes" in line for line in r.cudasnap_lines()), r)
+        after = self.host_pids(list(before))
+        self.tree_pids += list(after.values())
+        self.assertNotEqual(sorted(after.values()), sorted(before.values()))
+        self.assertStates(list(after.values()), "running")
+        self.assertDataOkInside(after)
 
 
 if __name__ == "__main__":
