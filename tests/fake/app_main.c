@@ -8,6 +8,7 @@
 #include "app.h"
 #include "fakecuda.h"
 #include "nvml_api.h"
+#include "settings.h"
 
 static enum app_role pick_role(const struct app_opts *o)
 {
@@ -45,10 +46,11 @@ static int init_cuda(struct app *a)
  * those, which is what a checkpoint tool has to notice. */
 static int open_device(struct app *a)
 {
-	const char *dir = getenv("CUDASNAP_DEV_DIR");
-	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/nvidia0", dir && *dir ? dir : "/dev");
-	a->dev_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	const char *set = fc_setting("CUDASNAP_DEV_DIR", dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/nvidia0", set && *set ? set : "/dev");
+	/* created only where CUDASNAP_DEV_DIR says, never in the machine's /dev */
+	a->dev_fd = open(path, O_RDWR | O_CLOEXEC | (set && *set ? O_CREAT : 0), 0666);
 	if (a->dev_fd < 0) {
 		perror(path);
 		return -1;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "app.h"
+#include "settings.h"
 
 /* Workers of a real framework die with it; leftovers would hold device
  * files and spoil later tests. */
@@ -58,8 +59,8 @@ void app_spawn(struct app *a)
 /* Closes every inherited fd of a device file, leaving the mappings. */
 static void close_device_fds(void)
 {
-	const char *dev = getenv("CUDASNAP_DEV_DIR");
-	char prefix[PATH_MAX];
+	char dir[PATH_MAX], prefix[PATH_MAX + 16];
+	const char *dev = fc_setting("CUDASNAP_DEV_DIR", dir, sizeof(dir));
 	snprintf(prefix, sizeof(prefix), "%s/nvidia", dev && *dev ? dev : "/dev");
 	DIR *d = opendir("/proc/self/fd");
 	if (!d)

@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "proto.h"
+#include "settings.h"
 
 /* The caller half: the six checkpoint calls as a tool such as cudasnap makes
  * them. Everything is local to the call, so any number of threads may call
@@ -68,30 +69,11 @@ static CUresult resolve(int pid, struct target *t)
 	return errno == ENOENT ? CUDA_ERROR_NOT_INITIALIZED : CUDA_ERROR_OPERATING_SYSTEM;
 }
 
-static CUresult connect_target(const struct target *t, int *fd)
-{
-	struct sockaddr_un sa;
-	socklen_t len = fc_sockaddr(t->pidns, t->tgid, &sa);
-	*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (*fd < 0)
-		return CUDA_ERROR_OPERATING_SYSTEM;
-	int r;
-	do
-		r = connect(*fd, (struct sockaddr *)&sa, len);
-	while (r != 0 && errno == EINTR);
-	if (r == 0)
-		return CUDA_SUCCESS;
-	int err = errno;
-	close(*fd);
-	/* nobody listening: the process never initialized the driver */
-	return err == ECONNREFUSED || err == ENOENT ? CUDA_ERROR_NOT_INITIALIZED
-						   : CUDA_ERROR_OPERATING_SYSTEM;
-}
-
 /* Without persistence mode a restore needs the caller's own driver context. */
 static int restore_permitted(void)
 {
-	const char *env = getenv("FAKECUDA_PERSISTENCE");
+	char buf[32];
+	const char *env = fc_setting("FAKECUDA_PERSISTENCE", buf, sizeof(buf));
 	if (env == NULL || atoi(env) != 0)
 		return 1;
 	pthread_mutex_lock(&fc_tgt.mu);
@@ -107,7 +89,7 @@ static CUresult call(int pid, struct fc_req *req, int32_t *value)
 	int fd;
 	CUresult rc = resolve(pid, &t);
 	if (rc == CUDA_SUCCESS)
-		rc = connect_target(&t, &fd);
+		rc = fc_connect_target(t.local_tgid, t.pidns, t.tgid, &fd);
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	if (req->op == FC_OP_RESTORE && !restore_permitted()) {

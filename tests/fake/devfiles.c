@@ -40,6 +40,9 @@ static struct map_slot maps[] = {
 
 static int opened_levels;
 
+/* Only in a directory that CUDASNAP_DEV_DIR names: a test's own directory,
+ * or the tmpfs /dev of a container. A double that filled the machine's /dev
+ * with regular files would pass them off as a GPU to every later program. */
 static void create_missing(const char *devdir, const char *name)
 {
 	char path[PATH_MAX];
@@ -52,11 +55,12 @@ static void create_missing(const char *devdir, const char *name)
 	}
 }
 
-static int open_slot(const char *devdir, struct fd_slot *s)
+static int open_slot(const char *devdir, int create, struct fd_slot *s)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", devdir, s->name);
-	create_missing(devdir, s->name);
+	if (create)
+		create_missing(devdir, s->name);
 	s->fd = open(path, O_RDWR | O_CLOEXEC);
 	return s->fd < 0 ? -1 : 0;
 }
@@ -75,10 +79,22 @@ static int map_slot(struct map_slot *m)
 	return 0;
 }
 
-int fc_devfiles_open(const char *devdir, int level)
+/* Whether every file that level opens is there, as on a machine with a GPU. */
+int fc_devfiles_present(const char *devdir, int level)
+{
+	char path[PATH_MAX];
+	for (int i = 0; i < N_FDS; i++) {
+		snprintf(path, sizeof(path), "%s/%s", devdir, fds[i].name);
+		if (fds[i].level == level && access(path, R_OK | W_OK) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+int fc_devfiles_open(const char *devdir, int create, int level)
 {
 	for (int i = 0; i < N_FDS; i++)
-		if (fds[i].level == level && fds[i].fd < 0 && open_slot(devdir, &fds[i]) != 0)
+		if (fds[i].level == level && fds[i].fd < 0 && open_slot(devdir, create, &fds[i]) != 0)
 			return -1;
 	for (int i = 0; i < N_MAPS; i++)
 		if (map_slot(&maps[i]) != 0)
@@ -87,12 +103,12 @@ int fc_devfiles_open(const char *devdir, int level)
 	return 0;
 }
 
-int fc_devfiles_reopen(const char *devdir)
+int fc_devfiles_reopen(const char *devdir, int create)
 {
 	int levels = opened_levels;
-	if ((levels & FC_LEVEL_NVML) && fc_devfiles_open(devdir, FC_LEVEL_NVML) != 0)
+	if ((levels & FC_LEVEL_NVML) && fc_devfiles_open(devdir, create, FC_LEVEL_NVML) != 0)
 		return -1;
-	if ((levels & FC_LEVEL_CUDA) && fc_devfiles_open(devdir, FC_LEVEL_CUDA) != 0)
+	if ((levels & FC_LEVEL_CUDA) && fc_devfiles_open(devdir, create, FC_LEVEL_CUDA) != 0)
 		return -1;
 	return 0;
 }

@@ -3,10 +3,12 @@
 
 #include "fakecuda.h"
 #include "internal.h"
+#include "settings.h"
 
 CUresult cuDriverGetVersion(int *version)
 {
-	const char *env = getenv("FAKECUDA_DRIVER_VERSION");
+	char buf[32];
+	const char *env = fc_setting("FAKECUDA_DRIVER_VERSION", buf, sizeof(buf));
 	if (version == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
 	*version = env && *env ? atoi(env) : 13000;

@@ -6,6 +6,7 @@
 
 #include "internal.h"
 #include "proto.h"
+#include "settings.h"
 
 /* $FAKECUDA_FAULTS, one fault a line: <pid|*> <op> <action> [times].
  * Read again at every request, since tests rewrite it while targets run;
@@ -179,8 +180,9 @@ void fc_faults_check(int op, int pid, int warn, struct fc_fault_hit *hit)
 {
 	struct stat st;
 	size_t len = 0;
+	char path[PATH_MAX];
 	memset(hit, 0, sizeof(*hit));
-	char *text = slurp(getenv("FAKECUDA_FAULTS"), &st, &len);
+	char *text = slurp(fc_setting("FAKECUDA_FAULTS", path, sizeof(path)), &st, &len);
 	if (text == NULL)
 		return;
 	pthread_mutex_lock(&faults_mu);

@@ -1,4 +1,5 @@
 #include "gpus.h"
+#include "settings.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -58,8 +59,8 @@ static void add_gpu(struct fc_gpus *g, const char *s)
 
 int fc_gpus_load(struct fc_gpus *g)
 {
-	const char *env = getenv("FAKECUDA_GPUS");
-	char buf[FC_MAX_GPUS * 48];
+	char buf[FC_MAX_GPUS * 48], setting[FC_MAX_GPUS * 48];
+	const char *env = fc_setting("FAKECUDA_GPUS", setting, sizeof(setting));
 	snprintf(buf, sizeof(buf), "%s", env ? env : FC_DEFAULT_GPU);
 	g->count = 0;
 	char *save = NULL;

@@ -31,6 +31,7 @@ struct fc_target {
 	int ndev;             /* GPUs visible to the process */
 	int map[FC_MAX_GPUS]; /* device ordinal -> index in gpus */
 	char devdir[PATH_MAX];
+	int devdir_set; /* named by CUDASNAP_DEV_DIR: missing files are created */
 };
 
 extern struct fc_target fc_tgt;
@@ -48,10 +49,11 @@ void fc_wait_until(uint64_t deadline_ns);
 CUresult fc_gate_enter(void);
 void fc_gate_leave(void);
 
-/* devfiles.c */
-int fc_devfiles_open(const char *devdir, int level);
+/* devfiles.c: create makes the missing files (empty, mode 0666) */
+int fc_devfiles_present(const char *devdir, int level);
+int fc_devfiles_open(const char *devdir, int create, int level);
 void fc_devfiles_close(int leak_fd, int leak_map);
-int fc_devfiles_reopen(const char *devdir);
+int fc_devfiles_reopen(const char *devdir, int create);
 
 /* devmem.c */
 CUresult fc_devmem_alloc(uint64_t *dptr, size_t bytes);
@@ -83,6 +85,11 @@ void fc_faults_check(int op, int pid, int warn, struct fc_fault_hit *hit);
  * in the caller's pid namespace), as the target itself numbers it; 0 if it
  * has none */
 int fc_find_restore_tid(int pid);
+
+/* caller_sock.c: a connection to the restore thread of process pid (in the
+ * caller's pid namespace; pidns and tgid as fc_sockaddr takes them), from
+ * any network namespace */
+CUresult fc_connect_target(int pid, unsigned long pidns, int tgid, int *fd);
 
 /* server.c */
 int fc_server_start(void);

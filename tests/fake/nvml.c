@@ -4,6 +4,7 @@
 
 #include "gpus.h"
 #include "nvml_internal.h"
+#include "settings.h"
 
 static pthread_mutex_t nvml_mu = PTHREAD_MUTEX_INITIALIZER;
 static int init_count;
@@ -91,7 +92,8 @@ nvmlReturn_t fc_nvml_copy_out(const char *s, char *buf, unsigned int length)
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
 {
-	const char *env = getenv("FAKECUDA_DRIVER_STRING");
+	char buf[96];
+	const char *env = fc_setting("FAKECUDA_DRIVER_STRING", buf, sizeof(buf));
 	return fc_nvml_copy_out(env && *env ? env : "580.159.04", version, length);
 }
 

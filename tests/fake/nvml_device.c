@@ -4,6 +4,7 @@
 #include "fakecuda.h"
 #include "nvml_api.h"
 #include "nvml_internal.h"
+#include "settings.h"
 
 #define TOTAL (141ull * 1024ull * 1024ull * 1024ull)
 
@@ -43,7 +44,8 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int len
 
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, int *mode)
 {
-	const char *env = getenv("FAKECUDA_PERSISTENCE");
+	char buf[32];
+	const char *env = fc_setting("FAKECUDA_PERSISTENCE", buf, sizeof(buf));
 	if (!fc_nvml_initialized())
 		return NVML_ERROR_UNINITIALIZED;
 	if (device == NULL || mode == NULL)
@@ -54,7 +56,8 @@ nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, int *mode)
 
 static unsigned long long used_bytes(void)
 {
-	const char *env = getenv("FAKECUDA_GPU_USED_MIB");
+	char buf[32];
+	const char *env = fc_setting("FAKECUDA_GPU_USED_MIB", buf, sizeof(buf));
 	unsigned long long used = env ? strtoull(env, NULL, 10) * 1024ull * 1024ull : 0;
 	return used < TOTAL ? used : TOTAL;
 }
@@ -64,6 +67,16 @@ static nvmlReturn_t device_arg(nvmlDevice_t device, const void *out)
 	if (!fc_nvml_initialized())
 		return NVML_ERROR_UNINITIALIZED;
 	return device == NULL || out == NULL ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS;
+}
+
+/* The N of /dev/nvidiaN: the GPU's place in FAKECUDA_GPUS, so that the first
+ * GPU is /dev/nvidia0, the one device file the double opens. */
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minor)
+{
+	nvmlReturn_t rc = device_arg(device, minor);
+	if (rc == NVML_SUCCESS)
+		*minor = (unsigned int)device->index;
+	return rc;
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
@@ -93,7 +106,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current, unsigned int *pending)
 {
-	const char *env = getenv("FAKECUDA_MIG");
+	char buf[32];
+	const char *env = fc_setting("FAKECUDA_MIG", buf, sizeof(buf));
 	nvmlReturn_t rc = device_arg(device, current);
 	if (rc != NVML_SUCCESS || pending == NULL)
 		return rc != NVML_SUCCESS ? rc : NVML_ERROR_INVALID_ARGUMENT;

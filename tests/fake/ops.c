@@ -99,7 +99,7 @@ static int compute_map(const CUcheckpointGpuPair *pairs, unsigned int n, int *ma
 
 static CUresult bring_back(void)
 {
-	if (fc_devfiles_reopen(fc_tgt.devdir) != 0) {
+	if (fc_devfiles_reopen(fc_tgt.devdir, fc_tgt.devdir_set) != 0) {
 		fc_devfiles_close(0, 0);
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}

@@ -4,6 +4,7 @@
 
 #include "fakecuda.h"
 #include "internal.h"
+#include "settings.h"
 
 /* Initialization of the target half: what cuInit (or NVML's init) sets up
  * in a process so that it can be checkpointed from outside. */
@@ -36,20 +37,27 @@ static void after_fork_child(void)
 	pthread_mutex_unlock(&fc_tgt.mu);
 }
 
-static CUresult first_attach(void)
+/* Without CUDASNAP_DEV_DIR the double uses the device files of /dev as
+ * they are, and a machine without them has no GPU: it never creates files
+ * in the machine's /dev. CUDA_VISIBLE_DEVICES is CUDA's own variable, read
+ * from the environment only, as CUDA reads it. */
+static CUresult first_attach(int level)
 {
-	const char *dir = getenv("CUDASNAP_DEV_DIR");
+	char dir[PATH_MAX];
+	const char *set = fc_setting("CUDASNAP_DEV_DIR", dir, sizeof(dir));
+	int explicit_dir = set && *set;
 	struct fc_gpus g;
 	int map[FC_MAX_GPUS];
 	fc_gpus_load(&g);
 	int ndev = fc_gpus_visible(&g, getenv("CUDA_VISIBLE_DEVICES"), map);
-	if (ndev == 0)
+	if (ndev == 0 || (!explicit_dir && !fc_devfiles_present("/dev", level)))
 		return CUDA_ERROR_NO_DEVICE;
 	pthread_mutex_lock(&fc_tgt.mu);
 	fc_tgt.gpus = g;
 	fc_tgt.ndev = ndev;
 	memcpy(fc_tgt.map, map, sizeof(map));
-	snprintf(fc_tgt.devdir, sizeof(fc_tgt.devdir), "%s", dir && *dir ? dir : "/dev");
+	snprintf(fc_tgt.devdir, sizeof(fc_tgt.devdir), "%s", explicit_dir ? set : "/dev");
+	fc_tgt.devdir_set = explicit_dir;
 	pthread_mutex_unlock(&fc_tgt.mu);
 	if (fc_server_start() != 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
@@ -63,7 +71,7 @@ static CUresult open_level(int level)
 	pthread_mutex_lock(&fc_tgt.mu);
 	while (fc_tgt.state != CU_PROCESS_STATE_RUNNING || fc_tgt.lock_pending)
 		pthread_cond_wait(&fc_tgt.cv, &fc_tgt.mu);
-	if (fc_devfiles_open(fc_tgt.devdir, level) != 0)
+	if (fc_devfiles_open(fc_tgt.devdir, fc_tgt.devdir_set, level) != 0)
 		rc = CUDA_ERROR_NO_DEVICE;
 	else
 		fc_tgt.levels |= level;
@@ -79,7 +87,7 @@ static CUresult attach(int level)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	CUresult rc = CUDA_SUCCESS;
 	pthread_mutex_lock(&init_mu);
-	if (!started && (rc = first_attach()) == CUDA_SUCCESS)
+	if (!started && (rc = first_attach(level)) == CUDA_SUCCESS)
 		started = 1;
 	if (rc == CUDA_SUCCESS && !(fc_tgt.levels & level))
 		rc = open_level(level);

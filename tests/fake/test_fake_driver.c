@@ -130,6 +130,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	uint64_t t0 = now_ms();
+	/* first: its children need a driver that this process never initialized */
+	test_settings(&e, &d);
 	test_codes(&e, &d);
 	test_cycle(&e, &d);
 	test_remap(&e, &d);
@@ -139,6 +141,7 @@ int main(int argc, char **argv)
 	test_spawn(&e, &d);
 	test_concurrency(&e, &d);
 	test_stopped(&e, &d);
+	test_netns(&e, &d);
 	test_legacy(&e);
 	test_persistence(&e, &d);
 	test_nvml(&e);

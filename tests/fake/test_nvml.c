@@ -15,6 +15,7 @@ struct nvml {
 	nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t *);
 	nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned int);
 	nvmlReturn_t (*memory_v2)(nvmlDevice_t, nvmlMemory_v2_t *);
+	nvmlReturn_t (*minor)(nvmlDevice_t, unsigned int *);
 };
 
 static int load(void *h, struct nvml *n)
@@ -26,8 +27,9 @@ static int load(void *h, struct nvml *n)
 	*(void **)&n->by_index = dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
 	*(void **)&n->uuid = dlsym(h, "nvmlDeviceGetUUID");
 	*(void **)&n->memory_v2 = dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
+	*(void **)&n->minor = dlsym(h, "nvmlDeviceGetMinorNumber");
 	return n->init && n->shutdown && n->driver_version && n->count && n->by_index &&
-			       n->uuid && n->memory_v2
+			       n->uuid && n->memory_v2 && n->minor
 		       ? 0
 		       : -1;
 }
@@ -42,6 +44,9 @@ static void check_device(const struct nvml *n)
 	      "NVML: device 0 is %s", FC_DEFAULT_GPU);
 	check(n->memory_v2(dev, &mem) == NVML_SUCCESS && mem.total == 141ull << 30 && mem.used == 0,
 	      "NVML: 141 GiB total, none used");
+	unsigned int minor = 9;
+	nvmlReturn_t rc = n->minor(dev, &minor);
+	check(rc == NVML_SUCCESS && minor == 0, "NVML: device 0 is /dev/nvidia0 (minor %u)", minor);
 }
 
 /* The NVML double sits next to the driver double it loads. */

@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -72,6 +73,12 @@ void sleep_ms(unsigned int ms)
 
 pid_t app_start(const struct env *e, const char *const *args, const char *const *env)
 {
+	return app_start_ns(e, args, env, 0);
+}
+
+pid_t app_start_ns(const struct env *e, const char *const *args, const char *const *env,
+		   int unshare_flags)
+{
 	const char *argv[16] = { e->app, "--ready-dir", e->ready };
 	int n = 3;
 	for (int i = 0; args[i] && n < 15; i++)
@@ -84,6 +91,8 @@ pid_t app_start(const struct env *e, const char *const *args, const char *const 
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		for (int i = 0; env && env[i]; i++)
 			putenv((char *)env[i]);
+		if (unshare_flags && unshare(unshare_flags) != 0)
+			_exit(126);
 		execv(e->app, (char *const *)argv);
 		_exit(127);
 	}

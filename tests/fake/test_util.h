@@ -51,6 +51,9 @@ void sleep_ms(unsigned int ms);
 /* args: argv after the program name; env: "NAME=value" additions; both
  * NULL-terminated, env may be NULL */
 pid_t app_start(const struct env *e, const char *const *args, const char *const *env);
+/* the same in namespaces of its own (unshare(2) flags) */
+pid_t app_start_ns(const struct env *e, const char *const *args, const char *const *env,
+		   int unshare_flags);
 int wait_ready(const struct env *e, int pid, struct ready *r);
 /* app_start + wait_ready; -1 (a failed check) if it never got ready */
 pid_t app_start_ready(const struct env *e, const char *const *args, const char *const *env,
@@ -83,5 +86,7 @@ void test_concurrency(const struct env *e, const struct drv *d);
 void test_stopped(const struct env *e, const struct drv *d);
 void test_legacy(const struct env *e);
 void test_nvml(const struct env *e);
+void test_settings(const struct env *e, const struct drv *d);
+void test_netns(const struct env *e, const struct drv *d);
 
 #endif

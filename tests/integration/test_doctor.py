@@ -35,9 +35,12 @@ INIT_PIDNS = "pid:[4026531836]"
 
 
 def clean_env(**extra):
-    """The test's environment without any cudasnap or fake driver knobs."""
+    """The test's environment without any cudasnap or fake driver knobs.
+    LD_LIBRARY_PATH goes too: meson points it at the build's driver doubles,
+    which cudasnap would then load by their default names and take for the
+    machine's driver."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CUDASNAP_", "FAKECUDA_", "CUDA_"))}
+           if not k.startswith(("CUDASNAP_", "FAKECUDA_", "CUDA_")) and k != "LD_LIBRARY_PATH"}
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

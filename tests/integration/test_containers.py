@@ -1,0 +1,448 @@
+"""Checkpoint and restore of real containers through cudasnap_plugin.so: runc
+and Podman drive a real CRIU (4.1 or newer) over its RPC, as they do on a
+node, and the containers run the fake CUDA application against the driver
+double.
+
+What differs from `criu dump -t PID` (test_criu.py), and is tested here:
+CRIU runs as `criu swrk 3` (retitled `criu: dump --rpc -t PID` while it
+dumps) with its options in an RPC message; the container
+has its own PID, mount, IPC, UTS and network namespaces and a tmpfs /dev;
+after a restore its processes keep their PIDs inside and get new ones on the
+host; Podman passes no environment, so the plugin and the driver double in
+CRIU learn everything from files (/etc/cudasnap/cudasnap.conf,
+/etc/fakecuda.conf) and from CRIU itself.
+
+Environment (set by meson, except the first):
+  CUDASNAP_TEST_CRIU  the criu binary (else `criu` from $PATH)
+  CUDASNAP_PLUGIN     the built cudasnap_plugin.so
+  CUDASNAP_SANITIZE   meson's b_sanitize of the build
+  CUDASNAP_BIN, FAKE_LIBCUDA, FAKE_LIBNVML, FAKE_APP: see harness.py
+
+Runs as root under isolate.sh; containers.py arranges the private machine
+(overlays over /usr, /etc, /var and a tmpfs /run in the test's own mount
+namespace). This process is PID 1 of its namespace and a child subreaper:
+every container, conmon and CRIU dies with it.
+"""
+import ctypes
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import containers
+from containers import APP, Machine, Podman, Runc, machine_env, reap
+from harness import BIN, GPU0, GPU1, LIBCUDA, LIBNVML
+from harness import APP as BUILT_APP
+
+PLUGIN = os.environ.get("CUDASNAP_PLUGIN", "")
+SANITIZE = os.environ.get("CUDASNAP_SANITIZE", "none")
+PR_SET_CHILD_SUBREAPER = 36
+CRIU, NO_CRIU = containers.find_criu()
+MACHINE = None
+ENGINES = {}
+SERIAL = 0
+
+
+def why_skip():
+    if SANITIZE not in ("", "none"):
+        return (f"this build's plugin is sanitized (b_sanitize={SANITIZE}): an uninstrumented criu aborts when it "
+                "loads it; the normal build runs these tests")
+    if NO_CRIU:
+        return NO_CRIU
+    if os.geteuid() != 0:
+        return "containers and criu need root"
+    if not PLUGIN or not os.path.exists(PLUGIN):
+        return "CUDASNAP_PLUGIN does not name the built cudasnap_plugin.so"
+    if os.getpid() != 1:
+        return "not in a PID namespace of its own (isolate.sh could not make one): the machine is not private"
+    return None
+
+
+def setUpModule():
+    """The private machine, once for every case (the cases differ only in
+    what they write to /etc/fakecuda.conf and /etc/cudasnap/cudasnap.conf)."""
+    global MACHINE
+    if why_skip():
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_CHILD_SUBREAPER")
+    tmp = tempfile.mkdtemp(prefix="cudasnap-ct-")
+    MACHINE = Machine(tmp, libcuda=LIBCUDA, libnvml=LIBNVML, app=BUILT_APP, plugin=PLUGIN, criu=CRIU)
+    try:
+        MACHINE.setup()
+    except BaseException:
+        # unittest runs no tearDownModule after a failed setUpModule
+        MACHINE.teardown()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    MACHINE.why_not = MACHINE.check()
+
+
+def tearDownModule():
+    try:
+        for engine in ENGINES.values():
+            engine.cleanup()
+        reap()
+    finally:
+        if MACHINE:
+            MACHINE.teardown()
+            left = MACHINE.cgroup_paths()
+            shutil.rmtree(MACHINE.tmp, ignore_errors=True)
+            if left:
+                print(f"cgroups left behind: {left}", file=sys.stderr)
+
+
+def word(n):
+    return re.compile(rf"(?<![\d.]){n}(?![\d.])")
+
+
+class Cases:
+    """The cases both engines go through, and the helpers of the engine
+    specific ones; a TestCase once mixed with an engine."""
+
+    engine_class = None
+
+    def setUp(self):
+        why = why_skip() or (MACHINE.why_not if MACHINE else "the private machine was not set up")
+        if why:
+            self.skipTest(why)
+        name = self.engine_class.name
+        if name not in ENGINES:
+            ENGINES[name] = self.engine_class(MACHINE, MACHINE.tmp)
+        self.engine = ENGINES[name]
+        if self.engine.missing():
+            self.skipTest(f"{name}: {self.engine.missing()}")
+        self.tmp = tempfile.mkdtemp(prefix=f"{self._testMethodName[5:30]}-", dir=MACHINE.tmp)
+        MACHINE.fakecuda({})
+        MACHINE.cudasnap({})
+        self.containers = []
+        self.addCleanup(self.cleanup)
+        self.count = 0
+
+    def cleanup(self):
+        for c in self.containers:
+            self.engine.remove(c)
+        reap()
+
+    # --- containers and what they run ---
+
+    def container(self, *args, expect, env=None):
+        """A container running fakecuda-app with args: its device files in
+        its own /dev (CUDASNAP_DEV_DIR=/dev), its faults in a file of the
+        test's directory bound at the same path."""
+        global SERIAL
+        SERIAL += 1
+        self.count += 1
+        name = f"c{SERIAL}-{self._testMethodName[5:25].strip('_').replace('_', '-')}"
+        share = os.path.join(self.tmp, f"share{self.count}")
+        os.makedirs(os.path.join(share, "ready"))
+        env = dict({"PATH": containers.PATH, "CUDASNAP_DEV_DIR": "/dev", "FAKECUDA_GPUS": GPU0,
+                    "FAKECUDA_FAULTS": os.path.join(share, "faults")}, **(env or {}))
+        c = self.engine.start(name, share, [APP, "--ready-dir", os.path.join(share, "ready"), *args], env, expect)
+        self.containers.append(c)
+        c.wait_ready()
+        return c
+
+    def restored(self, c, outcome_and_container):
+        outcome, n = outcome_and_container
+        if n is not c:
+            self.containers.append(n)
+        return outcome, n
+
+    def checkpoint(self, c, *extra):
+        return self.engine.checkpoint(c, *extra)
+
+    def restore(self, c):
+        return self.restored(c, self.engine.restore(c))
+
+    def cs(self, *args, timeout=60):
+        """The built cudasnap, as an administrator on the node runs it: no
+        CUDASNAP_* variable, the machine's libcuda.so.1 (the double)."""
+        return subprocess.run([BIN, *args], capture_output=True, text=True, env=machine_env(), timeout=timeout)
+
+    def states(self, c):
+        """{container pid: GPU state} from `cudasnap ps --json` on the host."""
+        p = self.cs("ps", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = {q["pid"]: q["state"] for q in json.loads(p.stdout)["processes"]}
+        return {cpid: got.get(hpid) for cpid, hpid in c.pids().items() if cpid in c.ready_pids()}
+
+    def assertStates(self, c, state, note=""):
+        want = {cpid: state for cpid in c.ready_pids()}
+        self.assertEqual(self.states(c), want, note)
+
+    def assertDataOk(self, c, gpu=None):
+        got = c.verify()
+        self.assertEqual(sorted(got), c.ready_pids(), f"no verify answer from some processes: {got}")
+        for cpid, line in got.items():
+            self.assertTrue(line.startswith("ok"), f"container pid {cpid}: {line}")
+            if gpu:
+                self.assertIn(f"gpu={gpu}", line, f"container pid {cpid}")
+
+    def assertRunningAndOk(self, c, note="", gpu=None):
+        self.assertStates(c, "running", note)
+        self.assertDataOk(c, gpu)
+
+    def assertLogNames(self, outcome, pattern, what):
+        self.assertTrue(any(re.search(pattern, line) for line in outcome.cudasnap_lines()),
+                        f"no cudasnap: line with {what}:\n{outcome}")
+
+    # --- the cases of both engines ---
+
+    def test_checkpoint_and_restore(self):
+        c = self.container("--spawn", "2", "--mem", "8", expect=3)
+        before = c.pids()
+        r = self.checkpoint(c)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(c.pids(), {}, "the container still runs after its checkpoint")
+        r, n = self.restore(c)
+        self.assertEqual(r.rc, 0, r)
+        after = n.pids()
+        self.assertEqual(sorted(after), sorted(before), "the container's own PIDs changed")
+        for cpid in before:
+            self.assertNotEqual(after[cpid], before[cpid], f"container pid {cpid} has the same host pid")
+        self.assertRunningAndOk(n, f"after the restore:\n{r}")
+
+    def test_leave_running(self):
+        """The engines pass --leave-running in the RPC message, never on a
+        command line (CRIU's is `criu swrk 3`, then `criu: dump --rpc -t
+        PID`): a plugin that looks for -R there checkpoints the GPU state and
+        leaves it so in a container that keeps running."""
+        c = self.container("--spawn", "2", "--mem", "8", expect=3)
+        before = c.pids()
+        r = self.checkpoint(c, "--leave-running")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(c.pids(), before, "--leave-running: the container should keep its processes")
+        self.assertRunningAndOk(c, f"after checkpoint --leave-running:\n{r}")
+        # the images restore too, once the original is gone
+        self.engine.stop(c)
+        r, n = self.restore(c)
+        self.assertEqual(r.rc, 0, r)
+        self.assertRunningAndOk(n, f"after the restore:\n{r}")
+
+    def restore_onto_gpu_b(self, settings):
+        """Dumped where the machine has GPU A, restored where it has only B.
+        The container's own double knows both (its environment lists them),
+        so it takes either; the plugin and the double in CRIU see the
+        machine through /etc/fakecuda.conf."""
+        MACHINE.fakecuda({"FAKECUDA_GPUS": GPU0})
+        c = self.container("--spawn", "1", "--mem", "4", expect=2,
+                           env={"FAKECUDA_GPUS": f"{GPU0},{GPU1}", "CUDA_VISIBLE_DEVICES": "0"})
+        self.assertDataOk(c, gpu=GPU0)
+        r = self.checkpoint(c)
+        self.assertEqual(r.rc, 0, r)
+        MACHINE.fakecuda({"FAKECUDA_GPUS": GPU1})
+        MACHINE.cudasnap(settings)
+        r, n = self.restore(c)
+        self.assertEqual(r.rc, 0, r)
+        if not settings:
+            # mapped without being told: the log must say so
+            self.assertTrue(any(GPU0 in line and GPU1 in line for line in r.cudasnap_lines()),
+                            f"the restore log does not say {GPU0} -> {GPU1}:\n{r}")
+        self.assertRunningAndOk(n, f"after the restore:\n{r}", gpu=GPU1)
+
+    def test_restore_onto_other_gpus(self):
+        self.restore_onto_gpu_b({})
+
+    def test_restore_onto_other_gpus_with_a_device_map(self):
+        """The map of the plugin's settings file (no environment reaches CRIU
+        under Podman)."""
+        self.restore_onto_gpu_b({"CUDASNAP_DEVICE_MAP": f"{GPU0}={GPU1}"})
+
+    def test_two_containers_at_once(self):
+        """Two pods of one node checkpointed at the same moment: two CRIUs, two
+        plugins, each on its own processes; neither waits for the other (each
+        checkpoint takes 2 s in the driver, so one after the other takes more
+        than 4 s)."""
+        a = self.container("--spawn", "1", "--mem", "4", expect=2)
+        b = self.container("--spawn", "1", "--mem", "4", expect=2)
+        for c in (a, b):
+            c.fault("* checkpoint delay=2000")
+        t0 = time.monotonic()
+        pa, pb = self.engine.checkpoint_async(a), self.engine.checkpoint_async(b)
+        ra, rb = pa.wait(), pb.wait()
+        both = time.monotonic() - t0
+        self.assertEqual(ra.rc, 0, f"first container:\n{ra}\nsecond:\n{rb}")
+        self.assertEqual(rb.rc, 0, f"second container:\n{rb}\nfirst:\n{ra}")
+        print(f"{self.engine.name}: two checkpoints at once: {ra.wall:.2f} s and {rb.wall:.2f} s, "
+              f"{both:.2f} s for both", file=sys.stderr)
+        self.assertGreater(min(ra.wall, rb.wall), 2.0, "the checkpoint delay did not apply")
+        self.assertLess(both, 4.0, f"they did not overlap:\n{ra}\n{rb}")
+        for c in (a, b):
+            c.clear_faults()
+            r, n = self.restore(c)
+            self.assertEqual(r.rc, 0, r)
+            self.assertRunningAndOk(n, f"after the restore:\n{r}")
+
+    def test_container_dump_and_cudasnap_at_once(self):
+        """A container's dump and a `cudasnap checkpoint` of one of its
+        processes from the host at the same moment: one is refused, naming
+        the other, and nothing is left locked. Every lock takes 1.5 s, so
+        both are in flight together: on the container's first process the
+        dump is there first, on its last one the command line usually is."""
+        for which in ("first", "last"):
+            with self.subTest(process=which):
+                c = self.container("--spawn", "1", "--mem", "4", expect=2)
+                c.fault("* lock delay=1500")
+                host = c.pids()
+                cpid = min(host) if which == "first" else max(host)
+                self.dump_against_cudasnap(c, cpid, host[cpid])
+                self.engine.remove(c)
+
+    def dump_against_cudasnap(self, c, cpid, victim):
+        dump = self.engine.checkpoint_async(c)
+        # from the moment the plugin speaks in the dump's log
+        deadline = time.monotonic() + 30
+        while "cudasnap:" not in dump.log() and dump.p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        criu_pids = containers.pids_of("criu")
+        cli = subprocess.Popen([BIN, "checkpoint", "--pid", str(victim)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=machine_env())
+        out, err = cli.communicate(timeout=60)
+        r = dump.wait()
+        c.clear_faults()
+        note = f"dump:\n{r}\ncudasnap checkpoint --pid {victim}: rc={cli.returncode}\n{out}{err}"
+        if r.rc == 0:
+            refusal = err.strip()
+        else:
+            refusal = "\n".join(line for line in r.cudasnap_lines() if word(cli.pid).search(line))
+        print(f"{self.engine.name}: on container pid {cpid}, "
+              f"{'the container dump' if r.rc == 0 else 'cudasnap checkpoint'} won; the other: {refusal[:300]}",
+              file=sys.stderr)
+        self.assertTrue((r.rc == 0) != (cli.returncode == 0), f"exactly one should win:\n{note}")
+        if r.rc == 0:
+            # the command line lost: it names the CRIU that holds the process
+            self.assertEqual(cli.returncode, 2, note)
+            self.assertTrue("criu" in err or any(word(p).search(err) for p in criu_pids), note)
+            r, n = self.restore(c)
+            self.assertEqual(r.rc, 0, r)
+            self.assertRunningAndOk(n, f"after the restore:\n{r}")
+        else:
+            # the dump lost: the plugin names the cudasnap that holds it, and
+            # gives every process back; the command line's one is restorable
+            self.assertLogNames(r, word(cli.pid), f"the pid of cudasnap checkpoint ({cli.pid})")
+            want = {p: "running" for p in c.ready_pids()}
+            want[cpid] = "checkpointed"
+            self.assertEqual(self.states(c), want, note)
+            p = self.cs("restore", "--pid", str(victim))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertRunningAndOk(c, note)
+
+    def test_forked_device_holder_fails_fast(self):
+        c = self.container("--fork-after-init", "1", "--mem", "4", expect=2)
+        forked = next(cpid for cpid in c.ready_pids() if c.role(cpid) == "forked")
+        host = c.pids()
+        r = self.checkpoint(c)
+        print(f"{self.engine.name}: dump refused in {r.wall:.2f} s", file=sys.stderr)
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertLess(r.wall, 5, r)
+        self.assertTrue(any("forked" in line and (word(host[forked]).search(line) or f"{forked} in its namespace"
+                                                  in line) for line in r.cudasnap_lines()),
+                        f"the forked process (container pid {forked}, host pid {host[forked]}) is not named:\n{r}")
+        self.assertEqual(c.pids(), host, "the container lost processes")
+        parent = [cpid for cpid in c.ready_pids() if cpid != forked]
+        self.assertEqual({k: v for k, v in self.states(c).items() if k in parent}, {p: "running" for p in parent},
+                         f"after the refused dump:\n{r}")
+        got = c.verify()
+        self.assertTrue(got.get(parent[0], "").startswith("ok"), f"the parent's data: {got}")
+
+    # --- a driver error at each step ---
+
+    def fault_at_dump(self, c, op, victim):
+        host = c.pids()
+        c.fault(f"{victim} {op} error=999 1")
+        r = self.checkpoint(c)
+        c.clear_faults()
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertEqual(c.pids(), host, f"the container should keep running:\n{r}")
+        self.assertTrue(any("CUDA_ERROR_UNKNOWN" in line and (word(host[victim]).search(line) or
+                                                              f"{victim} in its namespace" in line)
+                            for line in r.cudasnap_lines()),
+                        f"no cudasnap: line names host pid {host[victim]} (container pid {victim}) with "
+                        f"CUDA_ERROR_UNKNOWN:\n{r}")
+        self.assertRunningAndOk(c, f"after the failed {op}:\n{r}")
+
+    def fault_at_restore(self, c, op, victim):
+        """CRIU ignores the result of RESUME_DEVICES_LATE: the engine's
+        restore succeeds, the GPU state stays checkpointed, and the log says
+        what to run."""
+        r = self.checkpoint(c)
+        self.assertEqual(r.rc, 0, r)
+        c.fault(f"{victim} {op} error=999 1")
+        r, n = self.restore(c)
+        n.clear_faults()
+        self.assertEqual(r.rc, 0, r)
+        self.assertStates(n, "checkpointed", f"after a failed {op}:\n{r}")
+        host = n.pids()
+        for cpid in n.ready_pids():
+            self.assertTrue(any(word(host[cpid]).search(line) and "NOT restored" in line
+                                for line in r.cudasnap_lines()),
+                            f"host pid {host[cpid]} (container pid {cpid}) is not named NOT restored:\n{r}")
+        advice = sorted(set(m.strip() for m in re.findall(r"cudasnap restore (?:--pid \d+ ?)+", r.log)))
+        named = {int(p) for a in advice for p in re.findall(r"--pid (\d+)", a)}
+        self.assertEqual(named, set(host.values()), f"`cudasnap restore --pid N` for every process:\n{r}")
+        for line in advice:
+            p = self.cs(*line.split()[1:])
+            self.assertEqual(p.returncode, 0, f"{line}: {p.stdout}{p.stderr}")
+        self.assertRunningAndOk(n, f"after {advice}")
+        return n
+
+
+class RuncCases(Cases, unittest.TestCase):
+    engine_class = Runc
+
+    def test_fault_at_each_step_of_each_process(self):
+        """The whole matrix on one container of three processes: a failed dump
+        leaves it running, a restore with a failed step leaves it
+        checkpointed until the advice of the log is followed."""
+        c = self.container("--spawn", "2", "--mem", "2", expect=3)
+        for op in ("lock", "checkpoint"):
+            for victim in c.ready_pids():
+                with self.subTest(op=op, victim=victim):
+                    self.fault_at_dump(c, op, victim)
+        for op in ("restore", "unlock"):
+            for victim in sorted(c.ready_pids()):
+                with self.subTest(op=op, victim=victim):
+                    c = self.fault_at_restore(c, op, victim)
+
+
+class PodmanCases(Cases, unittest.TestCase):
+    engine_class = Podman
+
+    def test_export_and_import_under_another_name(self):
+        c = self.container("--spawn", "1", "--mem", "8", expect=2)
+        tarball = os.path.join(self.tmp, "ckpt.tar.gz")
+        r = self.checkpoint(c, f"--export={tarball}")
+        self.assertEqual(r.rc, 0, r)
+        self.engine.remove(c)
+        r, n = self.restored(c, self.engine.restore_import(c, tarball, "other-" + c.name))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(sorted(n.pids()), c.ready_pids(), "the imported container's own PIDs changed")
+        self.assertRunningAndOk(n, f"after the import:\n{r}")
+
+    def test_fault_at_each_step(self):
+        """One cell for each step (the whole matrix runs under runc)."""
+        c = self.container("--spawn", "1", "--mem", "2", expect=2)
+        child = max(c.ready_pids())
+        for op in ("lock", "checkpoint"):
+            with self.subTest(op=op):
+                self.fault_at_dump(c, op, child if op == "lock" else 1)
+        for op in ("restore", "unlock"):
+            with self.subTest(op=op):
+                c = self.fault_at_restore(c, op, child if op == "restore" else 1)
+
+
+if __name__ == "__main__":
+    assert BUILT_APP, "FAKE_APP is not set"
+    prog = unittest.main(verbosity=2, exit=False)
+    res = prog.result
+    if not res.wasSuccessful():
+        sys.exit(1)
+    # Nothing ran (no CRIU, a sanitized build, no engine): meson reports it as skipped.
+    sys.exit(77 if res.testsRun and len(res.skipped) == res.testsRun else 0)
