@@ -26,27 +26,6 @@ static int is_restore_thread(int pid, int tid)
 	return strcmp(comm, FC_RESTORE_THREAD_NAME) == 0;
 }
 
-/* The last NSpid field is the id in the target's own pid namespace, what
- * its gettid() returned (and what the app writes as tid= in its ready file),
- * whichever namespace the caller is in; 0 if the thread is gone. */
-static int own_tid(int pid, int tid)
-{
-	char path[96], line[256];
-	int own = 0;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "NSpid:", 6) != 0)
-			continue;
-		char *last = strrchr(line, '\t');
-		own = last ? atoi(last + 1) : 0;
-	}
-	fclose(f);
-	return own > 0 ? own : 0;
-}
-
 int fc_find_restore_tid(int pid)
 {
 	char dir[64];
@@ -56,10 +35,13 @@ int fc_find_restore_tid(int pid)
 		return 0;
 	int found = 0;
 	struct dirent *de;
+	/* The real driver (580.159.04) names the thread as the caller's pid
+	 * namespace does, also for a target inside a container's: the task
+	 * directory's name, not the target's own gettid(). */
 	while (found == 0 && (de = readdir(d)) != NULL) {
 		int tid = atoi(de->d_name);
 		if (tid > 0 && is_restore_thread(pid, tid))
-			found = own_tid(pid, tid);
+			found = tid;
 	}
 	closedir(d);
 	return found;

@@ -407,6 +407,59 @@ static void status_odd_text(void **state)
 	expect_field("Name:\tx\n\nTgid:\t3", "Tgid", 0, 3);
 }
 
+static void expect_last(const char *buf, const char *key, int ret, long want)
+{
+	long v = -999;
+	int r = cs_parse_status_last(buf, key, &v);
+	if (r != ret)
+		fail_msg("key \"%s\" in \"%s\": got %d, want %d", key, buf, r, ret);
+	assert_int_equal(v, r == 0 ? want : -999);
+}
+
+/* NSpid lists the pid in every namespace from /proc's down to the process's
+ * own: the last one is what the process calls itself. */
+static void status_last_of_line(void **state)
+{
+	(void)state;
+	expect_last("NSpid:\t4325\n", "NSpid", 0, 4325);
+	expect_last("Name:\tx\nNSpid:\t4325\t17\t1\nNStgid:\t9\n", "NSpid", 0, 1);
+	expect_last("NSpid:\t4325 17  \t\n", "NSpid", 0, 17);
+	expect_last("NSpid:\t4325\t17x\n", "NSpid", -EINVAL, 0);
+	expect_last("NSpid:\t4325\tx17\n", "NSpid", -EINVAL, 0);
+	expect_last("NSpid:\n", "NSpid", -EINVAL, 0);
+	expect_last("NSpid:", "NSpid", -EINVAL, 0);
+	expect_last("NSpid:\t99999999999999999999\n", "NSpid", -EINVAL, 0);
+	expect_last("NSpidX:\t1\n", "NSpid", -ENOENT, 0);
+	expect_last("", "NSpid", -ENOENT, 0);
+}
+
+/* A fake /proc: process 500 has threads 500 and 507; 507 is 3 inside the
+ * process's own PID namespace. The driver may name a thread either way. */
+static void thread_here(void **state)
+{
+	(void)state;
+	char *proc = tu_mkdtemp();
+	tu_write_str(proc, "500/task/500/status", "Name:\tapp\nNSpid:\t500\t1\n");
+	tu_write_str(proc, "500/task/507/status", "Name:\tcuda-rt\nNSpid:\t507\t3\n");
+	tu_write_str(proc, "500/status", "Name:\tapp\nNSpid:\t500\t1\n");
+	assert_int_equal(cs_proc_thread_here(proc, 500, 507), 507);
+	assert_int_equal(cs_proc_thread_here(proc, 500, 3), 507);
+	assert_int_equal(cs_proc_thread_here(proc, 500, 1), 500);
+	assert_int_equal(cs_proc_thread_here(proc, 500, 4), 0);
+	assert_int_equal(cs_proc_thread_here(proc, 500, 0), 0);
+	assert_int_equal(cs_proc_thread_here(proc, 501, 507), 0); /* gone */
+	char *pdir = tu_path(proc, "500");
+	int fd = open(pdir, O_RDONLY | O_DIRECTORY);
+	cs_proc_ident id;
+	assert_int_equal(cs_proc_read_ident(fd, 500, &id), 0);
+	assert_int_equal(id.nspid, 1);
+	assert_int_equal(id.ns_ino, 0); /* no ns/pid link in the fake */
+	close(fd);
+	free(pdir);
+	tu_rmrf(proc);
+	free(proc);
+}
+
 /* ---- maps lines --------------------------------------------------------- */
 
 static int parse_map(const char *line, cs_map_entry *m)
@@ -681,6 +734,8 @@ int main(void)
 		cmocka_unit_test(sanitize_every_byte),
 		cmocka_unit_test(status_fields),
 		cmocka_unit_test(status_odd_text),
+		cmocka_unit_test(status_last_of_line),
+		cmocka_unit_test(thread_here),
 		cmocka_unit_test(maps_lines),
 		cmocka_unit_test(maps_malformed),
 		cmocka_unit_test(device_paths),
