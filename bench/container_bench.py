@@ -34,17 +34,9 @@ import sys
 import tempfile
 import time
 
+from criu_bench import reap  # noqa: E402  (same folder)
+
 PR_SET_CHILD_SUBREAPER = 36
-
-
-def reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 class Tools:

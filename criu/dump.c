@@ -262,11 +262,9 @@ static void checkpoint_all(void)
 		note_outcome(NULL);
 		return;
 	}
-	resume_all(was_locked);
 	_cleanup_free_ void *buf = NULL;
 	size_t len = 0;
-	int rc = helper_run("the checkpoint", checkpoint_tasks, &c, bound_moves(), &buf, &len);
-	stop_all();
+	int rc = helper_run_resumed(was_locked, "the checkpoint", checkpoint_tasks, &c, bound_moves(), &buf, &len);
 	const run_outcome *o = rc == 0 ? run_outcome_check(buf, len, "the checkpoint") : NULL;
 	if (o && o->rc < 0)
 		plog(CS_CRIU_LOG_ERROR, "checkpoint failed: %s%s%s", o->message, o->hint[0] ? "; " : "", o->hint);
@@ -350,11 +348,9 @@ static void give_back(const char *after)
 	_cleanup_free_ pid_t *r = c.restore, *u = c.unlock;
 	if (!r || !u)
 		return;
-	resume_all(was_locked);
 	_cleanup_free_ void *buf = NULL;
 	size_t len = 0;
-	int rc = helper_run("the way back", give_back_tasks, &c, bound_moves(), &buf, &len);
-	stop_all();
+	int rc = helper_run_resumed(was_locked, "the way back", give_back_tasks, &c, bound_moves(), &buf, &len);
 	const run_outcome *o1 = rc == 0 && len >= sizeof(run_outcome) ? buf : NULL;
 	size_t first = o1 ? run_outcome_size(o1->n) : 0;
 	o1 = o1 ? run_outcome_check(buf, first <= len ? first : len, "the way back") : NULL;

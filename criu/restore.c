@@ -243,6 +243,12 @@ static void report(const run_outcome *o)
 		     o->acted == 1 ? "" : "es", (double)o->bytes / (1 << 30), o->wall);
 }
 
+static bool any_task(const plugin_task *t)
+{
+	(void)t;
+	return true;
+}
+
 /* seized: CRIU still holds the tree (RESUME_DEVICES_LATE), so the restore
  * threads must be run by us; at the exit hook CRIU has let it go. */
 static void restore_all(bool seized)
@@ -255,15 +261,12 @@ static void restore_all(bool seized)
 		return;
 	for (size_t i = 0; i < cs_plugin.ntasks; i++)
 		c.pids[c.n++] = cs_plugin.tasks[i].pid;
-	if (seized) {
+	if (seized)
 		note_tids();
-		resume_all(NULL);
-	}
 	_cleanup_free_ void *buf = NULL;
 	size_t len = 0;
-	int rc = helper_run("the GPU restore", restore_tasks, &c, bound_moves(), &buf, &len);
-	if (seized)
-		stop_all();
+	int rc = helper_run_resumed(seized ? any_task : NULL, "the GPU restore", restore_tasks, &c, bound_moves(), &buf,
+				    &len);
 	report(rc == 0 ? run_outcome_check(buf, len, "the GPU restore") : NULL);
 }
 

@@ -17,7 +17,7 @@
 /* CRIU seizes every thread with these options. */
 #define CRIU_PTRACE_OPTIONS (PTRACE_O_SUSPEND_SECCOMP | PTRACE_O_TRACESYSGOOD)
 
-int resume_restore_thread(plugin_task *t)
+static int resume_restore_thread(plugin_task *t)
 {
 	if (t->resumed || t->tid <= 0)
 		return 0;
@@ -53,7 +53,7 @@ static int wait_stopped(pid_t tid)
 	}
 }
 
-int stop_restore_thread(plugin_task *t)
+static int stop_restore_thread(plugin_task *t)
 {
 	if (!t->resumed)
 		return 0;
@@ -68,15 +68,26 @@ int stop_restore_thread(plugin_task *t)
 	return 0;
 }
 
-void resume_all(bool (*which)(const plugin_task *t))
+static void resume_all(bool (*which)(const plugin_task *t))
 {
 	for (size_t i = 0; i < cs_plugin.ntasks; i++)
-		if (!which || which(&cs_plugin.tasks[i]))
+		if (which(&cs_plugin.tasks[i]))
 			resume_restore_thread(&cs_plugin.tasks[i]);
 }
 
-void stop_all(void)
+static void stop_all(void)
 {
 	for (size_t i = 0; i < cs_plugin.ntasks; i++)
 		stop_restore_thread(&cs_plugin.tasks[i]);
+}
+
+int helper_run_resumed(bool (*which)(const plugin_task *t), const char *what, helper_fn fn, void *ctx, double seconds,
+		       void **reply, size_t *len)
+{
+	if (which)
+		resume_all(which);
+	int rc = helper_run(what, fn, ctx, seconds, reply, len);
+	if (which)
+		stop_all();
+	return rc;
 }

@@ -7,12 +7,12 @@
 #ifndef CS_CRIU_RESTORE_THREAD_H
 #define CS_CRIU_RESTORE_THREAD_H
 
+#include "helper.h"
 #include "tasks.h"
 
-int resume_restore_thread(plugin_task *t);
-int stop_restore_thread(plugin_task *t);
-/* Those of the tasks for which which(t) holds (all: NULL). */
-void resume_all(bool (*which)(const plugin_task *t));
-void stop_all(void);
+/* helper_run while the restore threads of the tasks for which which(t)
+ * holds run; which NULL: CRIU has let the tree go, none needs us. */
+int helper_run_resumed(bool (*which)(const plugin_task *t), const char *what, helper_fn fn, void *ctx, double seconds,
+		       void **reply, size_t *len);
 
 #endif

@@ -168,56 +168,58 @@ int cs_parse_stat(const char *buf, size_t len, cs_stat *out)
 	return 0;
 }
 
-int cs_parse_status_field(const char *buf, const char *key, long *out)
+/* The text after "Key:" on the first line that starts with it, up to the
+ * line's end; false when no line does. */
+static bool status_line(const char *buf, const char *key, const char **start, const char **end)
 {
 	size_t klen = strlen(key);
 	for (const char *line = buf; line && *line;) {
 		if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
-			const char *p = line + klen + 1;
-			while (*p == ' ' || *p == '\t')
-				p++;
-			const char *end = p + strcspn(p, "\n");
-			long long v;
-			if (!take_ll(&p, end, &v) || v < LONG_MIN || v > LONG_MAX)
-				return -EINVAL;
-			*out = (long)v;
-			return 0;
+			*start = line + klen + 1;
+			*end = *start + strcspn(*start, "\n");
+			return true;
 		}
 		line = strchr(line, '\n');
 		if (line)
 			line++;
 	}
-	return -ENOENT;
+	return false;
+}
+
+int cs_parse_status_field(const char *buf, const char *key, long *out)
+{
+	const char *p, *end;
+	if (!status_line(buf, key, &p, &end))
+		return -ENOENT;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	long long v;
+	if (!take_ll(&p, end, &v) || v < LONG_MIN || v > LONG_MAX)
+		return -EINVAL;
+	*out = (long)v;
+	return 0;
 }
 
 int cs_parse_status_last(const char *buf, const char *key, long *out)
 {
-	size_t klen = strlen(key);
-	for (const char *line = buf; line && *line;) {
-		if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
-			const char *p = line + klen + 1, *end = p + strcspn(p, "\n");
-			long long v = 0;
-			bool any = false;
-			for (;;) {
-				while (p < end && (*p == ' ' || *p == '\t'))
-					p++;
-				if (p == end)
-					break;
-				if (!take_ll(&p, end, &v) || v < LONG_MIN || v > LONG_MAX ||
-				    (p < end && *p != ' ' && *p != '\t'))
-					return -EINVAL;
-				any = true;
-			}
-			if (!any)
-				return -EINVAL;
-			*out = (long)v;
-			return 0;
-		}
-		line = strchr(line, '\n');
-		if (line)
-			line++;
+	const char *p, *end;
+	if (!status_line(buf, key, &p, &end))
+		return -ENOENT;
+	long long v = 0;
+	bool any = false;
+	for (;;) {
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		if (p == end)
+			break;
+		if (!take_ll(&p, end, &v) || v < LONG_MIN || v > LONG_MAX || (p < end && *p != ' ' && *p != '\t'))
+			return -EINVAL;
+		any = true;
 	}
-	return -ENOENT;
+	if (!any)
+		return -EINVAL;
+	*out = (long)v;
+	return 0;
 }
 
 static bool take_hex(const char **p, const char *end, unsigned long *v)

@@ -15,47 +15,25 @@ killed process (a zombie keeps its PID: "Can't fork for N: File exists"),
 and the restored trees (criu restore -d) become its children too.
 """
 import ctypes
-import fcntl
 import json
 import os
 import re
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
 import unittest
 
 import criu_rpc
+from containers import find_criu, loopback_up
 from harness import APP, GPU0, GPU1, Case
 
 PLUGIN = os.environ.get("CUDASNAP_PLUGIN", "")
 SANITIZE = os.environ.get("CUDASNAP_SANITIZE", "none")
 PR_SET_CHILD_SUBREAPER = 36
 RECORD = "cudasnap-plugin.json"
-
-
-def find_criu():
-    """(path, None) for a usable CRIU, or (None, why not)."""
-    path = os.environ.get("CUDASNAP_TEST_CRIU") or shutil.which("criu")
-    if not path:
-        return None, "no CRIU found: set CUDASNAP_TEST_CRIU to a criu (>= 4.1) binary"
-    if not os.access(path, os.X_OK):
-        return None, f"CRIU {path} is not an executable file"
-    try:
-        p = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
-    except OSError as e:
-        return None, f"{path} --version: {e}"
-    m = re.search(r"Version:\s*(\d+)\.(\d+)", p.stdout)
-    if not m:
-        return None, f"{path} --version printed no version: {(p.stdout + p.stderr).strip()[:200]!r}"
-    version = (int(m.group(1)), int(m.group(2)))
-    if version < (4, 1):
-        return None, (f"{path} is CRIU {version[0]}.{version[1]}; these tests need 4.1 or newer "
-                      "(older ones cannot dump on kernels >= 6.13: 'vdso: Unexpected rt vDSO area bounds')")
-    return path, None
 
 
 CRIU, NO_CRIU = find_criu()
@@ -80,17 +58,6 @@ def why_skip():
     if not PLUGIN or not os.path.exists(PLUGIN):
         return "CUDASNAP_PLUGIN does not name the built cudasnap_plugin.so"
     return None
-
-
-def loopback_up():
-    """A new network namespace starts with 'lo' down, and CRIU's start-up
-    checks (TCP repair) need it up."""
-    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        ifr = fcntl.ioctl(s, siocgifflags, struct.pack("16sH22x", b"lo", 0))
-        flags = struct.unpack("16sH22x", ifr)[1]
-        if not flags & iff_up:
-            fcntl.ioctl(s, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
 
 
 RUN_PRIVATE = []
