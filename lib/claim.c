@@ -112,15 +112,3 @@ int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const 
 	c->n++;
 	return 0;
 }
-
-int cs_claims_take(int statefd, const cs_target *t, size_t n, const char *command, cs_claims *out, cs_error *err)
-{
-	for (size_t i = 0; i < n; i++) {
-		int r = cs_claims_add(out, statefd, t[i].pid, t[i].comm, command, err);
-		if (r < 0) {
-			cs_claims_release(out);
-			return r;
-		}
-	}
-	return 0;
-}

@@ -20,12 +20,11 @@ typedef struct cs_claims {
 	size_t n, cap;
 } cs_claims;
 
-/* Claims every target for command (written into each file for whoever
- * meets it), all or none. Fills err naming the process and the holder when
- * another holds one: nothing is then claimed. out starts empty
- * (cs_claims_init) and is released with cs_claims_release. */
-int cs_claims_take(int statefd, const cs_target *t, size_t n, const char *command, cs_claims *out, cs_error *err);
-/* The same for one process. */
+/* Adds the claim of pid (comm names it in messages) for command, which is
+ * written into the file for whoever meets it. Fails, with err naming the
+ * process and the holder, when another holds it; what c held before stays
+ * held. c starts empty (cs_claims_init) and lets go of everything at
+ * cs_claims_release. */
 int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const char *command, cs_error *err);
 void cs_claims_init(cs_claims *c);
 void cs_claims_release(cs_claims *c);

@@ -4,8 +4,6 @@
  * privileges checked before the driver refuses, leftovers checked, the
  * manifest kept. */
 #include "session_int.h"
-#include "halt.h"
-#include "proc.h"
 #include "select.h"
 #include "state.h"
 #include "util.h"
@@ -103,21 +101,22 @@ static void keep_relevant(cs_session *s)
 	s->n = k;
 }
 
-/* What discovery saw may have changed before the claims were taken (another
- * session let go of a process in between): ask again, now that nobody else
- * can change it. A process stopped since stays unknown for the transaction
- * to refuse by name. */
-static void refresh_states(cs_session *s)
+/* The claims of the processes the session may act on, all or none. One
+ * that another operation holds fails the session, naming it, whatever its
+ * state: a checkpoint of a process that a CRIU dump is locking must not
+ * say "left as it was" while the dump may still fail. The transaction reads
+ * every state again once they are claimed. */
+static int claim(cs_session *s, cs_error *err)
 {
 	for (size_t i = 0; i < s->n; i++) {
-		cs_target *t = &s->t[i];
-		int state;
-		if (t->state == CS_STATE_UNKNOWN ||
-		    cs_proc_halt(cs_proc_dir(), t->pid, t->restore_tid, NULL) != CS_HALT_NONE)
-			continue;
-		if (cs_cu_get_state(s->d, t->pid, &state) == CS_CU_SUCCESS)
-			t->state = t->initial_state = state;
+		const cs_target *t = &s->t[i];
+		int r = cs_claims_add(&s->claims, s->state_fd, t->pid, t->comm, s->o->command, err);
+		if (r < 0) {
+			cs_claims_release(&s->claims);
+			return r;
+		}
 	}
+	return 0;
 }
 
 int cs_session_select(cs_session *s, cs_error *err)
@@ -131,14 +130,8 @@ int cs_session_select(cs_session *s, cs_error *err)
 	r = check_privileges(s, err);
 	if (r < 0)
 		return r;
-	if (!s->o->claimed) {
-		r = cs_claims_take(s->state_fd, s->t, s->n, s->o->command, &s->claims, err);
-		if (r < 0)
-			return r;
-		refresh_states(s);
-	}
 	keep_relevant(s);
-	return 0;
+	return s->o->claimed ? 0 : claim(s, err);
 }
 
 /* With a scope, the leftovers of other processes are none of this
