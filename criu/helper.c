@@ -21,20 +21,6 @@ typedef struct frame {
 #define FRAME_MAGIC 0x63736870u /* "cshp" */
 #define REPLY_MAX (64u << 20)
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	for (const char *p = buf; len;) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 /* The child forgets CRIU's signal handlers (a SIGCHLD handler of CRIU's
  * would act on CRIU's behalf) and dies with CRIU. */
 static __attribute__((noreturn)) void child(int fd, pid_t parent, helper_fn fn, void *ctx)
@@ -51,7 +37,7 @@ static __attribute__((noreturn)) void child(int fd, pid_t parent, helper_fn fn, 
 	size_t len = 0;
 	int rc = fn(ctx, &out, &len);
 	frame f = { .magic = FRAME_MAGIC, .rc = rc, .len = out ? len : 0 };
-	if (write_all(fd, &f, sizeof(f)) < 0 || (f.len && write_all(fd, out, f.len) < 0))
+	if (cs_write_all(fd, &f, sizeof(f)) < 0 || (f.len && cs_write_all(fd, out, f.len) < 0))
 		_exit(126);
 	_exit(0); /* never CRIU's atexit handlers, never back into CRIU */
 }

@@ -231,20 +231,6 @@ int cs_state_lock(int dirfd, const char *command, double wait_s, cs_error *err)
 	return TAKE_FD(fd);
 }
 
-static int write_all(int fd, const char *data, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, data, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		data += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 int cs_state_write(int dirfd, const char *name, const char *data, size_t len, cs_error *err)
 {
 	char tmp[256];
@@ -253,7 +239,7 @@ int cs_state_write(int dirfd, const char *name, const char *data, size_t len, cs
 	_cleanup_close_ int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return cs_error_errno(err, CS_ESTATE, errno, HINT_STATE, "cannot create %s/%s", cs_state_dir(), tmp);
-	int r = write_all(fd, data, len);
+	int r = cs_write_all(fd, data, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)

@@ -90,3 +90,19 @@ ssize_t cs_read_at(int dirfd, const char *name, char *buf, size_t size)
 	buf[len] = '\0';
 	return (ssize_t)len;
 }
+
+int cs_write_all(int fd, const void *data, size_t len)
+{
+	for (const char *p = data; len;) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		if (w == 0)
+			return -EIO;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}

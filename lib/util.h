@@ -124,6 +124,9 @@ int cs_grow(void *v, size_t *cap, size_t need, size_t sz);
 /* Strict decimal parse of a whole string into [min, max]; returns -EINVAL or -ERANGE. */
 int cs_parse_long(const char *s, long min, long max, long *out);
 
+/* Writes all len bytes (retrying short writes and EINTR); 0 or -errno. */
+int cs_write_all(int fd, const void *data, size_t len);
+
 /* Reads a whole small file relative to dirfd into buf (NUL-terminated);
  * returns the length or -errno. Never reads more than size-1 bytes. */
 ssize_t cs_read_at(int dirfd, const char *name, char *buf, size_t size);
