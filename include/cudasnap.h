@@ -227,6 +227,10 @@ typedef struct cs_scan_opts {
 	 * called for the others, which are classified from /proc alone). */
 	const pid_t *only;
 	size_t nonly;
+	/* Else, when set, only the processes for which ask() holds; it is called
+	 * once the parents of every process are known (cs_ptable_descends). */
+	bool (*ask)(void *ctx, const cs_ptable *t, pid_t pid);
+	void *ask_ctx;
 } cs_scan_opts;
 
 /* Scans the PID namespace and classifies every GPU-related process, asking

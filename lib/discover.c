@@ -178,14 +178,15 @@ static void classify(cs_proc *p, cs_driver *d)
 }
 
 /* Whether the caller asked about pid (all processes when it named none). */
-static bool asked(const cs_scan_opts *o, pid_t pid)
+static bool asked(const cs_scan_opts *o, const cs_ptable *t, pid_t pid)
 {
-	if (!o || !o->only)
-		return true;
-	for (size_t i = 0; i < o->nonly; i++)
-		if (o->only[i] == pid)
-			return true;
-	return false;
+	if (o && o->only) {
+		for (size_t i = 0; i < o->nonly; i++)
+			if (o->only[i] == pid)
+				return true;
+		return false;
+	}
+	return !o || !o->ask || o->ask(o->ask_ctx, t, pid);
 }
 
 static int by_pid(const void *a, const void *b)
@@ -207,7 +208,7 @@ static void keep_classified(cs_ptable *t, cs_driver *d, const cs_scan_opts *opts
 	for (size_t i = 0; i < t->n; i++) {
 		cs_proc *p = &t->procs[i];
 		if (p->nrefs || p->maps_libcuda)
-			classify(p, asked(opts, p->pid) ? d : NULL);
+			classify(p, asked(opts, t, p->pid) ? d : NULL);
 		if (p->cls == CS_CLASS_NONE && !keep_all) {
 			cs_proc_clear(p);
 			continue;
@@ -230,11 +231,12 @@ int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error
 	int r = scan(&c, procdir, err);
 	if (r < 0)
 		return r;
+	/* The links first: a caller's ask() may look for ancestors. */
+	if (t.nlinks)
+		qsort(t.links, t.nlinks, sizeof(*t.links), by_link);
 	keep_classified(&t, d, opts, c.keep_all);
 	if (t.n)
 		qsort(t.procs, t.n, sizeof(*t.procs), by_pid);
-	if (t.nlinks)
-		qsort(t.links, t.nlinks, sizeof(*t.links), by_link);
 	*out = TAKE_STRUCT(t);
 	return 0;
 }

@@ -116,6 +116,22 @@ static bool in_cgroup(pid_t pid, const char *cg)
 	return n > 0 && cs_cgroup_matches(buf, (size_t)n, cg);
 }
 
+bool cs_selection_names(const cs_ptable *t, const cs_selection *sel, pid_t pid)
+{
+	if (cs_selection_empty(sel))
+		return true;
+	for (size_t i = 0; i < sel->npids; i++) {
+		pid_t tg = sel->pids[i];
+		cs_tid_to_tgid(cs_proc_dir(), sel->pids[i], &tg);
+		if (tg == pid)
+			return true;
+	}
+	for (size_t i = 0; i < sel->ntrees; i++)
+		if (cs_ptable_descends(t, pid, sel->trees[i]))
+			return true;
+	return sel->cgroup && in_cgroup(pid, sel->cgroup);
+}
+
 bool cs_selection_covers(const cs_ptable *t, const cs_selection *sel, pid_t pid)
 {
 	if (cs_selection_empty(sel))

@@ -47,12 +47,24 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 	return 0;
 }
 
-/* Which processes discovery may ask the driver about. */
+static bool named(void *ctx, const cs_ptable *t, pid_t pid)
+{
+	const cs_session *s = ctx;
+	return cs_selection_names(t, &s->o->sel, pid);
+}
+
+/* Which processes discovery may ask the driver about: those the selection
+ * names. Another process may be in the middle of a long call of another
+ * operation (its checkpoint), which the driver would make this one wait
+ * for; and it is not this session's business. */
 static const cs_scan_opts *scan_opts(cs_session *s)
 {
-	if (!s->o->only_selected)
+	if (s->o->only_selected)
+		s->scan = (cs_scan_opts){ .only = s->o->sel.pids, .nonly = s->o->sel.npids };
+	else if (!cs_selection_empty(&s->o->sel))
+		s->scan = (cs_scan_opts){ .ask = named, .ask_ctx = s };
+	else
 		return NULL;
-	s->scan = (cs_scan_opts){ .only = s->o->sel.pids, .nonly = s->o->sel.npids };
 	return &s->scan;
 }
 
