@@ -161,7 +161,6 @@ static int lock_task(pid_t pid, const cs_proc *p, pid_t ppid)
 	if (!t || task_identity(pid, &t->nspid, t->comm, sizeof(t->comm)) < 0)
 		return -1;
 	t->tid = cs_proc_thread_here(cs_proc_dir(), pid, r->tid);
-	t->initial_state = r->state;
 	char named[48] = "";
 	if (t->tid != r->tid) /* the driver answered in the process's own namespace */
 		snprintf(named, sizeof(named), " (%d inside)", (int)r->tid);

@@ -106,7 +106,6 @@ static void match(pid_t pid)
 		return;
 	t->entry = (size_t)k;
 	t->nspid = nspid;
-	t->initial_state = CS_STATE_CHECKPOINTED;
 	t->result = -1;
 	snprintf(t->comm, sizeof(t->comm), "%s", comm);
 	cs_plugin.matched++;

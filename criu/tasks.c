@@ -40,7 +40,7 @@ plugin_task *add_task(pid_t pid)
 	if (cs_grow(&cs_plugin.tasks, &cs_plugin.cap, cs_plugin.ntasks + 1, sizeof(*t)) < 0)
 		return NULL;
 	t = &cs_plugin.tasks[cs_plugin.ntasks++];
-	*t = (plugin_task){ .pid = pid, .initial_state = CS_STATE_UNKNOWN };
+	*t = (plugin_task){ .pid = pid };
 	return t;
 }
 

@@ -22,7 +22,6 @@ typedef struct plugin_task {
 	pid_t nspid; /* inside its own PID namespace: what survives a restore */
 	pid_t tid; /* the driver's restore thread, as CRIU names it; 0 unknown */
 	char comm[64];
-	int initial_state; /* cs_state when CRIU was about to stop it */
 	int result; /* what CHECKPOINT_DEVICES / RESUME_DEVICES_LATE return for it */
 	bool locked; /* locked by the plugin at PAUSE_DEVICES */
 	bool checkpointed; /* left checkpointed by the dump's transaction */

@@ -116,14 +116,16 @@ static bool in_cgroup(pid_t pid, const char *cg)
 	return n > 0 && cs_cgroup_matches(buf, (size_t)n, cg);
 }
 
-bool cs_selection_names(const cs_ptable *t, const cs_selection *sel, pid_t pid)
+/* Whether the selection takes in pid: named by --pid (with its
+ * descendants when descendants is set), in a --tree, in the --cgroup. */
+static bool takes_in(const cs_ptable *t, const cs_selection *sel, pid_t pid, bool descendants)
 {
 	if (cs_selection_empty(sel))
 		return true;
 	for (size_t i = 0; i < sel->npids; i++) {
 		pid_t tg = sel->pids[i];
 		cs_tid_to_tgid(cs_proc_dir(), sel->pids[i], &tg);
-		if (tg == pid)
+		if (tg == pid || (descendants && cs_ptable_descends(t, pid, tg)))
 			return true;
 	}
 	for (size_t i = 0; i < sel->ntrees; i++)
@@ -132,20 +134,14 @@ bool cs_selection_names(const cs_ptable *t, const cs_selection *sel, pid_t pid)
 	return sel->cgroup && in_cgroup(pid, sel->cgroup);
 }
 
+bool cs_selection_names(const cs_ptable *t, const cs_selection *sel, pid_t pid)
+{
+	return takes_in(t, sel, pid, false);
+}
+
 bool cs_selection_covers(const cs_ptable *t, const cs_selection *sel, pid_t pid)
 {
-	if (cs_selection_empty(sel))
-		return true;
-	for (size_t i = 0; i < sel->npids; i++) {
-		pid_t tg = sel->pids[i];
-		cs_tid_to_tgid(cs_proc_dir(), sel->pids[i], &tg);
-		if (cs_ptable_descends(t, pid, tg))
-			return true;
-	}
-	for (size_t i = 0; i < sel->ntrees; i++)
-		if (cs_ptable_descends(t, pid, sel->trees[i]))
-			return true;
-	return sel->cgroup && in_cgroup(pid, sel->cgroup);
+	return takes_in(t, sel, pid, true);
 }
 
 static int check_visible(pid_t pid, const char *opt, pid_t *tgid, cs_error *err)
