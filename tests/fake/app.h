@@ -22,6 +22,8 @@ struct app_opts {
 	int open_device;
 	int nvml_only;
 	int no_init;
+	int ipc_export;
+	unsigned int ipc_import; /* pid of the exporter, 0: none */
 	int child;
 	const char *ready_dir;
 };
@@ -32,6 +34,10 @@ struct app {
 	uint64_t dptr;
 	size_t bytes;
 	uint64_t seed;
+	/* another process's device memory (--ipc-import), filled from its seed */
+	uint64_t imp_dptr;
+	size_t imp_bytes;
+	uint64_t imp_seed;
 	pid_t kids[APP_MAX_KIDS];
 	int nkids;
 	int dev_fd;

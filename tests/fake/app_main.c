@@ -21,6 +21,24 @@ static enum app_role pick_role(const struct app_opts *o)
 	return o->child ? ROLE_SPAWNED : ROLE_PARENT;
 }
 
+/* CUDA IPC: exporting needs memory of our own; the imported memory was
+ * filled by its exporter, from its pid. */
+static CUresult share_memory(struct app *a)
+{
+	struct fakecuda_ipc_mem m;
+	CUresult rc = CUDA_SUCCESS;
+	if (a->o.ipc_export)
+		rc = a->bytes > 0 ? fakecuda_ipc_export(a->dptr, a->bytes) : CUDA_ERROR_INVALID_VALUE;
+	if (rc == CUDA_SUCCESS && a->o.ipc_import)
+		rc = fakecuda_ipc_import((int)a->o.ipc_import, &m);
+	if (rc == CUDA_SUCCESS && a->o.ipc_import) {
+		a->imp_dptr = m.dptr;
+		a->imp_bytes = m.bytes;
+		a->imp_seed = (uint64_t)m.owner_pid;
+	}
+	return rc;
+}
+
 static int init_cuda(struct app *a)
 {
 	CUdevice dev;
@@ -33,6 +51,8 @@ static int init_cuda(struct app *a)
 		rc = fakecuda_mem_alloc(&a->dptr, a->bytes);
 	if (rc == CUDA_SUCCESS && a->bytes > 0)
 		rc = fakecuda_fill(a->dptr, a->bytes, a->seed);
+	if (rc == CUDA_SUCCESS)
+		rc = share_memory(a);
 	if (rc != CUDA_SUCCESS) {
 		const char *s = NULL;
 		cuGetErrorString(rc, &s);

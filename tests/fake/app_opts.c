@@ -19,15 +19,21 @@ static const char usage_text[] =
 	"  --open-device        no CUDA: open and map <devdir>/nvidia0 directly\n"
 	"  --nvml-only          no CUDA: only nvmlInit_v2 of the fake NVML\n"
 	"  --no-init            load the driver but never initialize it\n"
+	"  --ipc-export         make the device memory importable by other processes\n"
+	"                       (CUDA IPC): creates, maps and keeps open the shared\n"
+	"                       file <shmdir>/cuda.shm.<uid>.<pid>\n"
+	"  --ipc-import PID     map the device memory that process PID exports (and\n"
+	"                       its shared file, without an fd); verify checks it too\n"
 	"  --ready-dir DIR      each process writes DIR/<pid>.ready once set up:\n"
 	"                       pid=<pid> ppid=<ppid> role=<role> tid=<restore tid>\n"
 	"                       role is parent, spawned, forked, device, nvml or plain\n"
 	"  -h, --help           show this help\n"
 	"\n"
 	"SIGUSR1: verify the device memory (waits while the process is locked or\n"
-	"checkpointed) and write DIR/<pid>.verify: 'ok bytes=<n> gpu=<uuid>' or\n"
-	"'fail <reason>'. SIGTERM, SIGINT: clean exit, children too.\n"
-	"<devdir> is $CUDASNAP_DEV_DIR, or /dev.\n";
+	"checkpointed) and write DIR/<pid>.verify: 'ok bytes=<n> gpu=<uuid>' (then\n"
+	"' imported=<n>' after --ipc-import) or 'fail <reason>'. SIGTERM, SIGINT:\n"
+	"clean exit, children too.\n"
+	"<devdir> is $CUDASNAP_DEV_DIR, or /dev; <shmdir> is $FAKECUDA_SHM_DIR, or /dev/shm.\n";
 
 static int number(const char *s, unsigned int lo, unsigned int hi, unsigned int *out)
 {
@@ -41,7 +47,17 @@ static int number(const char *s, unsigned int lo, unsigned int hi, unsigned int 
 	return 0;
 }
 
-enum { OPT_MEM = 256, OPT_KERNEL, OPT_SPAWN, OPT_FORK, OPT_CLOSE, OPT_READY, OPT_CHILD };
+enum {
+	OPT_MEM = 256,
+	OPT_KERNEL,
+	OPT_SPAWN,
+	OPT_FORK,
+	OPT_CLOSE,
+	OPT_READY,
+	OPT_CHILD,
+	OPT_EXPORT,
+	OPT_IMPORT
+};
 
 static const struct option longopts[] = {
 	{ "mem", required_argument, NULL, OPT_MEM },
@@ -53,6 +69,8 @@ static const struct option longopts[] = {
 	{ "open-device", no_argument, NULL, 'd' },
 	{ "nvml-only", no_argument, NULL, 'n' },
 	{ "no-init", no_argument, NULL, 'i' },
+	{ "ipc-export", no_argument, NULL, OPT_EXPORT },
+	{ "ipc-import", required_argument, NULL, OPT_IMPORT },
 	{ "child", no_argument, NULL, OPT_CHILD }, /* set on spawned children */
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -68,6 +86,8 @@ static int one(struct app_opts *o, int c)
 	case OPT_CLOSE: return number(optarg, 0, APP_MAX_KIDS / 2, &o->forked_close_fds);
 	case OPT_READY: o->ready_dir = optarg; return 0;
 	case OPT_CHILD: o->child = 1; return 0;
+	case OPT_EXPORT: o->ipc_export = 1; return 0;
+	case OPT_IMPORT: return number(optarg, 1, 1u << 22, &o->ipc_import);
 	case 'd': o->open_device = 1; return 0;
 	case 'n': o->nvml_only = 1; return 0;
 	case 'i': o->no_init = 1; return 0;
@@ -89,7 +109,8 @@ int app_parse(int argc, char **argv, struct app_opts *o)
 		if (one(o, c) != 0)
 			return -1;
 	}
-	if (optind < argc || o->open_device + o->nvml_only + o->no_init > 1) {
+	int no_cuda = o->open_device + o->nvml_only + o->no_init;
+	if (optind < argc || no_cuda > 1 || (no_cuda && (o->ipc_export || o->ipc_import))) {
 		fprintf(stderr, "fakecuda-app: bad arguments; see --help\n");
 		return -1;
 	}

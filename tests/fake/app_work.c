@@ -22,18 +22,32 @@ static void *kernel_main(void *arg)
 	return NULL;
 }
 
-static void verify_once(struct app *a)
+/* Our own memory, then the imported one (its exporter's data). */
+static CUresult verify_memory(struct app *a, char *why, size_t len)
 {
-	char why[256], gpu[FAKECUDA_UUID_STRLEN], line[400];
+	char imp_why[200];
 	CUresult rc = CUDA_SUCCESS;
 	if (a->bytes > 0)
-		rc = fakecuda_verify(a->dptr, a->bytes, a->seed, why, sizeof(why));
+		rc = fakecuda_verify(a->dptr, a->bytes, a->seed, why, len);
+	if (rc != CUDA_SUCCESS || a->imp_bytes == 0)
+		return rc;
+	rc = fakecuda_verify(a->imp_dptr, a->imp_bytes, a->imp_seed, imp_why, sizeof(imp_why));
+	snprintf(why, len, "imported memory: %s", imp_why);
+	return rc;
+}
+
+static void verify_once(struct app *a)
+{
+	char why[256], gpu[FAKECUDA_UUID_STRLEN], line[400], imported[48] = "";
+	CUresult rc = verify_memory(a, why, sizeof(why));
 	if (rc == CUDA_ERROR_DEINITIALIZED)
 		return;
 	if (rc == CUDA_SUCCESS && fakecuda_current_gpu(gpu, sizeof(gpu)) != CUDA_SUCCESS)
 		snprintf(gpu, sizeof(gpu), "unknown");
+	if (a->imp_bytes > 0)
+		snprintf(imported, sizeof(imported), " imported=%zu", a->imp_bytes);
 	if (rc == CUDA_SUCCESS)
-		snprintf(line, sizeof(line), "ok bytes=%zu gpu=%s", a->bytes, gpu);
+		snprintf(line, sizeof(line), "ok bytes=%zu gpu=%s%s", a->bytes, gpu, imported);
 	else
 		snprintf(line, sizeof(line), "fail %s", why);
 	app_write_verify(a, line);

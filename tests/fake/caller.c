@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "procinfo.h"
 #include "proto.h"
 #include "settings.h"
 
@@ -23,31 +24,6 @@ struct target {
 	int local_tgid; /* in the caller's */
 };
 
-/* The tgid in the target's own pid namespace (the last NStgid field), which
- * is what the target itself calls its pid, whichever namespace the caller is
- * in; pid may be any thread of the target, as with the real driver. */
-static int read_tgid(int pid, struct target *t)
-{
-	char path[64], line[256];
-	int nstgid = -1;
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
-		return -1;
-	t->local_tgid = -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "Tgid:", 5) == 0)
-			t->local_tgid = atoi(line + 5);
-		if (strncmp(line, "NStgid:", 7) != 0)
-			continue;
-		char *last = strrchr(line, '\t');
-		nstgid = last ? atoi(last + 1) : -1;
-	}
-	fclose(f);
-	t->tgid = nstgid > 0 ? nstgid : t->local_tgid;
-	return t->tgid > 0 && t->local_tgid > 0 ? 0 : -1;
-}
-
 static CUresult resolve(int pid, struct target *t)
 {
 	char path[64];
@@ -60,7 +36,9 @@ static CUresult resolve(int pid, struct target *t)
 	/* the real driver answers the same when it may not ptrace the target */
 	if (geteuid() != 0 && st.st_uid != geteuid())
 		return CUDA_ERROR_OPERATING_SYSTEM;
-	if (read_tgid(pid, t) != 0)
+	/* pid may be any thread of the target, as with the real driver; the
+	 * socket is named by what the target calls itself */
+	if (fc_proc_tgid(pid, &t->tgid, &t->local_tgid) != 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	t->pidns = fc_pidns(pid);
 	if (t->pidns != 0)

@@ -23,6 +23,7 @@ static const struct fc_error_text error_texts[] = {
 	{ 101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal" },
 	{ 304, "CUDA_ERROR_OPERATING_SYSTEM",
 	  "OS call failed or operation not supported on this OS" },
+	{ 400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle" },
 	{ 401, "CUDA_ERROR_ILLEGAL_STATE",
 	  "the operation cannot be performed in the present state" },
 	{ 500, "CUDA_ERROR_NOT_FOUND", "named symbol not found" },

@@ -28,6 +28,26 @@ FC_EXPORT int fakecuda_restore_tid(void);
 /* What libnvidia-ml does on driver 580: initialize just enough of the driver
  * to become a checkpointable process, without device memory. */
 FC_EXPORT CUresult fakecuda_nvml_attach(void);
+/* CUDA IPC (cudaIpcGetMemHandle, cudaIpcOpenMemHandle), reduced to what a
+ * checkpoint meets. Export: makes bytes of this process's device memory at
+ * dptr importable by other processes; creates, maps and keeps open the
+ * shared file <FAKECUDA_SHM_DIR or /dev/shm>/cuda.shm.<uid>.<pid>, removed at
+ * a normal exit. A later export replaces the earlier one. */
+FC_EXPORT CUresult fakecuda_ipc_export(uint64_t dptr, size_t bytes);
+
+struct fakecuda_ipc_mem {
+	uint64_t dptr; /* where the importer sees the memory */
+	size_t bytes;
+	int owner_pid; /* the exporter's pid as it sees itself */
+};
+
+/* Import: maps the memory that process pid (as the caller's /proc names
+ * it) exported, and its shared file, without keeping an fd. From then on
+ * the process can be checkpointed but never restored: restore answers
+ * CUDA_ERROR_INVALID_VALUE for ever, as the real driver does.
+ * CUDA_ERROR_INVALID_HANDLE when pid exports nothing or holds no device
+ * memory now (it is checkpointed). */
+FC_EXPORT CUresult fakecuda_ipc_import(int pid, struct fakecuda_ipc_mem *mem);
 /* Wakes every call blocked on a locked process with CUDA_ERROR_DEINITIALIZED
  * so that an application can join its threads and exit. */
 FC_EXPORT void fakecuda_shutdown(void);

@@ -32,6 +32,7 @@ struct fc_target {
 	int map[FC_MAX_GPUS]; /* device ordinal -> index in gpus */
 	char devdir[PATH_MAX];
 	int devdir_set; /* named by CUDASNAP_DEV_DIR: missing files are created */
+	int ipc_imported; /* mapped another process's device memory: never restorable */
 };
 
 extern struct fc_target fc_tgt;
@@ -55,11 +56,20 @@ int fc_devfiles_open(const char *devdir, int create, int level);
 void fc_devfiles_close(int leak_fd, int leak_map);
 int fc_devfiles_reopen(const char *devdir, int create);
 
-/* devmem.c */
-CUresult fc_devmem_alloc(uint64_t *dptr, size_t bytes);
-int fc_devmem_locate(uint64_t dptr, size_t bytes, int *fd, off_t *off);
+/* devmem.c: gpu names the GPU that holds the memory (device 0's) */
+CUresult fc_devmem_alloc(uint64_t *dptr, size_t bytes, const CUuuid *gpu);
+/* mem: another process's device memory, mapped for the life of the process */
+CUresult fc_devmem_import(unsigned char *mem, size_t bytes, uint64_t *dptr);
+/* Where device memory is: our own at off in the memfd fd (mem NULL), or
+ * imported memory at mem (fd -1). */
+struct fc_region {
+	int fd;
+	off_t off;
+	unsigned char *mem;
+};
+int fc_devmem_locate(uint64_t dptr, size_t bytes, struct fc_region *r);
 int fc_devmem_save(void);
-int fc_devmem_restore(void);
+int fc_devmem_restore(const CUuuid *gpu);
 void fc_devmem_forget(void);
 
 /* ops.c, run by the restore thread */

@@ -14,10 +14,14 @@ CUresult fakecuda_mem_alloc(uint64_t *dptr, size_t bytes)
 {
 	if (dptr == NULL || bytes == 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	CUuuid gpu;
 	CUresult rc = fc_gate_enter();
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	rc = fc_devmem_alloc(dptr, bytes);
+	/* the fake API allocates on device 0 only */
+	rc = cuDeviceGetUuid_v2(&gpu, 0);
+	if (rc == CUDA_SUCCESS)
+		rc = fc_devmem_alloc(dptr, bytes, &gpu);
 	fc_gate_leave();
 	return rc;
 }
@@ -38,20 +42,28 @@ static void pattern(uint64_t *words, size_t pos, size_t n, uint64_t seed)
 		words[k] = mix(seed ^ mix(pos / 8 + k));
 }
 
-static int chunk_io(int fd, void *buf, size_t n, off_t off, int writing)
+struct span {
+	struct fc_region r;
+	uint64_t *buf;
+};
+
+/* pos: from the start of the span */
+static int chunk_io(const struct span *s, size_t n, size_t pos, int writing)
 {
+	if (s->r.mem != NULL) {
+		if (writing)
+			memcpy(s->r.mem + pos, s->buf, n);
+		else
+			memcpy(s->buf, s->r.mem + pos, n);
+		return 0;
+	}
 	ssize_t r;
+	off_t off = s->r.off + (off_t)pos;
 	do
-		r = writing ? pwrite(fd, buf, n, off) : pread(fd, buf, n, off);
+		r = writing ? pwrite(s->r.fd, s->buf, n, off) : pread(s->r.fd, s->buf, n, off);
 	while (r < 0 && errno == EINTR);
 	return r == (ssize_t)n ? 0 : -1;
 }
-
-struct span {
-	int fd;
-	off_t off;
-	uint64_t *buf;
-};
 
 static CUresult begin(uint64_t dptr, size_t bytes, struct span *s)
 {
@@ -61,7 +73,7 @@ static CUresult begin(uint64_t dptr, size_t bytes, struct span *s)
 	s->buf = malloc(CHUNK);
 	if (s->buf == NULL)
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
-	else if (fc_devmem_locate(dptr, bytes, &s->fd, &s->off) != 0)
+	else if (fc_devmem_locate(dptr, bytes, &s->r) != 0)
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc != CUDA_SUCCESS) {
 		free(s->buf);
@@ -85,7 +97,7 @@ CUresult fakecuda_fill(uint64_t dptr, size_t bytes, uint64_t seed)
 	for (size_t pos = 0; rc == CUDA_SUCCESS && pos < bytes; pos += CHUNK) {
 		size_t n = bytes - pos < CHUNK ? bytes - pos : CHUNK;
 		pattern(s.buf, pos, n, seed);
-		if (chunk_io(s.fd, s.buf, n, s.off + (off_t)pos, 1) != 0)
+		if (chunk_io(&s, n, pos, 1) != 0)
 			rc = CUDA_ERROR_UNKNOWN;
 	}
 	end(&s);
@@ -110,7 +122,7 @@ static CUresult compare_chunk(struct span *s, size_t pos, size_t n, uint64_t see
 			      size_t why_len)
 {
 	uint64_t want_word;
-	if (chunk_io(s->fd, s->buf, n, s->off + (off_t)pos, 0) != 0) {
+	if (chunk_io(s, n, pos, 0) != 0) {
 		snprintf(why, why_len, "cannot read device memory at byte %zu", pos);
 		return CUDA_ERROR_UNKNOWN;
 	}

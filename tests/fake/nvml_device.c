@@ -54,11 +54,13 @@ nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, int *mode)
 	return NVML_SUCCESS;
 }
 
-static unsigned long long used_bytes(void)
+/* FAKECUDA_GPU_USED_MIB when set, else what the processes use. */
+static unsigned long long used_bytes(nvmlDevice_t device)
 {
 	char buf[32];
 	const char *env = fc_setting("FAKECUDA_GPU_USED_MIB", buf, sizeof(buf));
-	unsigned long long used = env ? strtoull(env, NULL, 10) * 1024ull * 1024ull : 0;
+	unsigned long long used = env ? strtoull(env, NULL, 10) * 1024ull * 1024ull
+				      : fc_nvml_used(device);
 	return used < TOTAL ? used : TOTAL;
 }
 
@@ -85,7 +87,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 	if (rc != NVML_SUCCESS)
 		return rc;
 	memory->total = TOTAL;
-	memory->used = used_bytes();
+	memory->used = used_bytes(device);
 	memory->free = TOTAL - memory->used;
 	return NVML_SUCCESS;
 }
@@ -99,7 +101,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
 	memory->total = TOTAL;
 	memory->reserved = 0;
-	memory->used = used_bytes();
+	memory->used = used_bytes(device);
 	memory->free = TOTAL - memory->used;
 	return NVML_SUCCESS;
 }
@@ -113,17 +115,4 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current, un
 		return rc != NVML_SUCCESS ? rc : NVML_ERROR_INVALID_ARGUMENT;
 	*current = *pending = env && atoi(env) != 0;
 	return NVML_SUCCESS;
-}
-
-/* Inside containers and sandboxes NVML's pids are host pids and useless, so
- * the double does not pretend to know them. */
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *count,
-						     nvmlProcessInfo_t *infos)
-{
-	(void)infos;
-	if (!fc_nvml_initialized())
-		return NVML_ERROR_UNINITIALIZED;
-	if (device == NULL || count == NULL)
-		return NVML_ERROR_INVALID_ARGUMENT;
-	return NVML_ERROR_NOT_SUPPORTED;
 }

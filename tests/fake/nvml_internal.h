@@ -14,5 +14,8 @@ int fc_nvml_count(void);
 nvmlDevice_t fc_nvml_device(int index);
 /* Fails like NVML when not initialized or when buf is too short. */
 nvmlReturn_t fc_nvml_copy_out(const char *s, char *buf, unsigned int length);
+/* Bytes that the fake CUDA processes of the caller's /proc use on device
+ * (their device memory and FAKECUDA_CONTEXT_MIB each). */
+unsigned long long fc_nvml_used(nvmlDevice_t device);
 
 #endif

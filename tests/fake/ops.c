@@ -97,13 +97,15 @@ static int compute_map(const CUcheckpointGpuPair *pairs, unsigned int n, int *ma
 	return 0;
 }
 
-static CUresult bring_back(void)
+/* map: the GPUs the process will see, as compute_map gives them */
+static CUresult bring_back(const int *map)
 {
 	if (fc_devfiles_reopen(fc_tgt.devdir, fc_tgt.devdir_set) != 0) {
 		fc_devfiles_close(0, 0);
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
-	if (fc_devmem_restore() != 0) {
+	/* the fake API's memory is on device 0, now the GPU it is mapped to */
+	if (fc_devmem_restore(&fc_tgt.gpus.uuid[map[0]]) != 0) {
 		fc_devfiles_close(0, 0);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -115,8 +117,13 @@ CUresult fc_op_restore(const CUcheckpointGpuPair *pairs, unsigned int n)
 	int map[FC_MAX_GPUS];
 	CUresult rc = CUDA_ERROR_ILLEGAL_STATE;
 	pthread_mutex_lock(&fc_tgt.mu);
-	if (fc_tgt.state == CU_PROCESS_STATE_CHECKPOINTED) {
-		rc = compute_map(pairs, n, map) == 0 ? bring_back() : CUDA_ERROR_INVALID_VALUE;
+	/* Measured (H200, driver 580.159.04): a process that imported another's
+	 * device memory is refused in every order tried, for ever, and stays
+	 * CHECKPOINTED. */
+	if (fc_tgt.state == CU_PROCESS_STATE_CHECKPOINTED && fc_tgt.ipc_imported) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+	} else if (fc_tgt.state == CU_PROCESS_STATE_CHECKPOINTED) {
+		rc = compute_map(pairs, n, map) == 0 ? bring_back(map) : CUDA_ERROR_INVALID_VALUE;
 		if (rc == CUDA_SUCCESS) {
 			memcpy(fc_tgt.map, map, sizeof(map[0]) * (size_t)fc_tgt.ndev);
 			fc_tgt.state = CU_PROCESS_STATE_LOCKED;

@@ -30,6 +30,10 @@ static int make_dirs(struct env *e)
 	unsetenv("FAKECUDA_GPUS");
 	unsetenv("FAKECUDA_PERSISTENCE");
 	unsetenv("FAKECUDA_DRIVER_VERSION");
+	unsetenv("FAKECUDA_SHM_DIR");
+	unsetenv("FAKECUDA_GPU_USED_MIB");
+	unsetenv("FAKECUDA_CONTEXT_MIB");
+	unsetenv("FAKECUDA_HOST_PIDNS");
 	return 0;
 }
 
@@ -142,9 +146,10 @@ int main(int argc, char **argv)
 	test_concurrency(&e, &d);
 	test_stopped(&e, &d);
 	test_netns(&e, &d);
+	test_ipc(&e, &d);
 	test_legacy(&e);
 	test_persistence(&e, &d);
-	test_nvml(&e);
+	test_nvml(&e, &d);
 	apps_cleanup();
 	remove_tree(e.root);
 	dlclose(d.handle);

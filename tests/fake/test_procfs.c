@@ -52,6 +52,49 @@ int dev_maps(const struct env *e, int pid)
 	return n;
 }
 
+static int fds_under(int pid, const char *prefix)
+{
+	char dir[64], link[PATH_MAX + 64], target[PATH_MAX];
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return -1;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
+		ssize_t len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = '\0';
+		n += strncmp(target, prefix, strlen(prefix)) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+static int maps_under(int pid, const char *prefix)
+{
+	char path[64], line[PATH_MAX + 256];
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return -1;
+	int n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+		n += p && strncmp(p, prefix, strlen(prefix)) == 0;
+	}
+	fclose(f);
+	return n;
+}
+
+void path_refs(int pid, const char *prefix, int *fds, int *maps)
+{
+	*fds = fds_under(pid, prefix);
+	*maps = maps_under(pid, prefix);
+}
+
 int other_thread(int pid, int not_tid)
 {
 	char dir[64];

@@ -68,6 +68,8 @@ long rss_kib(int pid);
 int app_stop(pid_t pid);
 int dev_fds(const struct env *e, int pid);
 int dev_maps(const struct env *e, int pid);
+/* fds and mappings of pid whose path starts with prefix; -1 when unreadable */
+void path_refs(int pid, const char *prefix, int *fds, int *maps);
 int other_thread(int pid, int not_tid);
 CUprocessState state_of(const struct drv *d, int pid);
 void write_faults(const struct env *e, const char *text);
@@ -85,7 +87,8 @@ void test_spawn(const struct env *e, const struct drv *d);
 void test_concurrency(const struct env *e, const struct drv *d);
 void test_stopped(const struct env *e, const struct drv *d);
 void test_legacy(const struct env *e);
-void test_nvml(const struct env *e);
+void test_nvml(const struct env *e, const struct drv *d);
+void test_ipc(const struct env *e, const struct drv *d);
 void test_settings(const struct env *e, const struct drv *d);
 void test_netns(const struct env *e, const struct drv *d);
 
