@@ -243,24 +243,77 @@ static void check_environment(cs_doctor_report *r)
 		cs_doctor_add(r, "environment", PASS, 0, NULL, "no override is set");
 }
 
+/* Copies s into itself made safe to print (cs_sanitize never lengthens). */
+static void sanitize_in_place(char *s, size_t size)
+{
+	_cleanup_free_ char *copy = strdup(s);
+	if (copy)
+		cs_sanitize(s, size, copy, strlen(copy));
+	else
+		snprintf(s, size, "?");
+}
+
+static bool listed(const char *const *names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* What the settings file met, and each value it gives: the file is
+ * anyone's text as far as the terminal is concerned. */
+static int read_settings(cs_doctor_report *r)
+{
+	const char *names[CS_ENV_COUNT];
+	size_t n = cs_config_settings(names, CS_ARRAY_SIZE(names));
+	cs_config_status_get(&r->config);
+	sanitize_in_place(r->config.path, sizeof(r->config.path));
+	sanitize_in_place(r->config.ignored, sizeof(r->config.ignored));
+	for (size_t i = 0; i < n && i < CS_ARRAY_SIZE(names); i++) {
+		const char *v = cs_config_value(names[i]);
+		cs_doctor_setting *s = &r->settings[r->nsettings];
+		if (!v)
+			continue;
+		if (!(s->value = malloc(strlen(v) + 1)))
+			return -ENOMEM;
+		cs_sanitize(s->value, strlen(v) + 1, v, strlen(v));
+		s->name = names[i];
+		/* Under AT_SECURE the environment is not read: the file's value holds. */
+		s->overridden = !r->at_secure && listed(r->overrides, r->noverrides, names[i]);
+		r->nsettings++;
+	}
+	return 0;
+}
+
 /* The settings file speaks for callers without an environment (CRIU under a
- * container engine): say what it sets, and why it was not used. */
+ * container engine): say what it sets, each line it skipped, and why it was
+ * not used; the command line lists the values and lines below the check. */
 static void check_settings(cs_doctor_report *r)
 {
-	char list[256] = "";
+	const cs_config_status *c = &r->config;
+	char list[512] = "";
 	for (size_t i = 0; i < r->nsettings; i++)
-		cs_doctor_list_add(list, sizeof(list), "%s", r->settings[i]);
-	const char *problem = cs_config_problem();
-	if (problem[0])
+		cs_doctor_list_add(list, sizeof(list), "%s%s", r->settings[i].name,
+				   r->settings[i].overridden ? " (the environment overrides it)" : "");
+	if (c->ignored[0])
 		cs_doctor_add(r, "settings", WARN, 0,
-			      "Make it a regular file owned by root, mode 0644 or stricter, of lines NAME=VALUE naming "
-			      "CUDASNAP_* variables (see cudasnap(1), FILES).",
-			      "%s", problem);
+			      "Make it a regular file owned by root, mode 0644 or stricter, in directories owned by "
+			      "root that only root can write, with no symbolic link on its path (see cudasnap(1), "
+			      "FILES).",
+			      "%s is ignored: %s", c->path, c->ignored);
+	else if (c->nskipped)
+		cs_doctor_add(r, "settings", WARN, 0,
+			      "Correct or remove the lines skipped: each is NAME=VALUE with NAME one of the CUDASNAP_* "
+			      "variables of cudasnap(1), ENVIRONMENT, other than CUDASNAP_CONFIG.",
+			      "%s: %zu line%s skipped; it sets %s", c->path, c->nskipped, c->nskipped == 1 ? "" : "s",
+			      list[0] ? list : "nothing");
 	else if (r->nsettings)
-		cs_doctor_add(r, "settings", PASS, 0, NULL, "%s sets %s (the environment wins over it)",
-			      cs_config_path(), list);
+		cs_doctor_add(r, "settings", PASS, 0, NULL, "%s sets %s", c->path, list);
+	else if (c->read)
+		cs_doctor_add(r, "settings", PASS, 0, NULL, "%s sets nothing", c->path);
 	else
-		cs_doctor_add(r, "settings", PASS, 0, NULL, "%s sets nothing", cs_config_path());
+		cs_doctor_add(r, "settings", PASS, 0, NULL, "%s does not exist: nothing is set", c->path);
 }
 
 int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
@@ -276,7 +329,8 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 	cs_host_memory(root, &r->mem);
 	r->at_secure = cs_env_secure();
 	r->noverrides = cs_env_overrides(r->overrides, CS_ARRAY_SIZE(r->overrides));
-	r->nsettings = cs_config_settings(r->settings, CS_ARRAY_SIZE(r->settings));
+	if (rc == 0)
+		rc = read_settings(r);
 	if (rc == 0 && cs_nvml_present(n))
 		snprintf(r->nvml_driver_version, sizeof(r->nvml_driver_version), "%s", cs_nvml_driver_version(n));
 	if (rc == 0) {

@@ -48,6 +48,13 @@ typedef struct cs_doctor_proc {
 	char ignored[256]; /* the entries CUDA ignores, from the first bad one on */
 } cs_doctor_proc;
 
+/* One setting the settings file gives. */
+typedef struct cs_doctor_setting {
+	const char *name; /* a static string */
+	char *value; /* sanitized: control bytes and invalid UTF-8 as '?' (heap) */
+	bool overridden; /* the environment gives it too, and wins */
+} cs_doctor_setting;
+
 typedef struct cs_doctor_report {
 	cs_check *checks;
 	size_t nchecks, cap;
@@ -57,8 +64,9 @@ typedef struct cs_doctor_report {
 	bool at_secure; /* elevated privileges: no environment override is read */
 	const char *overrides[CS_ENV_COUNT]; /* documented variables set (static strings) */
 	size_t noverrides;
-	const char *settings[CS_ENV_COUNT]; /* set by the settings file (static strings) */
+	cs_doctor_setting settings[CS_ENV_COUNT]; /* what the settings file sets */
 	size_t nsettings;
+	cs_config_status config; /* the settings file: its path, why ignored, lines skipped */
 	bool nvml_present;
 	char nvml_driver_version[CS_NVML_VERSION_SIZE];
 	cs_nvml_gpu *gpus;

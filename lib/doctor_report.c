@@ -56,6 +56,8 @@ void cs_doctor_report_free(cs_doctor_report *r)
 	for (size_t i = 0; i < r->nprocs; i++)
 		free(r->procs[i].visible);
 	free(r->procs);
+	for (size_t i = 0; i < r->nsettings; i++)
+		free(r->settings[i].value);
 	free(r->checks);
 	free(r->gpus);
 	memset(r, 0, sizeof(*r));

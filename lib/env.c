@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Every variable cudasnap reads, as documented in cudasnap(1)'s ENVIRONMENT. */
 static const char *const documented[] = {
@@ -50,22 +51,26 @@ static bool file_may_set(int i)
 static struct {
 	pthread_mutex_t mu;
 	bool loaded;
-	char path[512];
 	char *value[CS_ARRAY_SIZE(documented)];
 	char **retired; /* values of an earlier reading (cs_config_forget) */
 	size_t nretired, nretired_cap;
-	char problem[256];
+	cs_config_status status;
 } file = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-/* Keeps the first problem met: doctor reports it. */
-__attribute__((format(printf, 1, 2))) static void note_problem(const char *fmt, ...)
+/* Keeps a skipped line's reason while there is room, and counts every one:
+ * doctor lists them. */
+__attribute__((format(printf, 2, 3))) static void note_skip(unsigned line, const char *fmt, ...)
 {
-	if (file.problem[0])
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(file.problem, sizeof(file.problem), fmt, ap);
-	va_end(ap);
+	cs_config_status *s = &file.status;
+	if (s->nskipped < CS_ARRAY_SIZE(s->skipped)) {
+		cs_config_skip *k = &s->skipped[s->nskipped];
+		k->line = line;
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(k->why, sizeof(k->why), fmt, ap);
+		va_end(ap);
+	}
+	s->nskipped++;
 }
 
 static void take_setting(void *ctx, const char *name, size_t nlen, const char *value, size_t vlen, unsigned line)
@@ -73,55 +78,49 @@ static void take_setting(void *ctx, const char *name, size_t nlen, const char *v
 	(void)ctx;
 	int i = documented_index(name, nlen);
 	if (!file_may_set(i)) {
-		char n[64];
+		char n[49];
 		cs_sanitize(n, sizeof(n), name, nlen);
-		note_problem("%s (line %u) is not a setting of the file; it was skipped", n, line);
+		note_skip(line, "%s%s is not a setting of the file", n, nlen >= sizeof(n) ? "..." : "");
+		return;
+	}
+	char *v = strndup(value, vlen);
+	if (!v) {
+		note_skip(line, "out of memory");
 		return;
 	}
 	free(file.value[i]);
-	file.value[i] = strndup(value, vlen);
+	file.value[i] = v;
 }
 
 static void bad_line(void *ctx, unsigned line)
 {
 	(void)ctx;
-	note_problem("line %u is not NAME=VALUE; it was skipped", line);
-}
-
-/* Only a file that only root (or the caller) can change names libraries. */
-static bool file_trusted(int fd, struct stat *st)
-{
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode))
-		note_problem("%s is not a regular file: it was ignored", file.path);
-	else if (st->st_uid != 0 && st->st_uid != geteuid())
-		note_problem("%s is owned by uid %u, not root or the caller: it was ignored", file.path,
-			     (unsigned)st->st_uid);
-	else if (st->st_mode & (S_IWGRP | S_IWOTH))
-		note_problem("%s is writable by group or others: it was ignored", file.path);
-	else if ((size_t)st->st_size > CS_CONFIG_MAX)
-		note_problem("%s is larger than %u KiB: it was ignored", file.path, CS_CONFIG_MAX >> 10);
-	else
-		return true;
-	return false;
+	note_skip(line, "not NAME=VALUE");
 }
 
 static void load_file(void)
 {
+	cs_config_status *s = &file.status;
 	const char *env = secure_getenv("CUDASNAP_CONFIG");
-	snprintf(file.path, sizeof(file.path), "%s", env && *env ? env : CS_CONFIG_DEFAULT);
-	_cleanup_close_ int fd = open(file.path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	struct stat st;
-	if (fd < 0) {
-		if (errno != ENOENT)
-			note_problem("%s cannot be read: %s", file.path, strerror(errno));
+	const char *path = env && *env ? env : CS_CONFIG_DEFAULT;
+	/* A shortened path would name another file. */
+	if ((size_t)snprintf(s->path, sizeof(s->path), "%s", path) >= sizeof(s->path)) {
+		snprintf(s->ignored, sizeof(s->ignored), "its path is longer than %zu bytes", sizeof(s->path) - 1);
 		return;
 	}
-	if (!file_trusted(fd, &st))
-		return;
+	struct stat st;
+	_cleanup_close_ int fd = cs_config_open(path, &st, s->ignored, sizeof(s->ignored));
+	if (fd < 0)
+		return; /* ignored says why, or is "" when there is no file */
 	_cleanup_free_ char *text = malloc((size_t)st.st_size + 1);
 	ssize_t n = text ? pread(fd, text, (size_t)st.st_size, 0) : -1;
-	if (n > 0)
-		cs_config_parse(text, (size_t)n, take_setting, bad_line, NULL);
+	if (n < 0) {
+		snprintf(s->ignored, sizeof(s->ignored), "it cannot be read: %s",
+			 text ? strerror(errno) : "out of memory");
+		return;
+	}
+	s->read = true;
+	cs_config_parse(text, (size_t)n, take_setting, bad_line, NULL);
 }
 
 static void load_once(void)
@@ -160,7 +159,7 @@ void cs_config_forget(void)
 		if (file.value[i] && cs_grow(&file.retired, &file.nretired_cap, file.nretired + 1, sizeof(char *)) == 0)
 			file.retired[file.nretired++] = file.value[i];
 	memset(file.value, 0, sizeof(file.value));
-	file.problem[0] = '\0';
+	memset(&file.status, 0, sizeof(file.status));
 	file.loaded = false;
 	pthread_mutex_unlock(&file.mu);
 }
@@ -168,13 +167,21 @@ void cs_config_forget(void)
 const char *cs_config_path(void)
 {
 	load_once();
-	return file.path;
+	return file.status.path;
 }
 
-const char *cs_config_problem(void)
+void cs_config_status_get(cs_config_status *out)
 {
 	load_once();
-	return file.problem;
+	pthread_mutex_lock(&file.mu);
+	*out = file.status;
+	pthread_mutex_unlock(&file.mu);
+}
+
+const char *cs_config_value(const char *name)
+{
+	int i = name ? documented_index(name, strlen(name)) : -1;
+	return i < 0 ? NULL : file_value((size_t)i);
 }
 
 size_t cs_config_settings(const char **names, size_t max)

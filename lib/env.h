@@ -11,6 +11,7 @@
 #ifndef CS_ENV_H
 #define CS_ENV_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -26,13 +27,34 @@
 const char *cs_env(const char *name);
 
 /* The settings file (config.h) that cs_env() falls back to: its path
- * ($CUDASNAP_CONFIG, else /etc/cudasnap/cudasnap.conf), the first problem
- * met reading it ("" when none: an absent file is no problem), and the
- * settings it gives (names as in cs_env_overrides; the environment still
- * wins over each). */
+ * ($CUDASNAP_CONFIG, else /etc/cudasnap/cudasnap.conf), the settings it
+ * gives (names as in cs_env_overrides; the environment still wins over
+ * each), and the value it gives one of them (NULL when it gives none; the
+ * string stays valid for the life of the process). */
 const char *cs_config_path(void);
-const char *cs_config_problem(void);
 size_t cs_config_settings(const char **names, size_t max);
+const char *cs_config_value(const char *name);
+
+/* How many skipped lines are remembered with their reasons: a file of
+ * CS_CONFIG_MAX bytes may have tens of thousands of them. */
+#define CS_CONFIG_SKIPS_KEPT 16
+
+typedef struct cs_config_skip {
+	unsigned line;
+	char why[96]; /* "not NAME=VALUE", "PATH is not a setting of the file" */
+} cs_config_skip;
+
+/* What reading the settings file met. */
+typedef struct cs_config_status {
+	char path[PATH_MAX];
+	bool read; /* false when absent or ignored */
+	char ignored[PATH_MAX + 160]; /* why the whole file was ignored; "" when not */
+	size_t nskipped; /* lines skipped, every one */
+	cs_config_skip skipped[CS_CONFIG_SKIPS_KEPT]; /* the first of them */
+} cs_config_status;
+
+/* Copies what reading the settings file met into *out. Never fails. */
+void cs_config_status_get(cs_config_status *out);
 /* Reads the file again at the next lookup (after it, or CUDASNAP_CONFIG,
  * changed). Values handed out before stay valid. */
 void cs_config_forget(void);

@@ -17,7 +17,8 @@ static void doctor_usage(FILE *f)
 		"  the driver library, its version, the checkpoint API (R570+) and GPU remapping\n"
 		"  at restore (R580+); NVML, the GPUs, persistence and MIG modes; whether host\n"
 		"  memory can take the GPU memory in use; gVisor, container and PID namespace;\n"
-		"  privileges; the environment overrides in effect; and for every CUDA process,\n"
+		"  privileges; the environment overrides in effect; the settings file (what it\n"
+		"  sets, each line it skipped, why it was ignored); and for every CUDA process,\n"
 		"  communication libraries (NCCL, MPI, ...), signs of MPS, MIG or CUDA IPC, and\n"
 		"  the GPUs it sees.\n"
 		"Each check prints PASS, WARN or FAIL, and a fix for WARN and FAIL.\n\n"
@@ -35,11 +36,27 @@ static void doctor_usage(FILE *f)
 
 static const char *const labels[] = { "PASS", "WARN", "FAIL" };
 
+/* Below the settings check: each setting of the file and each line skipped. */
+static void print_settings(const cs_doctor_report *r)
+{
+	const cs_config_status *c = &r->config;
+	for (size_t i = 0; i < r->nsettings; i++)
+		printf("      %s=%s%s\n", r->settings[i].name, r->settings[i].value,
+		       r->settings[i].overridden ? " (the environment overrides it)" : "");
+	for (size_t i = 0; i < c->nskipped && i < CS_ARRAY_SIZE(c->skipped); i++)
+		printf("      line %u skipped: %s\n", c->skipped[i].line, c->skipped[i].why);
+	if (c->nskipped > CS_ARRAY_SIZE(c->skipped))
+		printf("      and %zu more line%s skipped\n", c->nskipped - CS_ARRAY_SIZE(c->skipped),
+		       c->nskipped - CS_ARRAY_SIZE(c->skipped) == 1 ? "" : "s");
+}
+
 static void print_human(const cs_doctor_report *r)
 {
 	for (size_t i = 0; i < r->nchecks; i++) {
 		const cs_check *c = &r->checks[i];
 		printf("%s  %s: %s\n", labels[c->status], c->name, c->message);
+		if (strcmp(c->name, "settings") == 0)
+			print_settings(r);
 		if (c->status != CS_CHECK_PASS && c->fix[0])
 			printf("      fix: %s\n", c->fix);
 	}
@@ -83,8 +100,11 @@ static json_object *json_environment(const cs_doctor_report *r)
 	json_object_object_add(o, "at_secure", json_object_new_boolean(r->at_secure));
 	json_object_object_add(o, "overrides", json_names(r->overrides, r->noverrides));
 	json_object_object_add(o, "overrides_ignored", json_names(r->overrides, r->at_secure ? r->noverrides : 0));
-	json_object_object_add(o, "settings_file", json_object_new_string(cs_config_path()));
-	json_object_object_add(o, "settings", json_names(r->settings, r->nsettings));
+	json_object_object_add(o, "settings_file", json_object_new_string(r->config.path));
+	const char *names[CS_ENV_COUNT];
+	for (size_t i = 0; i < r->nsettings; i++)
+		names[i] = r->settings[i].name;
+	json_object_object_add(o, "settings", json_names(names, r->nsettings));
 	cs_json_add_str_or_null(o, "gvisor_signal", s->gvisor ? s->gvisor_signal : NULL);
 	cs_json_add_str_or_null(o, "container_signal", s->container ? s->container_signal : NULL);
 	json_object_object_add(o, "pid_namespace_signal", json_object_new_string(s->pid_ns_signal));
@@ -92,6 +112,32 @@ static json_object *json_environment(const cs_doctor_report *r)
 	cs_json_add_str_or_null(o, "kernel_release", s->kernel_release[0] ? s->kernel_release : NULL);
 	cs_json_add_int_or_null(o, "mem_available", r->mem.mem_available, r->mem.mem_available >= 0);
 	cs_json_add_int_or_null(o, "cgroup_memory_room", r->mem.cgroup_room, r->mem.cgroup_room >= 0);
+	return o;
+}
+
+static json_object *json_settings(const cs_doctor_report *r)
+{
+	const cs_config_status *c = &r->config;
+	json_object *o = json_object_new_object(), *set = json_object_new_array(), *skipped = json_object_new_array();
+	json_object_object_add(o, "path", json_object_new_string(c->path));
+	json_object_object_add(o, "read", json_object_new_boolean(c->read));
+	cs_json_add_str_or_null(o, "ignored", c->ignored[0] ? c->ignored : NULL);
+	for (size_t i = 0; i < r->nsettings; i++) {
+		json_object *s = json_object_new_object();
+		json_object_object_add(s, "name", json_object_new_string(r->settings[i].name));
+		cs_json_add_str_or_null(s, "value", r->settings[i].value);
+		json_object_object_add(s, "overridden", json_object_new_boolean(r->settings[i].overridden));
+		json_object_array_add(set, s);
+	}
+	json_object_object_add(o, "settings", set);
+	for (size_t i = 0; i < c->nskipped && i < CS_ARRAY_SIZE(c->skipped); i++) {
+		json_object *s = json_object_new_object();
+		json_object_object_add(s, "line", json_object_new_int64(c->skipped[i].line));
+		json_object_object_add(s, "reason", json_object_new_string(c->skipped[i].why));
+		json_object_array_add(skipped, s);
+	}
+	json_object_object_add(o, "skipped", skipped);
+	json_object_object_add(o, "skipped_total", json_object_new_int64((int64_t)c->nskipped));
 	return o;
 }
 
@@ -157,6 +203,7 @@ static int print_json(const cs_doctor_report *r)
 		json_object_object_add(sum, cs_check_status_name(s), json_object_new_int64((int64_t)r->counts[s]));
 	json_object_object_add(o, "summary", sum);
 	json_object_object_add(o, "environment", json_environment(r));
+	json_object_object_add(o, "settings", json_settings(r));
 	json_object_object_add(o, "gpus", json_gpus(r));
 	json_object_object_add(o, "processes", json_procs(r));
 	return cs_json_print(o);

@@ -245,6 +245,10 @@ class Cases:
             # mapped without being told: the log must say so
             self.assertTrue(any(GPU0 in line and GPU1 in line for line in r.cudasnap_lines()),
                             f"the restore log does not say {GPU0} -> {GPU1}:\n{r}")
+        else:
+            # the file's map was read (and not refused): nothing was chosen for it
+            self.assertFalse(any("to choose" in line for line in r.cudasnap_lines()),
+                             f"the plugin did not take the settings file's map:\n{r}")
         self.assertRunningAndOk(n, f"after the restore:\n{r}", gpu=GPU1)
 
     def test_restore_onto_other_gpus(self):

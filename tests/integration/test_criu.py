@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -416,7 +417,11 @@ class Criu(Case):
     def test_device_map_from_the_settings_file(self):
         pids = self.tree("--mem", "4", expect=1, env={"FAKECUDA_GPUS": f"{GPU0},{GPU1}"})
         self.assertDumped(pids)
-        conf = os.path.join(self.tmp, "cudasnap.conf")
+        # Below the build directory: below /tmp, which anyone can write, the file would be refused.
+        confdir = tempfile.mkdtemp(prefix="criu-settings-", dir=os.environ["CS_TEST_TRUSTED_DIR"])
+        self.addCleanup(shutil.rmtree, confdir, ignore_errors=True)
+        os.chmod(confdir, 0o755)
+        conf = os.path.join(confdir, "cudasnap.conf")
         with open(conf, "w") as f:
             f.write(f"# what a node without environment passing says\nCUDASNAP_DEVICE_MAP={GPU0}={GPU1},{GPU1}={GPU0}\n")
         r = self.restore(env={"CUDASNAP_CONFIG": conf, "FAKECUDA_GPUS": f"{GPU0},{GPU1}"})

@@ -363,6 +363,159 @@ class Environment(unittest.TestCase):
         self.assertEqual(r["environment"]["overrides"], [])
 
 
+TRUSTED = os.environ.get("CS_TEST_TRUSTED_DIR", "")
+NO_DRIVER = {"CUDASNAP_LIBCUDA": "/nonexistent/libcuda.so.1", "CUDASNAP_LIBNVML": "/nonexistent/nvml.so"}
+
+
+def path_trusted(path):
+    """Whether only root and this user can change any directory of path: the
+    settings file is refused below any other."""
+    parts = os.path.realpath(path).split("/")
+    for i in range(1, len(parts) + 1):
+        st = os.lstat("/".join(parts[:i]) or "/")
+        if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
+            return False
+    return True
+
+
+@unittest.skipUnless(EXE, "CUDASNAP_EXE is not set")
+class Settings(unittest.TestCase):
+    """The settings check lists what the file sets, each line it skipped and
+    why it was ignored. The files live below the build directory (meson's
+    CS_TEST_TRUSTED_DIR): below /tmp, which anyone can write, every one
+    would be refused."""
+
+    def setUp(self):
+        if not TRUSTED or not path_trusted(TRUSTED):
+            self.skipTest(f"{TRUSTED or 'CS_TEST_TRUSTED_DIR'}: not below directories only root "
+                          "or this user can change")
+        self.dir = tempfile.mkdtemp(prefix="settings-", dir=TRUSTED)
+        os.chmod(self.dir, 0o755)
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+
+    def conf(self, text, rel="cudasnap.conf", mode=0o644):
+        path = os.path.join(self.dir, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        return path
+
+    def human(self, path, **env):
+        """The settings check's lines: the check, then what is indented below it."""
+        p = doctor(CUDASNAP_CONFIG=path, **dict(NO_DRIVER, **env))
+        lines = p.stdout.splitlines()
+        at = [i for i, l in enumerate(lines) if l[6:].startswith("settings: ")]
+        self.assertEqual(len(at), 1, p.stdout)
+        out = [lines[at[0]]]
+        for line in lines[at[0] + 1:]:
+            if not line.startswith("      "):
+                break
+            out.append(line)
+        return out
+
+    def json(self, path, **env):
+        _, r = doctor_json(CUDASNAP_CONFIG=path, **dict(NO_DRIVER, **env))
+        return check(r, "settings"), r["settings"], r["environment"]
+
+    def test_settings_and_skipped_lines_listed(self):
+        path = self.conf("# node settings\n"
+                         "just words\n"
+                         "CUDASNAP_LIBCUDA=/nonexistent/from-file.so\n"
+                         "CUDASNAP_STATE_DIR=/var/lib/state\x1b[2J\x07\n"
+                         "PATH=/usr/bin\n"
+                         "CUDASNAP_CONFIG=/elsewhere\n"
+                         "CUDASNAP_DEVICE_MAP = GPU-a=GPU-b\n")
+        lines = self.human(path)
+        self.assertEqual(lines, [
+            f"WARN  settings: {path}: 3 lines skipped; it sets CUDASNAP_LIBCUDA (the environment "
+            "overrides it), CUDASNAP_STATE_DIR, CUDASNAP_DEVICE_MAP",
+            "      CUDASNAP_LIBCUDA=/nonexistent/from-file.so (the environment overrides it)",
+            "      CUDASNAP_STATE_DIR=/var/lib/state?[2J?",
+            "      CUDASNAP_DEVICE_MAP=GPU-a=GPU-b",
+            "      line 2 skipped: not NAME=VALUE",
+            "      line 5 skipped: PATH is not a setting of the file",
+            "      line 6 skipped: CUDASNAP_CONFIG is not a setting of the file",
+            lines[-1],
+        ])
+        self.assertTrue(lines[-1].startswith("      fix: "), lines)
+        c, s, e = self.json(path)
+        self.assertEqual(c["status"], "warn")
+        self.assertEqual(s, {
+            "path": path, "read": True, "ignored": None,
+            "settings": [
+                {"name": "CUDASNAP_LIBCUDA", "value": "/nonexistent/from-file.so", "overridden": True},
+                {"name": "CUDASNAP_STATE_DIR", "value": "/var/lib/state?[2J?", "overridden": False},
+                {"name": "CUDASNAP_DEVICE_MAP", "value": "GPU-a=GPU-b", "overridden": False},
+            ],
+            "skipped": [{"line": 2, "reason": "not NAME=VALUE"},
+                        {"line": 5, "reason": "PATH is not a setting of the file"},
+                        {"line": 6, "reason": "CUDASNAP_CONFIG is not a setting of the file"}],
+            "skipped_total": 3,
+        })
+        self.assertEqual(e["settings_file"], path)
+        self.assertEqual(e["settings"], ["CUDASNAP_LIBCUDA", "CUDASNAP_STATE_DIR", "CUDASNAP_DEVICE_MAP"])
+
+    def test_clean_file_passes(self):
+        path = self.conf("CUDASNAP_DEVICE_MAP=GPU-a=GPU-b\n\n# done\n")
+        self.assertEqual(self.human(path), [f"PASS  settings: {path} sets CUDASNAP_DEVICE_MAP",
+                                            "      CUDASNAP_DEVICE_MAP=GPU-a=GPU-b"])
+        c, s, _ = self.json(path)
+        self.assertEqual((c["status"], c["fix"]), ("pass", None))
+        self.assertEqual((s["read"], s["ignored"], s["skipped"], s["skipped_total"]), (True, None, [], 0))
+
+    def test_empty_and_absent(self):
+        path = self.conf("# nothing yet\n")
+        self.assertEqual(self.human(path), [f"PASS  settings: {path} sets nothing"])
+        absent = os.path.join(self.dir, "absent.conf")
+        self.assertEqual(self.human(absent), [f"PASS  settings: {absent} does not exist: nothing is set"])
+        c, s, _ = self.json(absent)
+        self.assertEqual((c["status"], s["read"], s["ignored"], s["settings"]), ("pass", False, None, []))
+
+    def test_many_bad_lines_are_counted(self):
+        path = self.conf("CUDASNAP_DEVICE_MAP=GPU-a=GPU-b\n" + "bad line\n" * 40)
+        lines = self.human(path)
+        self.assertEqual(lines[0], f"WARN  settings: {path}: 40 lines skipped; it sets CUDASNAP_DEVICE_MAP")
+        self.assertEqual(lines[2:18], [f"      line {n} skipped: not NAME=VALUE" for n in range(2, 18)])
+        self.assertEqual(lines[18], "      and 24 more lines skipped")
+        _, s, _ = self.json(path)
+        self.assertEqual([k["line"] for k in s["skipped"]], list(range(2, 18)))
+        self.assertEqual(s["skipped_total"], 40)
+
+    def assertIgnored(self, path, why):
+        lines = self.human(path)
+        self.assertEqual(lines[0], f"WARN  settings: {path} is ignored: {why}")
+        self.assertTrue(lines[1].startswith("      fix: "), lines)
+        self.assertEqual(len(lines), 2, lines)
+        c, s, e = self.json(path)
+        self.assertEqual((c["status"], s["read"], s["ignored"], s["settings"]), ("warn", False, why, []))
+        self.assertEqual(e["settings"], [])
+
+    def test_sticky_world_writable_directory(self):
+        path = self.conf("CUDASNAP_DEVICE_MAP=GPU-a=GPU-b\n", rel="shared/cudasnap.conf")
+        os.chmod(os.path.dirname(path), 0o1777)
+        self.assertIgnored(path, f"{self.dir}/shared is writable by others (the sticky bit does not stop "
+                                 "anyone from creating the next name in it)")
+
+    def test_symbolic_link(self):
+        real = self.conf("CUDASNAP_DEVICE_MAP=GPU-a=GPU-b\n")
+        link = os.path.join(self.dir, "link.conf")
+        os.symlink(real, link)
+        self.assertIgnored(link, f"{link} is a symbolic link")
+
+    def test_below_tmp(self):
+        """Where tests used to put it: /tmp is world-writable, sticky or not."""
+        if os.stat("/tmp").st_mode & 0o1777 != 0o1777:
+            self.skipTest("/tmp is not world-writable with the sticky bit here")
+        tmp = tempfile.mkdtemp(prefix="cudasnap-settings-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        path = os.path.join(tmp, "cudasnap.conf")
+        with open(path, "w") as f:
+            f.write("CUDASNAP_DEVICE_MAP=GPU-a=GPU-b\n")
+        self.assertIgnored(path, "/tmp is writable by others (the sticky bit does not stop anyone from "
+                                 "creating the next name in it)")
+
+
 def wait_for(path, timeout=20.0, proc=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

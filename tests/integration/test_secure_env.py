@@ -213,6 +213,19 @@ class SecureEnvironment(unittest.TestCase):
         self.assertIn("AT_SECURE", c["message"])
         self.assertEqual(r["environment"]["overrides_ignored"], [])
 
+    def test_capable_doctor_reads_only_the_default_settings_file(self):
+        """CUDASNAP_CONFIG is an override like the others: a capable copy
+        reads /etc/cudasnap/cudasnap.conf whatever it says."""
+        conf = os.path.join(self.fx.path, "cudasnap.conf")
+        with open(conf, "w") as f:
+            f.write(f"CUDASNAP_LIBCUDA={self.fx.libcuda}\n")
+        self.addCleanup(os.unlink, conf)
+        p = self.run_capable("doctor", "--json", overrides=False, CUDASNAP_CONFIG=conf)
+        self.assertIsNone(self.fx.mark(), p)
+        self.assertEqual(json.loads(p.stdout)["settings"]["path"], "/etc/cudasnap/cudasnap.conf")
+        p = self.fx.run([self.fx.plain, "doctor", "--json"], overrides=False, CUDASNAP_CONFIG=conf)
+        self.assertEqual(json.loads(p.stdout)["settings"]["path"], conf, p)
+
     def test_capable_hook_reads_no_mode(self):
         p = self.run_capable("hook", GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE="save", CUDASNAP_HOOK_STRICT="1")
         self.assertEqual(p.returncode, 2, p)
