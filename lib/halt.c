@@ -73,7 +73,7 @@ static void take(char *mnt, size_t msize, char *root, size_t rsize, const char *
 		mnt[0] = root[0] = '\0';
 }
 
-static bool has_option(const char *opts, size_t len, const char *want)
+bool cs_cgroup_has_option(const char *opts, size_t len, const char *want)
 {
 	size_t wl = strlen(want);
 	for (const char *p = opts, *end = opts + len; p < end;) {
@@ -104,10 +104,14 @@ static void mount_line(const char *p, const char *end, cs_cgroup_mounts *m)
 	const char *type, *src, *opts;
 	size_t tl = field(&p, end, &type), sl = field(&p, end, &src), ol = field(&p, end, &opts);
 	(void)sl;
+	bool v1 = tl == 6 && memcmp(type, "cgroup", 6) == 0;
 	if (tl == 7 && memcmp(type, "cgroup2", 7) == 0 && !m->v2[0])
 		take(m->v2, sizeof(m->v2), m->v2_root, sizeof(m->v2_root), f, l);
-	else if (tl == 6 && memcmp(type, "cgroup", 6) == 0 && !m->v1[0] && has_option(opts, ol, "freezer"))
+	if (v1 && !m->v1[0] && cs_cgroup_has_option(opts, ol, "freezer"))
 		take(m->v1, sizeof(m->v1), m->v1_root, sizeof(m->v1_root), f, l);
+	/* One v1 hierarchy may hold both controllers. */
+	if (v1 && !m->v1mem[0] && cs_cgroup_has_option(opts, ol, "memory"))
+		take(m->v1mem, sizeof(m->v1mem), m->v1mem_root, sizeof(m->v1mem_root), f, l);
 }
 
 void cs_cgroup_mounts_parse(const char *text, size_t len, cs_cgroup_mounts *m)
@@ -183,7 +187,7 @@ bool cs_cgroup_frozen(const char *text, size_t len, const cs_cgroup_mounts *m, c
 				snprintf(where, wsize, "%s", path);
 				return true;
 			}
-			if (!v2 && m->v1[0] && has_option(ctl, ctll, "freezer") &&
+			if (!v2 && m->v1[0] && cs_cgroup_has_option(ctl, ctll, "freezer") &&
 			    cgroup_file(m->v1, m->v1_root, cg, cgl, "freezer.state", path, sizeof(path)) &&
 			    (file_says(path, "FROZEN") || file_says(path, "FREEZING"))) {
 				snprintf(where, wsize, "%s", path);
@@ -197,17 +201,31 @@ bool cs_cgroup_frozen(const char *text, size_t len, const cs_cgroup_mounts *m, c
 	return false;
 }
 
+int cs_cgroup_mounts_read(const char *procdir, cs_cgroup_mounts *out)
+{
+	memset(out, 0, sizeof(*out));
+	char path[4096];
+	if (snprintf(path, sizeof(path), "%s/self/mountinfo", procdir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	/* The cgroup mounts are made at boot, long before the many mounts of
+	 * containers that can make the file larger than this. */
+	size_t size = (size_t)1 << 20;
+	_cleanup_free_ char *buf = malloc(size);
+	if (!buf)
+		return -ENOMEM;
+	ssize_t n = cs_read_at(AT_FDCWD, path, buf, size);
+	if (n < 0)
+		return (int)n;
+	cs_cgroup_mounts_parse(buf, (size_t)n, out);
+	return 0;
+}
+
 static cs_cgroup_mounts mounts;
 static pthread_once_t mounts_once = PTHREAD_ONCE_INIT;
 
 static void load_mounts(void)
 {
-	_cleanup_free_ char *buf = malloc(1 << 20);
-	if (!buf)
-		return;
-	ssize_t n = cs_read_at(AT_FDCWD, "/proc/self/mountinfo", buf, 1 << 20);
-	if (n > 0)
-		cs_cgroup_mounts_parse(buf, (size_t)n, &mounts);
+	cs_cgroup_mounts_read("/proc", &mounts);
 }
 
 static cs_halt thread_halt(int pdir, pid_t tid, pid_t *tracer)

@@ -25,15 +25,24 @@ cs_halt cs_proc_halt(const char *procdir, pid_t pid, pid_t tid, cs_halt_info *ou
 /* The state letter of /proc/PID/stat as a halt (T, t; else none). */
 cs_halt cs_halt_from_state(char state);
 
-/* Where the cgroup v2 hierarchy and the v1 freezer are mounted ("" when
- * not), and which cgroup each mount shows at its top (mountinfo's root). */
+/* Where the cgroup v2 hierarchy, the v1 freezer and the v1 memory
+ * controller are mounted ("" when not), and which cgroup each mount shows
+ * at its top (mountinfo's root). The first mount of each kind is used. */
 typedef struct cs_cgroup_mounts {
 	char v2[256], v2_root[256];
-	char v1[256], v1_root[256];
+	char v1[256], v1_root[256]; /* the v1 freezer */
+	char v1mem[256], v1mem_root[256];
 } cs_cgroup_mounts;
 
 /* Parses /proc/self/mountinfo text. */
 void cs_cgroup_mounts_parse(const char *mountinfo, size_t len, cs_cgroup_mounts *out);
+
+/* Whether the comma-separated list (mount options, the controllers of a
+ * /proc/PID/cgroup line) holds want as a whole item. */
+bool cs_cgroup_has_option(const char *list, size_t len, const char *want);
+
+/* Parses <procdir>/self/mountinfo. 0, or -errno (out then holds no mount). */
+int cs_cgroup_mounts_read(const char *procdir, cs_cgroup_mounts *out);
 
 /* Whether the text of a /proc/PID/cgroup file puts the process in a frozen
  * cgroup (v2 cgroup.events "frozen 1", v1 freezer.state FROZEN or FREEZING).

@@ -71,9 +71,12 @@ static void check_mounts(const cs_cgroup_mounts *m)
 	check_string(m->v2_root, sizeof(m->v2_root));
 	check_string(m->v1, sizeof(m->v1));
 	check_string(m->v1_root, sizeof(m->v1_root));
+	check_string(m->v1mem, sizeof(m->v1mem));
+	check_string(m->v1mem_root, sizeof(m->v1mem_root));
 	/* A mount point without its root could not be matched against paths. */
 	FUZZ_CHECK(!m->v2[0] == !m->v2_root[0]);
 	FUZZ_CHECK(!m->v1[0] == !m->v1_root[0]);
+	FUZZ_CHECK(!m->v1mem[0] == !m->v1mem_root[0]);
 }
 
 /* A yes names a file below one of the mounts, reached without "/..". */

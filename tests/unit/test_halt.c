@@ -6,6 +6,7 @@
 #include "halt.h"
 #include "testutil.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +38,8 @@ static void assert_mounts_terminated(const cs_cgroup_mounts *m)
 	assert_true(strnlen(m->v2_root, sizeof(m->v2_root)) < sizeof(m->v2_root));
 	assert_true(strnlen(m->v1, sizeof(m->v1)) < sizeof(m->v1));
 	assert_true(strnlen(m->v1_root, sizeof(m->v1_root)) < sizeof(m->v1_root));
+	assert_true(strnlen(m->v1mem, sizeof(m->v1mem)) < sizeof(m->v1mem));
+	assert_true(strnlen(m->v1mem_root, sizeof(m->v1mem_root)) < sizeof(m->v1mem_root));
 }
 
 static void assert_no_mounts(const cs_cgroup_mounts *m)
@@ -45,6 +48,8 @@ static void assert_no_mounts(const cs_cgroup_mounts *m)
 	assert_string_equal(m->v2_root, "");
 	assert_string_equal(m->v1, "");
 	assert_string_equal(m->v1_root, "");
+	assert_string_equal(m->v1mem, "");
+	assert_string_equal(m->v1mem_root, "");
 }
 
 static bool frozen_where(const char *s, const cs_cgroup_mounts *m, char *where, size_t wsize)
@@ -138,6 +143,65 @@ static void mounts_v1_freezer_options(void **state)
 	      "43 33 0:38 / /z rw - cgroup cgroup\n",
 	      &m);
 	assert_no_mounts(&m);
+}
+
+/* The v1 memory controller, beside the freezer or with it in one
+ * hierarchy; only the option "memory" itself names it. */
+static void mounts_v1_memory(void **state)
+{
+	(void)state;
+	cs_cgroup_mounts m;
+	parse("34 33 0:29 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate\n"
+	      "36 33 0:31 / /sys/fs/cgroup/named rw - cgroup cgroup rw,name=memory\n"
+	      "37 33 0:32 / /sys/fs/cgroup/almost rw - cgroup cgroup rw,memoryx,xmemory\n"
+	      "38 33 0:33 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory\n"
+	      "39 33 0:34 /docker/abc /sys/fs/cgroup/memory2 rw - cgroup cgroup rw,memory\n"
+	      "41 33 0:36 / /sys/fs/cgroup/freezer rw - cgroup cgroup rw,freezer\n",
+	      &m);
+	assert_string_equal(m.v2, "/sys/fs/cgroup/unified");
+	assert_string_equal(m.v1, "/sys/fs/cgroup/freezer");
+	assert_string_equal(m.v1mem, "/sys/fs/cgroup/memory");
+	assert_string_equal(m.v1mem_root, "/");
+
+	parse("41 33 0:36 /docker/abc /sys/fs/cgroup/fm ro - cgroup cgroup rw,freezer,memory\n", &m);
+	assert_string_equal(m.v1, "/sys/fs/cgroup/fm");
+	assert_string_equal(m.v1_root, "/docker/abc");
+	assert_string_equal(m.v1mem, "/sys/fs/cgroup/fm");
+	assert_string_equal(m.v1mem_root, "/docker/abc");
+
+	/* A v2 mount's options never make it the v1 controller. */
+	parse("30 26 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,memory\n", &m);
+	assert_string_equal(m.v2, "/sys/fs/cgroup");
+	assert_string_equal(m.v1mem, "");
+
+	/* A path that does not fit is not used; the next mount is. */
+	char over[300], line[1024];
+	memset(over, 'm', sizeof(over) - 1);
+	over[sizeof(over) - 1] = '\0';
+	snprintf(line, sizeof(line),
+		 "1 0 0:1 / /%s rw - cgroup cgroup rw,memory\n2 0 0:2 / /mem rw - cgroup cgroup rw,memory\n", over);
+	parse(line, &m);
+	assert_string_equal(m.v1mem, "/mem");
+}
+
+/* <procdir>/self/mountinfo, and a procdir that is not there. */
+static void mounts_read(void **state)
+{
+	(void)state;
+	char *root = tu_mkdtemp(), *proc = tu_path(root, "proc");
+	tu_write_str(root, "proc/self/mountinfo", hybrid);
+	cs_cgroup_mounts m;
+	memset(&m, 'x', sizeof(m));
+	assert_int_equal(cs_cgroup_mounts_read(proc, &m), 0);
+	assert_string_equal(m.v2, "/sys/fs/cgroup/unified");
+	assert_string_equal(m.v1, "/sys/fs/cgroup/freezer");
+	assert_string_equal(m.v1mem, "");
+	memset(&m, 'x', sizeof(m));
+	assert_int_equal(cs_cgroup_mounts_read("/nonexistent/proc", &m), -ENOENT);
+	assert_no_mounts(&m);
+	tu_rmrf(root);
+	free(proc);
+	free(root);
 }
 
 /* In a container the mounts show the container's own cgroup at their top:
@@ -786,6 +850,8 @@ int main(void)
 		cmocka_unit_test(mounts_pure_v2),
 		cmocka_unit_test(mounts_hybrid),
 		cmocka_unit_test(mounts_v1_freezer_options),
+		cmocka_unit_test(mounts_v1_memory),
+		cmocka_unit_test(mounts_read),
 		cmocka_unit_test(mounts_container_root),
 		cmocka_unit_test(mounts_optional_fields),
 		cmocka_unit_test(mounts_first_wins),
