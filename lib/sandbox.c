@@ -14,6 +14,8 @@
  * certain; each is what the runtimes themselves leave for this purpose. */
 #include "sandbox.h"
 #include "env.h"
+#include "halt.h"
+#include "memcg.h"
 #include "proc.h"
 #include "util.h"
 
@@ -339,89 +341,37 @@ bool cs_sandbox_may_trace_all(const cs_sandbox *s)
 	return s->cap_sys_ptrace || (s->euid == 0 && !s->caps_known);
 }
 
-static long long meminfo_available(int rootfd)
+/* The cgroup mounts a root given for tests stands for: its sys/fs/cgroup as
+ * the v2 hierarchy and its sys/fs/cgroup/memory as v1's memory controller,
+ * each showing the hierarchy's root. */
+static bool root_mounts(const char *root, cs_cgroup_mounts *m)
 {
-	char buf[8192];
-	unsigned long long kb;
-	if (read_rel(rootfd, "proc/meminfo", buf, sizeof(buf)) <= 0 ||
-	    !status_number(buf, "MemAvailable", 0, 10, &kb) || kb > (unsigned long long)LLONG_MAX / 1024)
-		return -1;
-	return (long long)kb * 1024;
-}
-
-/* A memory cgroup file: bytes, or -1 for "max", a v1 "unlimited" or unreadable. */
-static long long cgroup_bytes(int rootfd, const char *dir, const char *file)
-{
-	char rel[PATH_MAX], buf[64];
-	if (snprintf(rel, sizeof(rel), "%s/%s", dir, file) >= (int)sizeof(rel))
-		return -1;
-	if (read_rel(rootfd, rel, buf, sizeof(buf)) <= 0)
-		return -1;
-	buf[strcspn(buf, "\n")] = '\0';
-	long v;
-	if (cs_parse_long(buf, 0, LONG_MAX, &v) < 0 || v >= (1L << 62))
-		return -1;
-	return v;
-}
-
-/* The memory cgroup of this process: v1 "N:...memory...:/path" wins over v2 "0::/path". */
-static bool memory_cgroup(int rootfd, char *path, size_t size, bool *v1)
-{
-	char buf[8192];
-	bool found = false;
-	if (read_rel(rootfd, "proc/self/cgroup", buf, sizeof(buf)) <= 0)
+	memset(m, 0, sizeof(*m));
+	/* A path cut short would name another directory. */
+	if (snprintf(m->v1mem, sizeof(m->v1mem), "%s/sys/fs/cgroup/memory", root) >= (int)sizeof(m->v1mem))
 		return false;
-	char *save = NULL;
-	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *ctl = strchr(line, ':');
-		char *p = ctl ? strchr(ctl + 1, ':') : NULL;
-		if (!p || p[1] != '/')
-			continue;
-		*ctl++ = '\0';
-		*p++ = '\0';
-		bool unified = strcmp(line, "0") == 0 && *ctl == '\0';
-		bool mem = false;
-		for (char *c = ctl, *s2 = NULL, *tok; (tok = strtok_r(c, ",", &s2)); c = NULL)
-			mem |= strcmp(tok, "memory") == 0;
-		if (mem || (unified && !found)) {
-			snprintf(path, size, "%s", p);
-			*v1 = mem;
-			found = true;
-			if (mem)
-				break;
-		}
-	}
-	return found;
+	snprintf(m->v2, sizeof(m->v2), "%s/sys/fs/cgroup", root);
+	strcpy(m->v2_root, "/");
+	strcpy(m->v1mem_root, "/");
+	return true;
 }
 
-static void cgroup_room(int rootfd, cs_hostmem *m)
+/* The tightest room in this process's memory cgroup chain. */
+static void cgroup_room(const char *root, const char *procdir, cs_hostmem *out)
 {
-	char path[PATH_MAX], dir[PATH_MAX + 32];
-	bool v1 = false;
-	if (!memory_cgroup(rootfd, path, sizeof(path), &v1))
+	cs_cgroup_mounts mounts;
+	if (real_root(root) ? cs_cgroup_mounts_read(procdir, &mounts) < 0 : !root_mounts(root, &mounts))
 		return;
-	/* The tightest limit may sit on any ancestor; inside a container the
-	 * path from /proc may not exist under /sys/fs/cgroup, but a shorter one does. */
-	for (int depth = 0; depth < 64; depth++) {
-		snprintf(dir, sizeof(dir), "sys/fs/cgroup%s%s", v1 ? "/memory" : "", strcmp(path, "/") ? path : "");
-		long long limit = cgroup_bytes(rootfd, dir, v1 ? "memory.limit_in_bytes" : "memory.max");
-		long long usage = cgroup_bytes(rootfd, dir, v1 ? "memory.usage_in_bytes" : "memory.current");
-		if (limit >= 0 && usage >= 0) {
-			long long room = limit > usage ? limit - usage : 0;
-			if (m->cgroup_room < 0 || room < m->cgroup_room) {
-				m->cgroup_room = room;
-				m->cgroup_limit = limit;
-				snprintf(m->cgroup_path, sizeof(m->cgroup_path), "%.*s",
-					 (int)sizeof(m->cgroup_path) - 1, path);
-			}
+	cs_memcg cg;
+	if (cs_memcg_read(procdir, 0, &mounts, &cg) < 0)
+		return;
+	for (size_t i = 0; i < cg.n; i++) {
+		long long limit, room = cs_memcg_node_room(&cg.node[i], NULL, &limit);
+		if (room >= 0 && (out->cgroup_room < 0 || room < out->cgroup_room)) {
+			out->cgroup_room = room;
+			out->cgroup_limit = limit;
+			snprintf(out->cgroup_path, sizeof(out->cgroup_path), "%s", cg.node[i].path);
 		}
-		char *slash = strrchr(path, '/');
-		if (!slash || strcmp(path, "/") == 0)
-			break;
-		if (slash == path)
-			slash[1] = '\0';
-		else
-			*slash = '\0';
 	}
 }
 
@@ -431,7 +381,9 @@ void cs_host_memory(const char *root, cs_hostmem *out)
 	out->cgroup_room = out->cgroup_limit = -1;
 	if (!root)
 		root = cs_sandbox_root();
-	_cleanup_close_ int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	out->mem_available = meminfo_available(rootfd);
-	cgroup_room(rootfd, out);
+	char procdir[PATH_MAX];
+	if (snprintf(procdir, sizeof(procdir), "%s/proc", real_root(root) ? "" : root) >= (int)sizeof(procdir))
+		return;
+	out->mem_available = cs_meminfo_available(procdir);
+	cgroup_room(root, procdir, out);
 }

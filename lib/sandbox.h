@@ -43,8 +43,9 @@ typedef struct cs_sandbox {
 typedef struct cs_hostmem {
 	long long mem_available; /* bytes, MemAvailable of /proc/meminfo; -1 unknown */
 	/* Room left under the tightest memory cgroup limit of this process and its
-	 * ancestors (v2 memory.max, v1 memory.limit_in_bytes); -1 when unlimited
-	 * or unknown. */
+	 * ancestors (cs_memcg_node_room: v2 memory.max and memory.high, v1
+	 * memory.limit_in_bytes and memory.memsw.limit_in_bytes); -1 when
+	 * unlimited or unknown. */
 	long long cgroup_room;
 	long long cgroup_limit; /* that limit, -1 when none */
 	char cgroup_path[256]; /* the cgroup that has it */
