@@ -132,7 +132,7 @@ static int scan(pid_t pid, cs_proc *p, cs_stat *st)
 static int lock_task(pid_t pid, const cs_proc *p, pid_t ppid)
 {
 	cs_error err = { 0 };
-	if (cs_claims_add(&cs_plugin.claims, cs_plugin.state_fd, pid, p->comm, COMMAND, &err) < 0) {
+	if (cs_claims_add(&cs_plugin.claims, cs_plugin.state_fd, pid, p->comm, COMMAND, NULL, 0, &err) < 0) {
 		plog(CS_CRIU_LOG_ERROR, "%s; %s", err.message, err.hint);
 		return -1;
 	}

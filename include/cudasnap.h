@@ -122,9 +122,16 @@ typedef struct cs_limits {
 /* Replaces the driver's limits (cs_driver_open sets the defaults). */
 CS_PUBLIC void cs_driver_set_limits(cs_driver *d, const cs_limits *l);
 CS_PUBLIC const cs_limits *cs_driver_limits(const cs_driver *d);
+/* No process holds more GPU memory than this; a record that says more is
+ * wrong, and the size counts as unknown. */
+#define CS_GPU_BYTES_MAX (16ULL << 40)
+/* No deadline of a checkpoint or restore is longer, whatever a record or an
+ * option says. */
+#define CS_MOVE_DEADLINE_MAX 7200.0
 /* The deadline of a checkpoint or restore of a process with about bytes of
- * GPU memory (0 when unknown): move_s when set, else 60 s + 2 s per GiB
- * (unknown counts as 141 GiB, one whole H200). */
+ * GPU memory (0 or more than CS_GPU_BYTES_MAX: unknown): move_s when set,
+ * else 60 s + 2 s per GiB (unknown counts as 141 GiB, one whole H200); at
+ * most CS_MOVE_DEADLINE_MAX. */
 CS_PUBLIC double cs_move_deadline(const cs_driver *d, unsigned long long bytes);
 /* Calls given up on since the program started: they may still be blocked in
  * worker threads, so the program should end with _exit, not exit. */
@@ -197,6 +204,21 @@ typedef struct cs_proc {
 	int halt; /* cs_halt: found stopped or frozen, so GetState was not asked */
 	cs_devref *refs; /* malloc'd; grown by the library only */
 	size_t nrefs;
+	/* Maps NVML but holds no device mapping, so no GPU context: a monitor
+	 * (nvidia-smi, DCGM, a health probe). Never taken into a selection
+	 * unless named with --pid. */
+	bool nvml_only;
+	/* cudasnap itself (or a cuda-checkpoint): never a target. */
+	bool tool;
+	/* Another operation holds it (cs_scan_opts.skip_busy): not asked. */
+	bool busy;
+	char busy_holder[160];
+	/* CUDA IPC: mappings of the driver's shared files (/dev/shm/cuda.shm.*),
+	 * fds open on them, and one such file it maps without holding it open:
+	 * memory it imported from another process, which the driver checkpoints
+	 * but can never restore. "" when none. */
+	int ipc_maps, ipc_fds;
+	char ipc_import[64];
 } cs_proc;
 
 typedef struct cs_unreadable {
@@ -231,6 +253,10 @@ typedef struct cs_scan_opts {
 	 * once the parents of every process are known (cs_ptable_descends). */
 	bool (*ask)(void *ctx, const cs_ptable *t, pid_t pid);
 	void *ask_ctx;
+	/* A process that another operation holds (a claim, see lib/claim.h) is
+	 * not asked: the driver would make the question wait behind that
+	 * operation's calls. It is marked busy, with its holder. */
+	bool skip_busy;
 } cs_scan_opts;
 
 /* Scans the PID namespace and classifies every GPU-related process, asking
@@ -294,6 +320,16 @@ typedef struct cs_target {
 	bool done[CS_STEP_COUNT]; /* the forward steps that succeeded */
 	unsigned long seq[CS_STEP_COUNT]; /* their completion order in the transaction, from 1 */
 	int stepping; /* read atomically: 1 while its checkpoint or restore call runs, 2 after */
+	/* Exited before anything was done to it (or during its lock, which
+	 * changes nothing that could be lost): left out, the rest went on. */
+	bool vanished;
+	/* Exited after a step changed it, or while its memory moved: its GPU
+	 * state is gone with it, whatever the rollback did. */
+	bool lost;
+	char lost_why[200]; /* "killed by the OOM killer of cgroup /x (...)", or when it exited */
+	/* A restore failed in a way the driver does not retry (it imported
+	 * another process's device memory, say): it must be restarted. */
+	bool unrestorable;
 } cs_target;
 
 typedef enum cs_outcome {
@@ -335,6 +371,8 @@ typedef struct cs_txn_result {
 	size_t acted, skipped;
 	cs_error error; /* the first failure */
 	bool ran; /* the transaction began (cs_session_run) */
+	size_t vanished; /* targets that exited before anything was done to them */
+	size_t lost; /* targets whose GPU state was lost (outcome CS_OUTCOME_INCOMPLETE) */
 } cs_txn_result;
 
 /* Runs op over targets as one transaction: every target reaches the goal, or
@@ -394,6 +432,17 @@ typedef struct cs_session_opts {
 	 * record (cs_manifest of lib/manifest.h, with the pids they have now)
 	 * instead of the state directory's manifest. */
 	const struct cs_manifest *manifest;
+	/* Checkpoint: do not refuse a process whose checkpoint would not fit in
+	 * its memory cgroup or in MemAvailable (swap or overcommit may make room
+	 * after all); the settings CUDASNAP_IGNORE_MEMORY=1 does the same. */
+	bool ignore_memory;
+	/* Checkpoint: do not refuse a process that the driver could never
+	 * restore (one that imported another process's device memory through
+	 * CUDA IPC); the setting CUDASNAP_ALLOW_UNRESTORABLE=1 does the same. */
+	bool allow_unrestorable;
+	/* Take no claim: a plan only (cs_session_plan); another operation's
+	 * processes are found busy and not asked. */
+	bool dry_run;
 	volatile int *interrupted;
 	cs_progress_fn progress;
 	void *progress_ctx;

@@ -3,31 +3,122 @@
 #include "state.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 
-#define HINT_BUSY \
-	"Wait for it to finish: two operations never act on one process at once (operations on other processes " \
-	"are not held up)."
+#define PIDFS_MAGIC 0x50494446
+/* A probe (cs_claims_busy, cs_claims_left_behind) holds a lock for
+ * microseconds; a claimer that meets one tries again for this long before
+ * it calls the process busy. Real holders keep theirs for seconds. */
+#define RETRY_NAPS 25
+#define RETRY_NAP_NS 2000000L
 
 void cs_claims_init(cs_claims *c)
 {
 	*c = (cs_claims){ .dirfd = -1 };
 }
 
+static void let_go(cs_claims *c, cs_claim *cl)
+{
+	if (cl->fd >= 0 && cl->left) {
+		/* Still left behind: the dead holder's record goes back. */
+		size_t len = strlen(cl->left);
+		if (ftruncate(cl->fd, 0) < 0 || pwrite(cl->fd, cl->left, len, 0) != (ssize_t)len) {
+			/* Then only its description is lost. */
+		}
+	} else if (cl->fd >= 0) {
+		/* Removed while still held, so that a waiter that opened it sees it gone. */
+		unlinkat(c->dirfd, cl->name, 0);
+	}
+	if (cl->fd >= 0)
+		close(cl->fd);
+	if (cl->pidfd >= 0)
+		close(cl->pidfd);
+	free(cl->left);
+}
+
+void cs_claims_settled(cs_claims *c, pid_t pid)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->v[i].pid == pid) {
+			free(c->v[i].left);
+			c->v[i].left = NULL;
+		}
+}
+
 void cs_claims_release(cs_claims *c)
 {
-	for (size_t i = c->n; i-- > 0;) {
-		/* Removed while still held, so that a waiter that opened it sees it gone. */
-		unlinkat(c->dirfd, c->names[i], 0);
-		close(c->fds[i]);
-	}
+	for (size_t i = c->n; i-- > 0;)
+		let_go(c, &c->v[i]);
 	if (c->dirfd >= 0)
 		close(c->dirfd);
-	free(c->fds);
-	free(c->names);
+	free(c->v);
 	cs_claims_init(c);
+}
+
+void cs_claims_drop(cs_claims *c, pid_t pid)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->v[i].pid != pid)
+			continue;
+		let_go(c, &c->v[i]);
+		c->v[i] = c->v[--c->n];
+		return;
+	}
+}
+
+/* flock with LOCK_NB, tried again for a moment while a probe holds it. */
+static int lock_retry(int fd, int op)
+{
+	for (int i = 0;; i++) {
+		if (flock(fd, op | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK || i == RETRY_NAPS)
+			return -errno;
+		nanosleep(&(struct timespec){ .tv_nsec = RETRY_NAP_NS }, NULL);
+	}
+}
+
+/* A pidfd of pid on pidfs, where flock means this one process; -ENOTSUP
+ * on a kernel that has no pidfs, -ESRCH when the process is gone. */
+static int pidfs_fd(pid_t pid)
+{
+	_cleanup_close_ int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return errno == ESRCH ? -ESRCH : -ENOTSUP;
+	struct statfs fs;
+	if (fstatfs(fd, &fs) < 0 || (unsigned long)fs.f_type != PIDFS_MAGIC)
+		return -ENOTSUP;
+	return TAKE_FD(fd);
+}
+
+/* How the record names the process: the inode of its own PID namespace and
+ * its pid there (the file name), and its start time (pid reuse). */
+typedef struct ident {
+	char name[48];
+	pid_t nspid;
+	unsigned long long start;
+} ident;
+
+static int read_ident(pid_t pid, ident *out)
+{
+	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
+	cs_proc_ident id;
+	cs_stat st;
+	int r = pdir < 0 ? pdir : cs_proc_read_ident(pdir, pid, &id);
+	if (r == 0)
+		r = cs_proc_read_stat(pdir, &st);
+	if (r < 0)
+		return r;
+	snprintf(out->name, sizeof(out->name), "%llu-%d", id.ns_ino, (int)id.nspid);
+	out->nspid = id.nspid;
+	out->start = st.start_time;
+	return 0;
 }
 
 static int open_dir(cs_claims *c, int statefd, cs_error *err)
@@ -46,69 +137,249 @@ static int open_dir(cs_claims *c, int statefd, cs_error *err)
 	return 0;
 }
 
-/* The file's name, from how the process's own PID namespace names it. */
-static int claim_name(pid_t pid, char name[48], cs_error *err)
-{
-	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
-	cs_proc_ident id;
-	int r = pdir < 0 ? pdir : cs_proc_read_ident(pdir, pid, &id);
-	if (r < 0)
-		return cs_error_errno(err, CS_EPROC, -r, NULL, "process %d cannot be read", (int)pid);
-	snprintf(name, 48, "%llu-%d", id.ns_ino, (int)id.nspid);
-	return 0;
-}
-
-/* Opens and locks the file; -EAGAIN when a holder let go of it (and
- * removed it) between our open and our lock: then open it again. */
+/* Opens and locks the record; -ESTALE when a holder let go of it (and
+ * removed it) between our open and our lock: then open it again. (Not
+ * -EAGAIN: that is -EWOULDBLOCK, a holder that keeps it.) */
 static int lock_file(int dirfd, const char *name, int *out)
 {
 	_cleanup_close_ int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	int r = cs_state_take_lock(fd);
+	int r = lock_retry(fd, LOCK_EX);
 	if (r < 0)
 		return r;
 	struct stat held, now;
 	if (fstat(fd, &held) < 0 || fstatat(dirfd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 || held.st_ino != now.st_ino ||
 	    held.st_dev != now.st_dev)
-		return -EAGAIN;
+		return -ESTALE;
 	*out = TAKE_FD(fd);
 	return 0;
 }
 
-static int busy(int dirfd, const char *name, pid_t pid, const char *comm, cs_error *err)
+/* The first line of a record: who holds, or held, it. "" when empty. */
+static void record_holder(int fd, char *who, size_t size)
 {
-	char who[160] = "unknown process";
-	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0)
-		cs_state_describe_holder(fd, who, sizeof(who));
-	return cs_error_set(err, CS_ESTATE, HINT_BUSY, "another cudasnap is running on process %d (%s): %s", (int)pid,
-			    comm, who);
+	char line[200];
+	ssize_t n = pread(fd, line, sizeof(line) - 1, 0);
+	line[n > 0 ? n : 0] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	cs_sanitize(who, size, line, strlen(line));
 }
 
-int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const char *command, cs_error *err)
+/* Names the holder of fd's lock, and says when that process is stopped:
+ * it will not let go until it runs again. */
+static void describe(int lockfd, int recordfd, char *who, size_t size, char *fix, size_t fixsize)
 {
-	char name[48];
+	pid_t holder = cs_state_lock_holder(lockfd);
+	who[0] = '\0';
+	if (holder > 0)
+		cs_state_describe_holder(lockfd, who, size);
+	if (!who[0] && recordfd >= 0)
+		record_holder(recordfd, who, size);
+	if (!who[0])
+		snprintf(who, size, "a process of a PID namespace this one cannot see");
+	char state = 0;
+	_cleanup_close_ int pdir = holder > 0 ? cs_proc_open(cs_proc_dir(), holder) : -1;
+	cs_stat st;
+	if (pdir >= 0 && cs_proc_read_stat(pdir, &st) == 0)
+		state = st.state;
+	if (state == 'T' || state == 't')
+		snprintf(fix, fixsize,
+			 "Its holder, process %d, is stopped%s and keeps the claim until it runs again: resume it "
+			 "(kill -CONT %d, or end the debugger that holds it). Two operations never act on one process "
+			 "at once.",
+			 (int)holder, state == 't' ? " by a tracer" : "", (int)holder);
+	else
+		snprintf(fix, fixsize,
+			 "Wait for it to finish: two operations never act on one process at once (operations on "
+			 "other processes are not held up).");
+}
+
+static int busy(int lockfd, int recordfd, pid_t pid, const char *comm, cs_error *err)
+{
+	char who[160], fix[320];
+	describe(lockfd, recordfd, who, sizeof(who), fix, sizeof(fix));
+	return cs_error_set(err, CS_ESTATE, fix, "another cudasnap is running on process %d (%s): %s", (int)pid, comm,
+			    who);
+}
+
+static void write_record(int fd, const char *command, const ident *id, const char *comm)
+{
+	char text[400];
+	int len = snprintf(text, sizeof(text), "pid %d, '%s'\nprocess %d %llu %s\n", (int)getpid(), command,
+			   (int)id->nspid, id->start, comm);
+	if (len > (int)sizeof(text) - 1)
+		len = (int)sizeof(text) - 1;
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, text, (size_t)len, 0) != len) {
+		/* The lock is held; a record that cannot be written only loses its description. */
+	}
+}
+
+static bool record_process(int fd, unsigned long long *start, char *comm, size_t size);
+
+/* The record's lock and content; left gets a dead holder's line. */
+static int claim_record(cs_claims *c, int statefd, cs_claim *cl, const ident *id, const char *comm, const char *command,
+			char *left, size_t leftsize, cs_error *err)
+{
 	int r = open_dir(c, statefd, err);
-	if (r == 0)
-		r = claim_name(pid, name, err);
 	if (r < 0)
 		return r;
-	size_t cap = c->cap;
-	if (cs_grow(&c->fds, &cap, c->n + 1, sizeof(*c->fds)) < 0 ||
-	    cs_grow(&c->names, &c->cap, c->n + 1, sizeof(*c->names)) < 0)
-		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
-	int fd = -1;
-	for (int tries = 0; (r = lock_file(c->dirfd, name, &fd)) == -EAGAIN && tries < 100; tries++)
+	snprintf(cl->name, sizeof(cl->name), "%s", id->name);
+	for (int tries = 0; (r = lock_file(c->dirfd, cl->name, &cl->fd)) == -ESTALE && tries < 100; tries++)
 		;
-	if (r == -EWOULDBLOCK)
-		return busy(c->dirfd, name, pid, comm, err);
+	if (r == -EWOULDBLOCK) {
+		_cleanup_close_ int fd = openat(c->dirfd, cl->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		return busy(fd, fd, cl->pid, comm, err);
+	}
 	if (r < 0)
-		return cs_error_errno(err, CS_ESTATE, -r, NULL, "cannot claim process %d in %s/claims", (int)pid,
+		return cs_error_errno(err, CS_ESTATE, -r, NULL, "cannot claim process %d in %s/claims", (int)cl->pid,
 				      cs_state_dir());
-	cs_state_write_owner(fd, command);
-	c->fds[c->n] = fd;
-	memcpy(c->names[c->n], name, sizeof(name));
-	c->n++;
+	char old[400];
+	ssize_t n = pread(cl->fd, old, sizeof(old) - 1, 0);
+	old[n > 0 ? n : 0] = '\0';
+	unsigned long long start;
+	char was[64];
+	/* A record of this very process (same start time) that nobody held. */
+	if (old[0] && record_process(cl->fd, &start, was, sizeof(was)) && start == id->start) {
+		cl->left = strdup(old);
+		if (left)
+			record_holder(cl->fd, left, leftsize);
+	}
+	write_record(cl->fd, command, id, comm);
 	return 0;
+}
+
+int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const char *command, char *left,
+		  size_t leftsize, cs_error *err)
+{
+	if (left && leftsize)
+		left[0] = '\0';
+	ident id;
+	int r = read_ident(pid, &id);
+	if (r < 0)
+		return cs_error_errno(err, CS_EPROC, -r, NULL, "process %d (%s) cannot be read", (int)pid, comm);
+	if (cs_grow(&c->v, &c->cap, c->n + 1, sizeof(*c->v)) < 0)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	cs_claim cl = { .pid = pid, .pidfd = -1, .fd = -1 };
+	int pfd = pidfs_fd(pid);
+	if (pfd == -ESRCH)
+		return cs_error_set(err, CS_EPROC, NULL, "process %d (%s) exited", (int)pid, comm);
+	if (pfd >= 0) {
+		cl.pidfd = pfd;
+		r = lock_retry(pfd, LOCK_EX);
+		if (r < 0) {
+			int recfd = c->dirfd >= 0 ? openat(c->dirfd, id.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+			r = r == -EWOULDBLOCK ?
+				busy(pfd, recfd, pid, comm, err) :
+				cs_error_errno(err, CS_ESTATE, -r, NULL, "cannot claim process %d", (int)pid);
+			if (recfd >= 0)
+				close(recfd);
+			close(pfd);
+			return r;
+		}
+	}
+	if (statefd >= 0) {
+		r = claim_record(c, statefd, &cl, &id, comm, command, left, leftsize, err);
+		if (r < 0) {
+			if (cl.pidfd >= 0)
+				close(cl.pidfd);
+			return r;
+		}
+	}
+	c->v[c->n++] = cl;
+	return 0;
+}
+
+/* Tries fd's lock shared and lets go at once: false when another holds it
+ * exclusively. */
+static bool free_now(int fd)
+{
+	if (flock(fd, LOCK_SH | LOCK_NB) < 0)
+		return errno != EWOULDBLOCK;
+	flock(fd, LOCK_UN);
+	return true;
+}
+
+bool cs_claims_busy(int statefd, pid_t pid, char *who, size_t size)
+{
+	char fix[320];
+	ident id;
+	_cleanup_close_ int recfd = -1;
+	if (statefd >= 0 && read_ident(pid, &id) == 0) {
+		_cleanup_close_ int dir = openat(statefd, "claims", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		recfd = dir >= 0 ? openat(dir, id.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	}
+	int pfd = pidfs_fd(pid);
+	_cleanup_close_ int pidfd = pfd >= 0 ? pfd : -1;
+	if (pidfd >= 0 && !free_now(pidfd)) {
+		describe(pidfd, recfd, who, size, fix, sizeof(fix));
+		return true;
+	}
+	if (recfd >= 0 && !free_now(recfd)) {
+		describe(recfd, recfd, who, size, fix, sizeof(fix));
+		return true;
+	}
+	return false;
+}
+
+/* The process a record names, if t has it alive: same PID namespace, same
+ * pid there, same start time. */
+static const cs_proc *find_named(const cs_ptable *t, const char *name, unsigned long long start)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		const cs_proc *p = &t->procs[i];
+		ident id;
+		if (p->start_time == start && read_ident(p->pid, &id) == 0 && strcmp(id.name, name) == 0)
+			return p;
+	}
+	return NULL;
+}
+
+/* "process NSPID START COMM" on the record's second line. */
+static bool record_process(int fd, unsigned long long *start, char *comm, size_t size)
+{
+	char buf[400];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	const char *l = strchr(buf, '\n');
+	int nspid, used = 0;
+	if (!l || sscanf(l + 1, "process %d %llu %n", &nspid, start, &used) < 2 || used == 0)
+		return false;
+	const char *c = l + 1 + used;
+	cs_sanitize(comm, size, c, strcspn(c, "\n"));
+	return true;
+}
+
+static void look_at(int dirfd, const char *name, const cs_ptable *t, bool tidy, cs_left_behind **out, size_t *n,
+		    size_t *cap)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+		return; /* gone, or its holder lives */
+	unsigned long long start;
+	cs_left_behind e = { 0 };
+	const cs_proc *p = record_process(fd, &start, e.comm, sizeof(e.comm)) ? find_named(t, name, start) : NULL;
+	if (!p || p->state == CS_STATE_RUNNING) {
+		if (tidy)
+			unlinkat(dirfd, name, 0);
+		return;
+	}
+	e.pid = p->pid;
+	record_holder(fd, e.holder, sizeof(e.holder));
+	if (cs_grow(out, cap, *n + 1, sizeof(**out)) == 0)
+		(*out)[(*n)++] = e;
+}
+
+void cs_claims_left_behind(int statefd, const cs_ptable *t, bool tidy, cs_left_behind **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	size_t cap = 0;
+	int fd = statefd >= 0 ? openat(statefd, "claims", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	_cleanup_closedir_ DIR *dir = fd >= 0 ? cs_fdopendir(fd) : NULL;
+	if (!dir)
+		return;
+	for (struct dirent *de; (de = readdir(dir));)
+		if (de->d_name[0] != '.')
+			look_at(dirfd(dir), de->d_name, t, tidy, out, n, &cap);
 }

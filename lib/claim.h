@@ -1,33 +1,80 @@
 /* Claims: two operations never act on one process at once, whoever runs
  * them (the command line, the CRIU plugin of one pod and of another, the
- * gVisor hook), while operations on different processes run side by side.
+ * gVisor hook, the cuda-checkpoint drop-in), while operations on different
+ * processes run side by side.
  *
- * A claim is an flock on <state dir>/claims/<pidns inode>-<pid there>,
- * names every PID namespace agrees on, so that a caller on the host and one
- * in the process's container sharing the state directory meet on the same
- * file. The kernel drops it when its holder dies; a holder removes the file
- * when it lets go. */
+ * A claim is two exclusive flocks, both dropped by the kernel when their
+ * holder dies:
+ * - one on a pidfd of the process. Where the kernel keeps pidfds on pidfs
+ *   (Linux 6.9 and later) every pidfd of a process is the same inode, in
+ *   every mount and PID namespace, so this one excludes callers that share
+ *   nothing else (a container's /run beside the host's). Older kernels give
+ *   every pidfd one shared anonymous inode: there it is not taken.
+ * - one on <state dir>/claims/<pidns inode>-<pid there>, a name every PID
+ *   namespace agrees on, for callers that share the state directory. The
+ *   file is the record of the claim: its holder and the process. A holder
+ *   removes it when it lets go, so a file whose lock nobody holds was left
+ *   by a holder that died in the middle of an operation (a CRIU killed by
+ *   its engine): its process may be left locked or checkpointed, and
+ *   cs_claims_left_behind() names it. */
 #ifndef CS_CLAIM_H
 #define CS_CLAIM_H
 
 #include "cudasnap.h"
 #include "util.h"
 
+typedef struct cs_claim {
+	pid_t pid;
+	int pidfd; /* locked pidfd, -1 when the kernel has no pidfs */
+	int fd; /* locked record, -1 without a state directory */
+	char name[48];
+	char *left; /* the record a holder that died left here, put back at release unless settled */
+} cs_claim;
+
 typedef struct cs_claims {
-	int dirfd; /* <state dir>/claims */
-	int *fds;
-	char (*names)[48];
+	int dirfd; /* <state dir>/claims, -1 until the first record */
+	cs_claim *v;
 	size_t n, cap;
 } cs_claims;
 
 /* Adds the claim of pid (comm names it in messages) for command, which is
- * written into the file for whoever meets it. Fails, with err naming the
- * process and the holder, when another holds it; what c held before stays
- * held. c starts empty (cs_claims_init) and lets go of everything at
+ * written into the record for whoever meets it. statefd < 0: the pidfd lock
+ * alone, with no record. Fails (CS_ESTATE), with err naming the process and
+ * the holder and what to do, when another operation holds it; what c held
+ * before stays held. When the record was left by a holder that died, left
+ * (if not NULL) gets that holder's description ("pid 12, 'criu dump'"),
+ * else "". c starts empty (cs_claims_init) and lets go of everything at
  * cs_claims_release. */
-int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const char *command, cs_error *err);
+int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const char *command, char *left,
+		  size_t leftsize, cs_error *err);
+/* Lets go of pid's claim, if c holds it. */
+void cs_claims_drop(cs_claims *c, pid_t pid);
+/* pid is back in the state it had before a holder that died left it (or
+ * exited): its record goes at release. Without this call, a record such a
+ * holder left is put back at release, so that the process stays named. */
+void cs_claims_settled(cs_claims *c, pid_t pid);
 void cs_claims_init(cs_claims *c);
 void cs_claims_release(cs_claims *c);
 CS_DEFINE_CLEANUP_STRUCT(cs_claims, cs_claims_release)
+
+/* Whether another operation holds pid, found without keeping anything (a
+ * lock tried and let go at once: claimers retry for a moment, so a probe
+ * never makes one fail). statefd may be < 0. Fills who (the holder) when
+ * busy. */
+bool cs_claims_busy(int statefd, pid_t pid, char *who, size_t size);
+
+/* A process that a holder which died left in the middle of an operation. */
+typedef struct cs_left_behind {
+	pid_t pid; /* as this namespace names it */
+	char comm[64];
+	char holder[160]; /* "pid 12, 'criu dump'" as the holder wrote it */
+} cs_left_behind;
+
+/* The records whose holder died and whose process still lives (found in t,
+ * by its PID namespace, pid there and start time). With tidy, records of
+ * processes that are gone, or that t shows running again, are removed:
+ * nothing is left to recover. *out is malloc'd (NULL when none). Never
+ * fails: what cannot be read is skipped. */
+void cs_claims_left_behind(int statefd, const cs_ptable *t, bool tidy, cs_left_behind **out, size_t *n);
 
 #endif

@@ -10,14 +10,30 @@
 	"Write --device-map OLD=NEW,... with GPU UUIDs (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) " \
 	"or GPU indices, one pair for every GPU the process can see; 'cudasnap doctor' lists the GPUs."
 
-static int side(const char *s, const cs_nvml_gpu *gpus, size_t ngpus, uint8_t out[16], cs_error *err)
+/* The GPU list a map is read against; syntax: any index stands for itself
+ * (which GPU it names is checked at restore, against NVML's list). */
+typedef struct gpu_list {
+	const cs_nvml_gpu *gpus;
+	size_t n;
+	bool syntax;
+} gpu_list;
+
+static int side(const char *s, const gpu_list *l, uint8_t out[16], cs_error *err)
 {
+	const cs_nvml_gpu *gpus = l->gpus;
+	size_t ngpus = l->n;
 	if (cs_gpu_uuid_parse(s, out) == 0)
 		return 0;
 	long idx;
 	if (cs_parse_long(s, 0, INT_MAX, &idx) < 0)
 		return cs_error_set(err, CS_EUSAGE, HINT_MAP,
 				    "--device-map: '%s' is neither a GPU UUID nor a GPU index", s);
+	if (l->syntax) {
+		/* Not a UUID's bytes (no UUID is all ones there): only told apart from other indices. */
+		memset(out, 0xff, 16);
+		memcpy(out, &idx, sizeof(idx));
+		return 0;
+	}
 	for (size_t i = 0; i < ngpus; i++)
 		if (gpus[i].index == (unsigned)idx && cs_gpu_uuid_parse(gpus[i].uuid, out) == 0)
 			return 0;
@@ -28,8 +44,7 @@ static int side(const char *s, const cs_nvml_gpu *gpus, size_t ngpus, uint8_t ou
 			    "--device-map: there is no GPU %ld here", idx);
 }
 
-int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_pair **pairs, unsigned *npairs,
-		    cs_error *err)
+static int parse(const char *spec, const gpu_list *l, cs_gpu_pair **pairs, unsigned *npairs, cs_error *err)
 {
 	*pairs = NULL;
 	*npairs = 0;
@@ -47,9 +62,9 @@ int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_
 		if (!eq || strchr(eq + 1, '='))
 			return cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map: '%s' is not OLD=NEW", tok);
 		*eq = '\0';
-		int r = side(tok, gpus, ngpus, v[n].old_uuid, err);
+		int r = side(tok, l, v[n].old_uuid, err);
 		if (r == 0)
-			r = side(eq + 1, gpus, ngpus, v[n].new_uuid, err);
+			r = side(eq + 1, l, v[n].new_uuid, err);
 		for (unsigned k = 0; r == 0 && k < n; k++)
 			if (memcmp(v[k].old_uuid, v[n].old_uuid, 16) == 0)
 				r = cs_error_set(err, CS_EUSAGE, HINT_MAP, "--device-map: GPU %s is mapped twice", tok);
@@ -62,6 +77,21 @@ int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_
 	*pairs = TAKE_PTR(v);
 	*npairs = n;
 	return 0;
+}
+
+int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_pair **pairs, unsigned *npairs,
+		    cs_error *err)
+{
+	gpu_list l = { .gpus = gpus, .n = ngpus };
+	return parse(spec, &l, pairs, npairs, err);
+}
+
+int cs_devmap_check(const char *spec, cs_error *err)
+{
+	gpu_list l = { .syntax = true };
+	_cleanup_free_ cs_gpu_pair *pairs = NULL;
+	unsigned n;
+	return parse(spec, &l, &pairs, &n, err);
 }
 
 static bool mapped(const cs_gpu_pair *pairs, unsigned n, const char *uuid)

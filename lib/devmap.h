@@ -9,6 +9,9 @@
  * index into gpus (NVML order). *pairs is malloc'd. */
 int cs_devmap_parse(const char *spec, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_pair **pairs, unsigned *npairs,
 		    cs_error *err);
+/* The map's form alone (OLD=NEW pairs of UUIDs or indices, no GPU mapped
+ * twice), before anything else happens: indices are not looked up. */
+int cs_devmap_check(const char *spec, cs_error *err);
 /* Rejects a map that leaves out a GPU the target can see: the GPUs named by
  * its CUDA_VISIBLE_DEVICES (indices or UUID prefixes), or every GPU. Returns
  * 1 when coverage could not be decided (no GPU list), 0 when covered. */

@@ -1,8 +1,11 @@
 /* Process table -> GPU-related processes, classified by asking the driver. */
 #include "cudasnap.h"
+#include "claim.h"
+#include "discover.h"
 #include "env.h"
 #include "halt.h"
 #include "proc.h"
+#include "state.h"
 #include "util.h"
 
 #include <fcntl.h>
@@ -38,6 +41,7 @@ typedef struct scan_ctx {
 	bool keep_all;
 	cs_ptable *t;
 	size_t cap, ucap, lcap;
+	struct stat self_exe; /* st_ino 0 when unknown */
 } scan_ctx;
 
 static bool vanished(int e)
@@ -65,6 +69,35 @@ static void link_refs(cs_proc *p)
 			if (p->refs[j].kind == CS_REF_FD && strcmp(p->refs[j].path, m->path) == 0)
 				m->fd_open = true;
 	}
+}
+
+/* cudasnap itself, in another process (a doctor loop beside a workload, a
+ * drop-in called by CRIU's plugin), or NVIDIA's cuda-checkpoint: a tool
+ * that comes and goes, never part of the workload. */
+static bool is_tool(const scan_ctx *c, int pdir, const char *comm)
+{
+	if (strcmp(comm, "cudasnap") == 0 || strcmp(comm, "cuda-checkpoint") == 0)
+		return true;
+	struct stat st;
+	return c->self_exe.st_ino && fstatat(pdir, "exe", &st, 0) == 0 && st.st_ino == c->self_exe.st_ino &&
+		st.st_dev == c->self_exe.st_dev;
+}
+
+/* Whether p maps a GPU's device file (/dev/nvidia0...) or nvidia-uvm, as
+ * every process with a CUDA context does (and one that only called cuInit
+ * maps nvidia0). An NVML client maps at most nvidiactl (nvidia-smi does, a
+ * pynvml script not at all: driver 580, H200), and a checkpointed CUDA
+ * process holds no device file at all. */
+static bool maps_gpu_memory(const cs_proc *p)
+{
+	for (size_t i = 0; i < p->nrefs; i++) {
+		const char *b = strrchr(p->refs[i].path, '/');
+		b = b ? b + 1 : p->refs[i].path;
+		if (p->refs[i].kind == CS_REF_MAP &&
+		    (strcmp(b, "nvidia-uvm") == 0 || (strncmp(b, "nvidia", 6) == 0 && b[6] >= '0' && b[6] <= '9')))
+			return true;
+	}
+	return false;
 }
 
 /* Reads one process; returns 1 when kept, 0 when skipped, <0 on fatal error. */
@@ -102,6 +135,10 @@ static int scan_one(scan_ctx *c, int procfd, const char *name, pid_t pid)
 	if (!c->keep_all && p.nrefs == 0 && !p.maps_libcuda)
 		return 0;
 	link_refs(&p);
+	if (rf == 0 && rm == 0)
+		cs_proc_scan_ipc(pdir, &p);
+	p.tool = is_tool(c, pdir, p.comm);
+	p.nvml_only = p.maps_nvml && p.device_fds > 0 && !maps_gpu_memory(&p);
 	if (cs_grow(&t->procs, &c->cap, t->n + 1, sizeof(p)) < 0)
 		return -ENOMEM;
 	t->procs[t->n++] = TAKE_STRUCT(p);
@@ -201,14 +238,41 @@ static int by_link(const void *a, const void *b)
 	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-/* Keeps the processes with a GPU relation (all with keep_all), classified. */
-static void keep_classified(cs_ptable *t, cs_driver *d, const cs_scan_opts *opts, bool keep_all)
+/* The state directory as it is, for the claims of other operations; -1
+ * when there is none (nothing is created here). */
+static int state_dir_if_any(void)
 {
+	return open(cs_state_dir(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* A process another operation holds: only the restore thread is asked,
+ * which the driver answers without the process. */
+static void classify_busy(cs_proc *p, cs_driver *d)
+{
+	pid_t tid;
+	p->busy = true;
+	if (cs_driver_loaded(d) && cs_cu_get_restore_tid(d, p->pid, &tid) == CS_CU_SUCCESS) {
+		pid_t here = cs_proc_thread_here(cs_proc_dir(), p->pid, tid);
+		p->cls = CS_CLASS_CUDA;
+		p->restore_tid = here ? here : tid;
+	} else {
+		p->cls = p->nrefs ? CS_CLASS_DEVICE_HOLDER : CS_CLASS_UNKNOWN;
+	}
+}
+
+void cs_classify(cs_ptable *t, cs_driver *d, const cs_scan_opts *opts)
+{
+	bool keep_all = opts && opts->keep_all;
+	_cleanup_close_ int statefd = opts && opts->skip_busy ? state_dir_if_any() : -1;
 	size_t kept = 0;
 	for (size_t i = 0; i < t->n; i++) {
 		cs_proc *p = &t->procs[i];
-		if (p->nrefs || p->maps_libcuda)
-			classify(p, asked(opts, t, p->pid) ? d : NULL);
+		bool ask = (p->nrefs || p->maps_libcuda) && asked(opts, t, p->pid);
+		if (ask && opts && opts->skip_busy &&
+		    cs_claims_busy(statefd, p->pid, p->busy_holder, sizeof(p->busy_holder)))
+			classify_busy(p, d);
+		else if (p->nrefs || p->maps_libcuda)
+			classify(p, ask ? d : NULL);
 		if (p->cls == CS_CLASS_NONE && !keep_all) {
 			cs_proc_clear(p);
 			continue;
@@ -218,7 +282,7 @@ static void keep_classified(cs_ptable *t, cs_driver *d, const cs_scan_opts *opts
 	t->n = kept;
 }
 
-int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error *err)
+int cs_scan(const cs_scan_opts *opts, cs_ptable *out, cs_error *err)
 {
 	memset(out, 0, sizeof(*out));
 	_cleanup_(cs_ptable_freep) cs_ptable t = { .self = getpid() };
@@ -227,6 +291,8 @@ int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error
 		.keep_all = opts && opts->keep_all,
 		.t = &t,
 	};
+	if (stat("/proc/self/exe", &c.self_exe) < 0)
+		c.self_exe.st_ino = 0;
 	const char *procdir = opts && opts->proc_dir ? opts->proc_dir : cs_proc_dir();
 	int r = scan(&c, procdir, err);
 	if (r < 0)
@@ -234,11 +300,21 @@ int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error
 	/* The links first: a caller's ask() may look for ancestors. */
 	if (t.nlinks)
 		qsort(t.links, t.nlinks, sizeof(*t.links), by_link);
-	keep_classified(&t, d, opts, c.keep_all);
+	/* From /proc alone until the driver is asked (cs_classify). */
+	for (size_t i = 0; i < t.n; i++)
+		classify(&t.procs[i], NULL);
 	if (t.n)
 		qsort(t.procs, t.n, sizeof(*t.procs), by_pid);
 	*out = TAKE_STRUCT(t);
 	return 0;
+}
+
+int cs_discover(const cs_scan_opts *opts, cs_driver *d, cs_ptable *out, cs_error *err)
+{
+	int r = cs_scan(opts, out, err);
+	if (r == 0)
+		cs_classify(out, d, opts);
+	return r;
 }
 
 void cs_ptable_free(cs_ptable *t)

@@ -165,9 +165,10 @@ unsigned cs_driver_abandoned(void)
 double cs_move_deadline(const cs_driver *d, unsigned long long bytes)
 {
 	if (d && d->limits.move_s > 0)
-		return d->limits.move_s;
-	double gib = bytes ? (double)bytes / (1024.0 * 1024 * 1024) : 141;
-	return 60 + 2 * gib;
+		return d->limits.move_s < CS_MOVE_DEADLINE_MAX ? d->limits.move_s : CS_MOVE_DEADLINE_MAX;
+	double gib = bytes && bytes <= CS_GPU_BYTES_MAX ? (double)bytes / (1024.0 * 1024 * 1024) : 141;
+	double s = 60 + 2 * gib;
+	return s < CS_MOVE_DEADLINE_MAX ? s : CS_MOVE_DEADLINE_MAX;
 }
 
 /* One call as the worker thread runs it: everything it needs is copied in,

@@ -48,6 +48,13 @@ const char *cs_call_name(cs_call c)
 	"Free GPU memory (stop other processes) or restore onto another GPU with --device-map. A restore " \
 	"that fails for lack of memory can leave the process unrestorable."
 
+#define HINT_UNRESTORABLE \
+	"The driver refuses to restore this process, and does so at every try: it imported device memory " \
+	"from another process (CUDA IPC: cudaIpcOpenMemHandle, as torch.multiprocessing shares CUDA tensors, " \
+	"or a shared VMM handle), which the driver checkpoints but cannot restore. Its GPU state is lost: " \
+	"restart the process. Where /proc shows the import (the torch.multiprocessing shape), cudasnap " \
+	"refuses the checkpoint unless told otherwise (--allow-unrestorable)."
+
 /* The state each call needs the process in. */
 static int needed_state(cs_call call)
 {
@@ -93,7 +100,9 @@ static void hint_for(const cs_explain_ctx *c, int res, char *hint, size_t n)
 			 "that matches its state.",
 			 cs_state_name(c->state), cs_call_name(c->call), cs_state_name(needed_state(c->call)));
 		return;
-	case CS_CU_NOT_SUPPORTED: h = HINT_SUPPORT; break;
+	case CS_CU_NOT_SUPPORTED:
+		h = c->call == CS_CALL_RESTORE && !c->mapped ? HINT_UNRESTORABLE : HINT_SUPPORT;
+		break;
 	case CS_CU_NOT_PERMITTED: h = c->call == CS_CALL_RESTORE ? HINT_PERSIST : HINT_PTRACE; break;
 	case CS_CU_OUT_OF_MEMORY:
 		h = c->call == CS_CALL_RESTORE ?
@@ -101,10 +110,14 @@ static void hint_for(const cs_explain_ctx *c, int res, char *hint, size_t n)
 			"The host has not enough memory for this process's GPU memory; free host memory.";
 		break;
 	case CS_CU_INVALID_VALUE:
-		h = c->call == CS_CALL_RESTORE ?
-			"The device map names a GPU the driver does not know, or does "
-			"not cover every GPU the process can see. Run 'cudasnap doctor' for the GPU list." :
-			"The driver rejected the call's arguments.";
+		if (c->call != CS_CALL_RESTORE)
+			h = "The driver rejected the call's arguments.";
+		else if (c->mapped)
+			h = "The device map names a GPU the driver does not know, or does not cover every GPU the "
+			    "process can see. Run 'cudasnap doctor' for the GPU list; a restore without the map "
+			    "still brings it back onto its own GPUs.";
+		else
+			h = HINT_UNRESTORABLE;
 		break;
 	case CS_CU_TIMED_OUT:
 	case CS_CU_INTERRUPTED:

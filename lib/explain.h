@@ -24,6 +24,7 @@ typedef struct cs_explain_ctx {
 	bool gvisor; /* running under gVisor */
 	bool forked_child; /* a device holder whose ancestor is a CUDA process */
 	unsigned timeout_ms; /* lock timeout in force */
+	bool mapped; /* restore: a device map was given */
 } cs_explain_ctx;
 
 const char *cs_call_name(cs_call c);

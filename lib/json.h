@@ -18,6 +18,9 @@ json_object *cs_json_unreadable(const cs_ptable *t);
 /* Adds key -> int, or null when !valid. */
 void cs_json_add_int_or_null(json_object *o, const char *key, long long v, bool valid);
 void cs_json_add_str_or_null(json_object *o, const char *key, const char *s);
+struct cs_plan;
+/* A plan (lib/plan.h): what an operation would do to each process. */
+json_object *cs_json_plan(const struct cs_plan *p);
 /* Prints o on stdout with a newline, and releases it. */
 int cs_json_print(json_object *o);
 

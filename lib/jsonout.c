@@ -1,4 +1,5 @@
 #include "json.h"
+#include "plan.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -69,6 +70,10 @@ json_object *cs_json_proc(const cs_proc *p, const cs_driver *d)
 	json_object_object_add(o, "maps_nvml", json_object_new_boolean(p->maps_nvml));
 	bool asked = p->cu_result != -1;
 	cs_json_add_str_or_null(o, "driver_answer", asked ? cs_cu_name(d, p->cu_result) : NULL);
+	json_object_object_add(o, "nvml_only", json_object_new_boolean(p->nvml_only));
+	json_object_object_add(o, "tool", json_object_new_boolean(p->tool));
+	cs_json_add_str_or_null(o, "busy", p->busy ? p->busy_holder : NULL);
+	cs_json_add_str_or_null(o, "ipc_import", p->ipc_import[0] ? p->ipc_import : NULL);
 	return o;
 }
 
@@ -78,4 +83,75 @@ int cs_json_print(json_object *o)
 	int r = printf("%s\n", s) < 0 ? -1 : 0;
 	json_object_put(o);
 	return fflush(stdout) == 0 ? r : -1;
+}
+
+static const char *const known_words[] = { "unknown", "at-most", "exact" };
+
+static json_object *fit_json(const cs_fit *f)
+{
+	json_object *o = json_object_new_object();
+	bool known = f->known != CS_GPU_UNKNOWN;
+	json_object_object_add(o, "gpu_bytes_known", json_object_new_string(known_words[f->known % 3]));
+	cs_json_add_int_or_null(o, "gpu_bytes", (long long)f->gpu, known);
+	cs_json_add_int_or_null(o, "host_bytes_needed", (long long)f->need, known);
+	long long room = -1, limit = -1;
+	const char *which = NULL;
+	const cs_memcg_node *n = cs_fit_tightest(f, &room, &limit, &which);
+	json_object *cg = json_object_new_object();
+	cs_json_add_str_or_null(cg, "path", f->cg.n ? f->cg.node[0].path : NULL);
+	cs_json_add_int_or_null(cg, "version", f->cg.version, f->cg.version > 0);
+	cs_json_add_str_or_null(cg, "tightest", n ? n->path : NULL);
+	cs_json_add_str_or_null(cg, "limit_file", n ? which : NULL);
+	cs_json_add_int_or_null(cg, "limit_bytes", limit, n != NULL);
+	cs_json_add_int_or_null(cg, "room_bytes", room, n != NULL);
+	cs_json_add_str_or_null(cg, "problem", f->cg.problem[0] ? f->cg.problem : NULL);
+	json_object_object_add(o, "cgroup", cg);
+	return o;
+}
+
+static const char *verdict(const cs_plan_entry *e)
+{
+	return e->blocked ? "refused" : e->target ? "ok" : "left-alone";
+}
+
+json_object *cs_json_plan(const cs_plan *p)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "command", json_object_new_string(cs_op_name(p->op)));
+	json_object_object_add(o, "dry_run", json_object_new_boolean(true));
+	json_object_object_add(o, "go", json_object_new_boolean(p->go));
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < p->n; i++) {
+		const cs_plan_entry *e = &p->e[i];
+		json_object *x = json_object_new_object();
+		json_object_object_add(x, "pid", json_object_new_int(e->pid));
+		json_object_object_add(x, "comm", json_object_new_string(e->comm));
+		json_object_object_add(x, "class", json_object_new_string(cs_class_name(e->cls)));
+		cs_json_add_str_or_null(x, "state", cs_state_name(e->state));
+		json_object_object_add(x, "target", json_object_new_boolean(e->target));
+		json_object_object_add(x, "verdict", json_object_new_string(verdict(e)));
+		if (e->target && (p->op == CS_OP_CHECKPOINT || p->op == CS_OP_CHECKPOINT_LOCKED))
+			json_object_object_add(x, "memory", fit_json(&e->fit));
+		json_object *rs = json_object_new_array();
+		for (size_t k = 0; k < e->nreasons; k++) {
+			json_object *r = json_object_new_object();
+			json_object_object_add(r, "code", json_object_new_string(e->reason[k].code));
+			json_object_object_add(r, "blocks", json_object_new_boolean(e->reason[k].blocks));
+			json_object_object_add(r, "text", json_object_new_string(e->reason[k].text));
+			cs_json_add_str_or_null(r, "fix", e->reason[k].fix[0] ? e->reason[k].fix : NULL);
+			json_object_array_add(rs, r);
+		}
+		json_object_object_add(x, "reasons", rs);
+		json_object_array_add(arr, x);
+	}
+	json_object_object_add(o, "processes", arr);
+	json_object *t = json_object_new_object();
+	json_object_object_add(t, "targets", json_object_new_uint64(p->targets));
+	json_object_object_add(t, "refused", json_object_new_uint64(p->blocked));
+	json_object_object_add(t, "memory_unknown", json_object_new_uint64(p->unknown_memory));
+	json_object_object_add(t, "gpu_bytes", json_object_new_uint64(p->gpu_bytes));
+	json_object_object_add(t, "host_bytes_needed", json_object_new_uint64(p->host_bytes));
+	json_object_object_add(t, "expected_seconds", json_object_new_double(p->seconds));
+	json_object_object_add(o, "totals", t);
+	return o;
 }

@@ -138,7 +138,8 @@ static int parse_entry(json_object *o, cs_manifest_entry *e)
 	e->order = (int)order;
 	e->start_time = (unsigned long long)start;
 	long long bytes, nspid;
-	e->bytes = get_int(o, "bytes", 0, LLONG_MAX, &bytes) ? (unsigned long long)bytes : 0;
+	/* Records travel between machines: a size no process can have is unknown. */
+	e->bytes = get_int(o, "bytes", 0, (long long)CS_GPU_BYTES_MAX, &bytes) ? (unsigned long long)bytes : 0;
 	e->nspid = get_int(o, "nspid", 1, INT_MAX, &nspid) ? (pid_t)nspid : 0;
 	return get_gpus(o, e->gpus, sizeof(e->gpus));
 }

@@ -401,3 +401,20 @@ int cs_memcg_read(const char *procdir, pid_t pid, const cs_cgroup_mounts *m, cs_
 	out->version = version;
 	return 0;
 }
+
+int cs_memcg_reread(const cs_cgroup_mounts *m, const cs_memcg_node *was, cs_memcg_node *out)
+{
+	const char *mnt = was->version == 1 ? m->v1mem : m->v2, *root = was->version == 1 ? m->v1mem_root : m->v2_root;
+	const char *path = strcmp(was->path, "/") == 0 ? "" : was->path;
+	ssize_t rl = root_len(path, root);
+	if (!mnt[0] || rl < 0 || !plain_rel(path + rl))
+		return -ENOENT;
+	char rel[PATH_MAX];
+	snprintf(rel, sizeof(rel), "%s", path[rl] ? path + rl + 1 : ".");
+	_cleanup_close_ int mntfd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int dfd = mntfd < 0 ? -1 : openat(mntfd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	*out = *was;
+	return read_node(dfd, was->version, out) > 0 ? 0 : -ENOENT;
+}

@@ -56,6 +56,10 @@ int cs_memcg_read(const char *procdir, pid_t pid, const cs_cgroup_mounts *m, cs_
  * when not NULL. */
 long long cs_memcg_node_room(const cs_memcg_node *n, const char **which, long long *limit);
 
+/* The files of a node read earlier, again (its process may be gone): 0, or
+ * -errno when the cgroup is gone or cannot be read. */
+int cs_memcg_reread(const cs_cgroup_mounts *m, const cs_memcg_node *was, cs_memcg_node *out);
+
 /* MemAvailable of <procdir>/meminfo in bytes, -1 when unknown. */
 long long cs_meminfo_available(const char *procdir);
 

@@ -301,7 +301,8 @@ void cs_nvml_list(cs_nvml_gpu **gpus, size_t *count)
 	}
 }
 
-/* Adds the GPU memory NVML reports for each process of one GPU into *out. */
+/* Adds the GPU memory NVML reports for each process of one GPU into *out.
+ * Returns 1 when NVML answered for the GPU, 0 when not, or -ENOMEM. */
 static int add_procs(cs_nvml *n, nvml_device dev, cs_nvml_proc **out, size_t *count, size_t *cap)
 {
 	unsigned c = 64;
@@ -333,10 +334,10 @@ static int add_procs(cs_nvml *n, nvml_device dev, cs_nvml_proc **out, size_t *co
 		}
 		(*out)[k].bytes += v[i].used;
 	}
-	return 0;
+	return 1;
 }
 
-void cs_nvml_proc_list(cs_nvml_proc **out, size_t *count)
+bool cs_nvml_proc_list(cs_nvml_proc **out, size_t *count)
 {
 	*out = NULL;
 	*count = 0;
@@ -344,13 +345,17 @@ void cs_nvml_proc_list(cs_nvml_proc **out, size_t *count)
 	cs_nvml_open(&n, NULL);
 	unsigned c = 0;
 	size_t cap = 0;
-	if (cs_nvml_present(n) && n->procs && n->count(&c) == NVML_OK) {
-		for (unsigned i = 0; i < c && i < 1024; i++) {
-			nvml_device dev = NULL;
-			if (n->by_index(i, &dev) == NVML_OK && add_procs(n, dev, out, count, &cap) < 0)
-				break;
-		}
+	if (!cs_nvml_present(n) || !n->procs || n->count(&c) != NVML_OK)
+		return false;
+	bool all = true;
+	for (unsigned i = 0; i < c && i < 1024; i++) {
+		nvml_device dev = NULL;
+		int r = n->by_index(i, &dev) == NVML_OK ? add_procs(n, dev, out, count, &cap) : 0;
+		if (r < 0)
+			return false;
+		all &= r == 1;
 	}
+	return all;
 }
 
 static int hex_digit(char c)

@@ -66,9 +66,11 @@ typedef struct cs_nvml_proc {
 	unsigned long long bytes;
 } cs_nvml_proc;
 
-/* Opens NVML, lists the processes that hold GPU memory, closes it. An empty
- * list when NVML is absent, too old or does not answer; *out is malloc'ed. */
-void cs_nvml_proc_list(cs_nvml_proc **out, size_t *count);
+/* Opens NVML, lists the processes that hold GPU memory, closes it; *out is
+ * malloc'ed. Returns whether NVML answered for every GPU (then a process
+ * missing from the list holds no GPU memory); the list is empty when NVML is
+ * absent, too old or does not answer. */
+bool cs_nvml_proc_list(cs_nvml_proc **out, size_t *count);
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (hex in either case, nothing
  * before or after) -> 16 bytes. Returns 0, or -EINVAL for anything else. */

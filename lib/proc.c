@@ -374,6 +374,8 @@ int cs_proc_scan_fds(int pdir, const char *devdir, cs_proc *p)
 		ssize_t n = readlinkat(fdd, de->d_name, target, sizeof(target) - 1);
 		if (n < 0)
 			continue; /* closed meanwhile */
+		if (cs_path_is_cuda_ipc(target, (size_t)n))
+			p->ipc_fds++;
 		if (!cs_path_is_device(target, (size_t)n, devdir))
 			continue;
 		cs_devref ref = { .kind = CS_REF_FD, .fd = (int)fd };
@@ -396,7 +398,9 @@ static int maps_line(cs_proc *p, const char *devdir, const char *line, size_t le
 		cs_sanitize(ref.path, sizeof(ref.path), m.path, m.path_len);
 		return cs_proc_add_ref(p, &ref);
 	}
-	if (cs_path_is_libcuda(m.path, m.path_len))
+	if (cs_path_is_cuda_ipc(m.path, m.path_len))
+		p->ipc_maps++;
+	else if (cs_path_is_libcuda(m.path, m.path_len))
 		p->maps_libcuda = true;
 	else if (cs_path_is_nvml(m.path, m.path_len))
 		p->maps_nvml = true;
@@ -526,6 +530,8 @@ int cs_proc_scan_gpu(int pdir, const char *devdir, cs_proc *p)
 {
 	int rf = cs_proc_scan_fds(pdir, devdir, p);
 	int rm = cs_proc_scan_maps(pdir, devdir, p);
+	if (rf == 0 && rm == 0)
+		cs_proc_scan_ipc(pdir, p);
 	return rf < 0 ? rf : rm;
 }
 

@@ -50,6 +50,9 @@ void cs_sanitize(char *dst, size_t dstsize, const char *s, size_t len);
 bool cs_path_is_device(const char *path, size_t len, const char *devdir);
 bool cs_path_is_libcuda(const char *path, size_t len);
 bool cs_path_is_nvml(const char *path, size_t len);
+/* A file the driver shares device memory through between processes (CUDA
+ * IPC): /dev/shm/cuda.shm.* as the process's own mount namespace names it. */
+bool cs_path_is_cuda_ipc(const char *path, size_t len);
 
 /* Opens procdir/PID as a directory (O_CLOEXEC); -errno on failure. */
 int cs_proc_open(const char *procdir, pid_t pid);
@@ -59,8 +62,13 @@ int cs_proc_read_stat(int pdir, cs_stat *out);
 int cs_proc_scan_fds(int pdir, const char *devdir, cs_proc *p);
 int cs_proc_scan_maps(int pdir, const char *devdir, cs_proc *p);
 /* Both scans: the device references and driver mappings of the process,
- * from /proc alone (no driver call). Returns the first error, or 0. */
+ * from /proc alone (no driver call), and what it shares through CUDA IPC
+ * (cs_proc_scan_ipc). Returns the first error, or 0. */
 int cs_proc_scan_gpu(int pdir, const char *devdir, cs_proc *p);
+/* After both scans counted CUDA IPC mappings (p->ipc_maps): finds one such
+ * mapped file that no fd of the process holds (p->ipc_import), the mark of
+ * memory imported from another process (lib/ipc.c). */
+void cs_proc_scan_ipc(int pdir, cs_proc *p);
 /* How every PID namespace can name one process: the inode of its own PID
  * namespace and its pid there (the last NSpid field). ns_ino is 0 when the
  * namespace link cannot be read; nspid falls back to pid. */

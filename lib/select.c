@@ -3,9 +3,11 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define HINT_HOST_PID \
 	"PIDs from nvidia-smi or NVML are host PIDs, which mean nothing inside a " \
@@ -139,6 +141,70 @@ bool cs_selection_names(const cs_ptable *t, const cs_selection *sel, pid_t pid)
 	return takes_in(t, sel, pid, false);
 }
 
+static bool named_by_pid(const cs_selection *sel, pid_t pid)
+{
+	for (size_t i = 0; sel && i < sel->npids; i++) {
+		pid_t tg = sel->pids[i];
+		cs_tid_to_tgid(cs_proc_dir(), sel->pids[i], &tg);
+		if (tg == pid)
+			return true;
+	}
+	return false;
+}
+
+bool cs_selection_takes(const cs_ptable *t, const cs_selection *sel, const cs_proc *p, bool monitors)
+{
+	if (named_by_pid(sel, p->pid))
+		return true;
+	if (p->tool || (p->nvml_only && !monitors))
+		return false;
+	return (p->nrefs || p->maps_libcuda || p->maps_nvml) && cs_selection_names(t, sel, p->pid);
+}
+
+/* Whether a cgroup of that path exists in some hierarchy this process sees:
+ * the v2 one mounted on /sys/fs/cgroup, or any hierarchy mounted below it. */
+static bool cgroup_exists(const char *cg)
+{
+	struct stat st;
+	char path[PATH_MAX];
+	if (strncmp(cg, "/sys/fs/cgroup", 14) == 0 && (cg[14] == '/' || cg[14] == '\0'))
+		return stat(cg, &st) == 0 && S_ISDIR(st.st_mode);
+	if (snprintf(path, sizeof(path), "/sys/fs/cgroup%s", cg) < (int)sizeof(path) && stat(path, &st) == 0 &&
+	    S_ISDIR(st.st_mode))
+		return true;
+	_cleanup_closedir_ DIR *d = opendir("/sys/fs/cgroup");
+	for (struct dirent *de; d && (de = readdir(d));) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%s", de->d_name, cg) < (int)sizeof(path) &&
+		    stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			return true;
+	}
+	return false;
+}
+
+int cs_selection_check(const cs_selection *sel, cs_error *err)
+{
+	const char *cg = sel ? sel->cgroup : NULL;
+	if (!cg)
+		return 0;
+	if (cg[0] != '/')
+		return cs_error_set(err, CS_EUSAGE, NULL, "--cgroup %s: not an absolute cgroup path", cg);
+	for (const char *c = cg; (c = strstr(c, "/..")); c += 3)
+		if (c[3] == '/' || c[3] == '\0')
+			return cs_error_set(err, CS_EUSAGE,
+					    "Give the cgroup's path itself, as /proc/PID/cgroup shows it.",
+					    "--cgroup %s: '..' is not allowed in a cgroup path", cg);
+	if (!cgroup_exists(cg))
+		return cs_error_set(err, CS_EUSAGE,
+				    "Give a path as /proc/PID/cgroup shows it (cat /proc/PID/cgroup), or one under "
+				    "/sys/fs/cgroup; a typo would otherwise select nothing.",
+				    "--cgroup %s: no such cgroup (looked under /sys/fs/cgroup and each hierarchy "
+				    "mounted there)",
+				    cg);
+	return 0;
+}
+
 bool cs_selection_covers(const cs_ptable *t, const cs_selection *sel, pid_t pid)
 {
 	return takes_in(t, sel, pid, true);
@@ -176,6 +242,10 @@ static int explicit_pids(const cs_ptable *t, const cs_selection *sel, bool *want
 						      "Run cudasnap as root, or "
 						      "give it CAP_SYS_PTRACE.",
 						      "--pid %d: cannot read the process", (int)sel->pids[i]);
+		if (p && p->tool)
+			return cs_error_set(err, CS_EUSAGE,
+					    "cudasnap and cuda-checkpoint processes are tools, never targets.",
+					    "--pid %d is %s itself, not a workload", (int)sel->pids[i], p->comm);
 		if (!p || p->cls != CS_CLASS_CUDA)
 			return cs_error_set(err, CS_EUSAGE,
 					    "Only processes listed as 'cuda' by 'cudasnap ps' can "
@@ -204,7 +274,7 @@ static pid_t own_pid(pid_t pid)
 	return id.nspid;
 }
 
-int cs_select(const cs_ptable *t, const cs_selection *sel, cs_target **out, size_t *n, cs_error *err)
+int cs_select(const cs_ptable *t, const cs_selection *sel, bool monitors, cs_target **out, size_t *n, cs_error *err)
 {
 	*out = NULL;
 	*n = 0;
@@ -219,12 +289,13 @@ int cs_select(const cs_ptable *t, const cs_selection *sel, cs_target **out, size
 		const cs_proc *p = &t->procs[i];
 		if (p->cls != CS_CLASS_CUDA)
 			continue;
-		if (cs_selection_empty(sel))
-			want[i] = true;
-		for (size_t k = 0; k < (sel ? sel->ntrees : 0) && !want[i]; k++)
-			want[i] = cs_ptable_descends(t, p->pid, sel->trees[k]);
-		if (!want[i] && sel && sel->cgroup)
-			want[i] = in_cgroup(p->pid, sel->cgroup);
+		if (!want[i] && !p->tool && (monitors || !p->nvml_only)) {
+			want[i] = cs_selection_empty(sel);
+			for (size_t k = 0; k < (sel ? sel->ntrees : 0) && !want[i]; k++)
+				want[i] = cs_ptable_descends(t, p->pid, sel->trees[k]);
+			if (!want[i] && sel && sel->cgroup)
+				want[i] = in_cgroup(p->pid, sel->cgroup);
+		}
 		m += want[i];
 	}
 	_cleanup_free_ cs_target *v = calloc(m ? m : 1, sizeof(*v));

@@ -4,10 +4,15 @@
  * privileges checked before the driver refuses, leftovers checked, the
  * manifest kept. */
 #include "session_int.h"
+#include "devmap.h"
+#include "env.h"
+#include "plan.h"
+#include "discover.h"
 #include "select.h"
 #include "state.h"
 #include "util.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,17 +30,33 @@ void cs_session_warn(const cs_session *s, const char *fmt, ...)
 	s->o->warn(s->o->warn_ctx, line);
 }
 
+/* An override from the environment or the settings file, for callers that
+ * cannot pass options (the CRIU plugin, the gVisor hook, the drop-in). */
+static bool setting_on(const char *name)
+{
+	const char *v = cs_env(name);
+	return v && strcmp(v, "1") == 0;
+}
+
 int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs_error *err)
 {
 	*out = NULL;
 	_cleanup_(cs_session_freep) cs_session *s = calloc(1, sizeof(*s));
 	if (!s)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
-	*s = (cs_session){ .d = d, .o = o, .state_fd = -1 };
+	*s = (cs_session){ .d = d,
+			   .o = o,
+			   .state_fd = -1,
+			   .ignore_memory = o->ignore_memory || setting_on("CUDASNAP_IGNORE_MEMORY"),
+			   .allow_unrestorable = o->allow_unrestorable || setting_on("CUDASNAP_ALLOW_UNRESTORABLE") };
 	cs_claims_init(&s->claims);
 	cs_sandbox_detect(NULL, &s->sandbox);
-	s->state_fd = cs_state_open(err);
-	if (s->state_fd < 0) {
+	/* A plan changes nothing, not even by creating the state directory. */
+	s->state_fd =
+		o->dry_run ? open(cs_state_dir(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : cs_state_open(err);
+	if (s->state_fd < 0 && o->dry_run) {
+		s->state_fd = -1;
+	} else if (s->state_fd < 0) {
 		if (s->sandbox.euid != 0)
 			snprintf(err->hint, sizeof(err->hint),
 				 "%s needs root (or CAP_SYS_PTRACE and a state directory of "
@@ -47,25 +68,62 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 	return 0;
 }
 
-static bool named(void *ctx, const cs_ptable *t, pid_t pid)
+static int by_pid(const void *a, const void *b)
 {
-	const cs_session *s = ctx;
-	return cs_selection_names(t, &s->o->sel, pid);
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
 }
 
-/* Which processes discovery may ask the driver about: those the selection
- * names. Another process may be in the middle of a long call of another
- * operation (its checkpoint), which the driver would make this one wait
- * for; and it is not this session's business. */
+static bool is_candidate(void *ctx, const cs_ptable *t, pid_t pid)
+{
+	const cs_session *s = ctx;
+	(void)t;
+	return s->ncand && bsearch(&pid, s->cand, s->ncand, sizeof(pid), by_pid);
+}
+
+static bool is_target(void *ctx, const cs_ptable *t, pid_t pid)
+{
+	const cs_session *s = ctx;
+	(void)t;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->t[i].pid == pid)
+			return true;
+	return false;
+}
+
+/* Which processes the driver is asked about: the candidates. Another
+ * process may be in the middle of a long call of another operation (its
+ * checkpoint), which the driver would make this one wait for; and it is not
+ * this session's business. */
 static const cs_scan_opts *scan_opts(cs_session *s)
 {
-	if (s->o->only_selected)
-		s->scan = (cs_scan_opts){ .only = s->o->sel.pids, .nonly = s->o->sel.npids };
-	else if (!cs_selection_empty(&s->o->sel))
-		s->scan = (cs_scan_opts){ .ask = named, .ask_ctx = s };
-	else
-		return NULL;
+	/* A plan holds no claim: it must not wait behind other operations. */
+	s->scan = (cs_scan_opts){ .ask = is_candidate, .ask_ctx = s, .skip_busy = s->o->dry_run };
 	return &s->scan;
+}
+
+/* Restore and unlock bring back what is checkpointed or locked, monitors
+ * included; checkpoint and lock leave NVML-only monitors alone. */
+static bool takes_monitors(const cs_session *s)
+{
+	return s->o->op == CS_OP_RESTORE || s->o->op == CS_OP_UNLOCK;
+}
+
+/* From /proc alone: the processes the selection may act on. */
+static int find_candidates(cs_session *s, cs_error *err)
+{
+	const cs_ptable *t = &s->table;
+	s->cand = calloc(t->n + 1, sizeof(*s->cand));
+	if (!s->cand)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	for (size_t i = 0; i < t->n; i++) {
+		const cs_proc *p = &t->procs[i];
+		bool take = s->o->only_selected ? cs_selection_names(t, &s->o->sel, p->pid) :
+						  cs_selection_takes(t, &s->o->sel, p, takes_monitors(s));
+		if (take)
+			s->cand[s->ncand++] = p->pid;
+	}
+	return 0; /* t->procs is sorted by pid, and so is cand */
 }
 
 /* The driver refuses targets the caller may not trace, with the same code
@@ -113,16 +171,19 @@ static void keep_relevant(cs_session *s)
 	s->n = k;
 }
 
-/* The claims of the processes the session may act on, all or none. One
- * that another operation holds fails the session, naming it, whatever its
- * state: a checkpoint of a process that a CRIU dump is locking must not
- * say "left as it was" while the dump may still fail. The transaction reads
- * every state again once they are claimed. */
+/* The claims of the candidates, all or none, before the driver is asked
+ * about any: a question about a process another operation holds would wait
+ * behind that operation's calls, where the claim fails at once, naming it.
+ * One that another operation holds fails the session whatever its state: a
+ * checkpoint of a process that a CRIU dump is locking must not say "left as
+ * it was" while the dump may still fail. */
 static int claim(cs_session *s, cs_error *err)
 {
-	for (size_t i = 0; i < s->n; i++) {
-		const cs_target *t = &s->t[i];
-		int r = cs_claims_add(&s->claims, s->state_fd, t->pid, t->comm, s->o->command, err);
+	for (size_t i = 0; i < s->ncand; i++) {
+		const cs_proc *p = cs_ptable_find(&s->table, s->cand[i]);
+		int r = cs_claims_add(&s->claims, s->state_fd, p->pid, p->comm, s->o->command, NULL, 0, err);
+		if (r == -CS_EPROC)
+			continue; /* exited meanwhile: nothing to claim, nothing to do */
 		if (r < 0) {
 			cs_claims_release(&s->claims);
 			return r;
@@ -131,19 +192,82 @@ static int claim(cs_session *s, cs_error *err)
 	return 0;
 }
 
+/* The candidates that are not targets (not CUDA, or not in the starting
+ * state) are let go of at once. */
+static void drop_others(cs_session *s)
+{
+	for (size_t i = 0; i < s->ncand; i++) {
+		bool target = false;
+		for (size_t k = 0; k < s->n && !target; k++)
+			target = s->t[k].pid == s->cand[i];
+		if (!target)
+			cs_claims_drop(&s->claims, s->cand[i]);
+	}
+}
+
+static const char *recovery_of(int state)
+{
+	return state == CS_STATE_CHECKPOINTED ? "restore" : state == CS_STATE_LOCKED ? "unlock" : NULL;
+}
+
+/* Processes that a holder which died left locked or checkpointed: named,
+ * with what recovers each, whether or not this session acts on them. Those
+ * it claimed itself are named from their records too. */
+static void name_left_behind(cs_session *s)
+{
+	cs_claims_left_behind(s->state_fd, &s->table, !s->o->dry_run, &s->behind, &s->nbehind);
+	s->behind_cap = s->nbehind;
+	for (size_t i = 0; i < s->claims.n; i++) {
+		const cs_claim *c = &s->claims.v[i];
+		cs_left_behind b = { .pid = c->pid };
+		const cs_proc *p = cs_ptable_find(&s->table, c->pid);
+		if (!c->left || !p || cs_grow(&s->behind, &s->behind_cap, s->nbehind + 1, sizeof(b)) < 0)
+			continue;
+		memcpy(b.comm, p->comm, sizeof(b.comm));
+		snprintf(b.holder, sizeof(b.holder), "%.*s", (int)strcspn(c->left, "\n"), c->left);
+		s->behind[s->nbehind++] = b;
+	}
+	for (size_t i = 0; i < s->nbehind; i++) {
+		const cs_left_behind *b = &s->behind[i];
+		const cs_proc *p = cs_ptable_find(&s->table, b->pid);
+		int st = p ? p->state : CS_STATE_UNKNOWN;
+		const char *how = recovery_of(st);
+		char fix[96];
+		snprintf(fix, sizeof(fix),
+			 how ? "recover it with 'cudasnap %s --pid %d'" : "'cudasnap ps' shows its state", how,
+			 (int)b->pid);
+		cs_session_warn(s,
+				"warning: process %d (%s) was left %s by %s, which ended in the middle of an "
+				"operation; %s",
+				(int)b->pid, b->comm, cs_state_name(st) ? cs_state_name(st) : "in an unknown state",
+				b->holder, fix);
+	}
+}
+
 int cs_session_select(cs_session *s, cs_error *err)
 {
-	int r = cs_discover(scan_opts(s), s->d, &s->table, err);
+	int r = cs_selection_check(&s->o->sel, err);
+	if (r == 0 && s->o->device_map && s->o->op == CS_OP_RESTORE)
+		r = cs_devmap_check(s->o->device_map, err);
+	if (r == 0)
+		r = cs_scan(NULL, &s->table, err);
+	if (r == 0)
+		r = find_candidates(s, err);
+	if (r == 0 && !s->o->claimed && !s->o->dry_run)
+		r = claim(s, err);
 	if (r < 0)
 		return r;
-	r = cs_select(&s->table, &s->o->sel, &s->t, &s->n, err);
-	if (r < 0)
-		return r;
-	r = check_privileges(s, err);
+	cs_classify(&s->table, s->d, scan_opts(s));
+	r = cs_select(&s->table, &s->o->sel, takes_monitors(s), &s->t, &s->n, err);
+	if (r == 0)
+		r = check_privileges(s, err);
 	if (r < 0)
 		return r;
 	keep_relevant(s);
-	return s->o->claimed ? 0 : claim(s, err);
+	if (!s->o->claimed && !s->o->dry_run)
+		drop_others(s);
+	name_left_behind(s);
+	return 0;
 }
 
 /* With a scope, the leftovers of other processes are none of this
@@ -171,7 +295,8 @@ static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
 	bool strict = s->o->strict;
 	cs_error e = { 0 };
 	(void)targets, (void)n;
-	if (cs_discover(scan_opts(s), s->d, &s->after, &e) < 0 || cs_verify(&s->after, &s->left, &s->nleft, &e) < 0)
+	cs_scan_opts ask = { .ask = is_target, .ask_ctx = s };
+	if (cs_discover(&ask, s->d, &s->after, &e) < 0 || cs_verify(&s->after, &s->left, &s->nleft, &e) < 0)
 		return strict ?
 			cs_error_set(err, CS_ESYS, NULL, "cannot check for leftover device references: %s", e.message) :
 			0;
@@ -193,6 +318,15 @@ static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
 	return 0;
 }
 
+/* A process a holder that died had left behind, and that this session
+ * brought back to running (or that is gone), needs its record no more. */
+static void settle_claims(cs_session *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->t[i].exited || (s->t[i].state == CS_STATE_RUNNING && !s->t[i].abandoned))
+			cs_claims_settled(&s->claims, s->t[i].pid);
+}
+
 int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
 {
 	const cs_session_opts *o = s->o;
@@ -212,7 +346,9 @@ int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
 	if (checkpoint) {
 		t.post_check = post_check;
 		t.post_ctx = s;
-		cs_session_note_gpu_bytes(s);
+		int r = cs_session_check(s, err);
+		if (r < 0)
+			return r;
 	}
 	if (o->op == CS_OP_RESTORE) {
 		int r = cs_session_plan_restore(s, err);
@@ -223,6 +359,9 @@ int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
 	}
 	int rc = cs_txn_run(s->d, &t, s->t, s->n, res); /* clears res first */
 	res->ran = true;
+	if (res->lost)
+		cs_session_name_lost(s);
+	settle_claims(s);
 	if (rc == 0 && checkpoint && res->acted) {
 		cs_session_note_gpus(s);
 		if (!o->no_manifest)
@@ -252,6 +391,9 @@ void cs_session_free(cs_session *s)
 	if (!s)
 		return;
 	free(s->t);
+	free(s->cand);
+	free(s->fit);
+	free(s->behind);
 	free(s->pairs);
 	free(s->left);
 	cs_ptable_free(&s->table);

@@ -3,6 +3,7 @@
 #define CS_SESSION_INT_H
 
 #include "cudasnap.h"
+#include "capacity.h"
 #include "claim.h"
 #include "sandbox.h"
 #include "verify.h"
@@ -14,6 +15,14 @@ struct cs_session {
 	int state_fd;
 	cs_claims claims; /* the selected processes, unless the caller holds them */
 	cs_scan_opts scan; /* discovery's restriction (only_selected) */
+	pid_t *cand; /* what the selection may act on, from /proc: the driver is asked about these only */
+	size_t ncand;
+	bool ignore_memory, allow_unrestorable; /* the options, or the settings */
+	cs_fit *fit; /* checkpoint: each target's memory and cgroup before it */
+	size_t nfit;
+	cs_fit_env fitenv;
+	cs_left_behind *behind; /* processes that holders which died left locked or checkpointed */
+	size_t nbehind, behind_cap;
 	cs_ptable table; /* the namespace when the session selected */
 	cs_target *t;
 	size_t n;
@@ -37,7 +46,5 @@ void cs_session_save_manifest(cs_session *s, const cs_txn_result *r);
 void cs_session_prune_manifest(cs_session *s);
 /* The UUIDs of the GPUs each target sees (t->gpus), after a checkpoint. */
 void cs_session_note_gpus(cs_session *s);
-/* GPU memory of each target from NVML, for deadlines and progress. */
-void cs_session_note_gpu_bytes(cs_session *s);
 
 #endif

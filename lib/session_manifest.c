@@ -12,21 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* NVML names processes by their PIDs in the initial PID namespace, which
- * are this namespace's only when cudasnap runs there. */
-void cs_session_note_gpu_bytes(cs_session *s)
-{
-	if (s->sandbox.pid_ns != CS_PIDNS_HOST)
-		return;
-	_cleanup_free_ cs_nvml_proc *procs = NULL;
-	size_t count = 0;
-	cs_nvml_proc_list(&procs, &count);
-	for (size_t i = 0; i < s->n; i++)
-		for (size_t k = 0; k < count; k++)
-			if (procs[k].pid == s->t[i].pid)
-				s->t[i].gpu_bytes = procs[k].bytes;
-}
-
 /* Which GPUs each target sees, by UUID, for the manifest (a restore onto
  * other GPUs must map every one of them). */
 void cs_session_note_gpus(cs_session *s)

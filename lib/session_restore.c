@@ -61,6 +61,8 @@ static int apply_manifest(cs_session *s, const cs_manifest *m, cs_error *err)
 
 static int load_manifest(cs_session *s, cs_error *err)
 {
+	if (s->state_fd < 0)
+		return 0; /* a plan, and no state directory yet: no manifest */
 	_cleanup_free_ char *buf = NULL;
 	cs_error e = { 0 };
 	ssize_t len = cs_state_read(s->state_fd, CS_MANIFEST_NAME, CS_MANIFEST_MAX, &buf, &e);
@@ -129,6 +131,7 @@ int cs_session_plan_restore(cs_session *s, cs_error *err)
 		if (r < 0)
 			return r;
 	}
-	init_if_needed(s, gpus, ngpus);
+	if (!s->o->dry_run)
+		init_if_needed(s, gpus, ngpus);
 	return 0;
 }

@@ -100,9 +100,7 @@ static bool lock_line_matches(char *line, const struct stat *st, pid_t *pid)
 	return true;
 }
 
-/* The pid holding the flock on fd, from /proc/locks; 0 when not found (no
- * /proc/locks, or a holder outside this PID namespace). */
-static pid_t lock_holder(int fd)
+pid_t cs_state_lock_holder(int fd)
 {
 	struct stat st;
 	char path[PATH_MAX];
@@ -170,7 +168,7 @@ static bool read_owner(int fd, pid_t pid, char *who, size_t size)
  * the lock) the owner line once written, else its pid or "unknown process". */
 static void describe_holder(int fd, char *who, size_t size)
 {
-	pid_t pid = lock_holder(fd);
+	pid_t pid = cs_state_lock_holder(fd);
 	if (pid > 0 && describe_pid(pid, who, size))
 		return;
 	for (int i = 0; i < OWNER_TRIES; i++) {

@@ -21,6 +21,9 @@ int cs_state_lock(int dirfd, const char *command, double wait_s, cs_error *err);
 int cs_state_take_lock(int fd);
 /* Writes "pid N, 'command'" into a lock file this process holds. */
 void cs_state_write_owner(int fd, const char *command);
+/* The pid holding an flock on fd's file, from /proc/locks; 0 when not
+ * found (no /proc/locks, or a holder outside this PID namespace). */
+pid_t cs_state_lock_holder(int fd);
 /* Names the holder of fd's flock: its command line (from /proc/locks),
  * else the owner line it wrote, else its pid or "unknown process". */
 void cs_state_describe_holder(int fd, char *who, size_t size);

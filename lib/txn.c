@@ -141,9 +141,45 @@ static bool halted_now(const cs_target *t, cs_halt_info *h)
 	return cs_proc_halt(cs_proc_dir(), t->pid, t->restore_tid, h) != CS_HALT_NONE;
 }
 
-static void fail_target(run *r, cs_target *t, cs_step s, int res)
+static bool touched(const cs_target *t)
+{
+	for (int s = 0; s < CS_STEP_COUNT; s++)
+		if (t->done[s])
+			return true;
+	return false;
+}
+
+/* A target that exited with nothing done to it, or during a lock or an
+ * unlock (which change nothing that could be lost): it is left out, and the
+ * transaction goes on without it. A monitor or a short-lived helper comes
+ * and goes; it must not fail the others. */
+static void vanish(cs_target *t)
+{
+	t->exited = t->vanished = true;
+	t->state = CS_STATE_UNKNOWN;
+	t->error = (cs_error){ 0 };
+}
+
+/* A target that exited is lost when its GPU state lived only in its own
+ * host memory (checkpointed), or was moving when it died (called: the
+ * driver's call was made): that is where the OOM killer strikes. One that
+ * was only locked takes nothing with it that the driver kept. */
+static void note_exit(cs_target *t, cs_step s, bool called)
+{
+	if (t->state == CS_STATE_CHECKPOINTED || (called && moves_memory(s)))
+		t->lost = true;
+	t->state = CS_STATE_UNKNOWN;
+}
+
+static void fail_target(run *r, cs_target *t, cs_step s, int res, bool fwd, bool called)
 {
 	t->exited = !alive(t);
+	if (t->exited && fwd && !touched(t) && !moves_memory(s)) {
+		vanish(t);
+		return;
+	}
+	if (t->exited)
+		note_exit(t, s, called);
 	int state = CS_STATE_UNKNOWN;
 	cs_halt_info h;
 	if (gave_up(res))
@@ -162,17 +198,31 @@ static void fail_target(run *r, cs_target *t, cs_step s, int res)
 		.pid_visible = !t->exited,
 		.timeout_ms = r->o->timeout_ms,
 		.gvisor = r->o->gvisor,
+		.mapped = fwd && r->o->npairs,
 	};
 	cs_explain(r->d, &c, res, &t->error);
+	/* The driver answers an importer of another process's memory so at
+	 * every restore (INVALID_VALUE for a cudaIpcOpenMemHandle import,
+	 * NOT_SUPPORTED for a VMM handle, driver 580): nothing to retry. */
+	if (!t->exited && s == CS_STEP_RESTORE && !c.mapped &&
+	    (res == CS_CU_INVALID_VALUE || res == CS_CU_NOT_SUPPORTED)) {
+		t->unrestorable = true;
+		size_t len = strlen(t->error.message);
+		snprintf(t->error.message + len, sizeof(t->error.message) - len,
+			 ": the driver cannot restore it; it must be restarted");
+	}
 	if (t->exited) {
-		t->state = CS_STATE_UNKNOWN;
+		snprintf(t->lost_why, sizeof(t->lost_why), "it exited %s its %s", called ? "during" : "before",
+			 cs_step_name(s));
 		snprintf(t->error.message, sizeof(t->error.message),
 			 "%s of process %d (%s) failed: the process "
 			 "exited (%s, %d)",
 			 cs_step_name(s), (int)t->pid, t->comm, cs_cu_name(r->d, res), res);
 		snprintf(t->error.hint, sizeof(t->error.hint),
-			 "The process exited during the %s; the others "
-			 "are returned to their state before the command.",
+			 t->lost ? "The process exited during the %s, and its GPU state with it: it must be restarted. "
+				   "The others are returned to their state before the command." :
+				   "The process exited during the %s; the others are returned to their state before "
+				   "the command.",
 			 cs_step_name(s));
 	}
 	t->failed = true;
@@ -229,7 +279,12 @@ static void do_step(void *ctx, size_t i)
 	int res;
 	double t0 = cs_now();
 	cs_halt_info h;
-	if (!alive(t)) {
+	bool called = false;
+	if (!alive(t) && !touched(t)) {
+		vanish(t);
+		report(r, t, s, false, CS_CU_OPERATING_SYSTEM, 0);
+		return;
+	} else if (!alive(t)) {
 		res = CS_CU_OPERATING_SYSTEM;
 	} else if (moves_memory(s) && halted_now(t, &h)) {
 		/* Stopped since the plan: the call would wait for it, and these have
@@ -239,8 +294,10 @@ static void do_step(void *ctx, size_t i)
 		atomic_store(&r->abort, 1);
 		return;
 	} else if (moves_memory(s)) {
+		called = true;
 		res = moving_call(r, t, s);
 	} else {
+		called = true;
 		res = call_step(r, t, s, true);
 	}
 	double secs = cs_now() - t0;
@@ -250,8 +307,9 @@ static void do_step(void *ctx, size_t i)
 		t->seq[s] = atomic_fetch_add(&r->seq, 1) + 1;
 		t->state = step_result_state(s);
 	} else {
-		fail_target(r, t, s, res);
-		atomic_store(&r->abort, 1);
+		fail_target(r, t, s, res, true, called);
+		if (!t->vanished)
+			atomic_store(&r->abort, 1);
 	}
 	report(r, t, s, false, res, secs);
 }
@@ -315,7 +373,7 @@ static void rollback(run *r)
 		}
 		t->rollback_failed = true;
 		if (!t->failed) {
-			fail_target(r, t, u, res);
+			fail_target(r, t, u, res, false, true);
 			t->failed = false; /* the forward step did not fail; keep the rollback's error */
 		}
 	}
@@ -331,7 +389,9 @@ static void settle(run *r)
 			continue;
 		if (!alive(t)) {
 			t->exited = true;
-			t->state = CS_STATE_UNKNOWN;
+			note_exit(t, CS_STEP_LOCK, false);
+			if (!t->lost_why[0])
+				snprintf(t->lost_why, sizeof(t->lost_why), "it exited during the command");
 			continue;
 		}
 		cs_halt_info h;
@@ -394,6 +454,10 @@ static int plan(run *r, cs_error *err)
 		cs_target *t = &r->t[i];
 		t->state = t->initial_state = CS_STATE_UNKNOWN;
 		int s, res = alive(t) ? cs_cu_get_state(r->d, t->pid, &s) : CS_CU_OPERATING_SYSTEM;
+		if (res != CS_CU_SUCCESS && !alive(t)) {
+			vanish(t);
+			continue;
+		}
 		if (res != CS_CU_SUCCESS) {
 			t->exited = !alive(t);
 			cs_explain_ctx c = { .call = CS_CALL_GET_STATE,
@@ -419,6 +483,37 @@ static int plan(run *r, cs_error *err)
 	return 0;
 }
 
+/* After a rollback: what is left behind is what is not in its starting
+ * state, whatever a failed undo said (another caller may have put it back). */
+static void judge_rollback(run *r)
+{
+	cs_txn_result *res = r->res;
+	res->outcome = CS_OUTCOME_ROLLED_BACK;
+	for (size_t i = 0; i < r->n; i++) {
+		cs_target *t = &r->t[i];
+		if (t->skipped || t->exited)
+			continue;
+		bool back = !t->abandoned && t->state == t->initial_state;
+		t->rollback_failed = !back;
+		if (!back)
+			res->outcome = CS_OUTCOME_INCOMPLETE;
+	}
+}
+
+/* A lost target is never "back in its state": the outcome is incomplete. */
+static void count_lost(run *r)
+{
+	cs_txn_result *res = r->res;
+	for (size_t i = 0; i < r->n; i++) {
+		cs_target *t = &r->t[i];
+		res->vanished += t->vanished;
+		if (!t->lost)
+			continue;
+		res->lost++;
+		res->outcome = CS_OUTCOME_INCOMPLETE;
+	}
+}
+
 static void finish(run *r, bool rolled)
 {
 	cs_txn_result *res = r->res;
@@ -426,22 +521,15 @@ static void finish(run *r, bool rolled)
 	if (rolled) {
 		rollback(r);
 		settle(r);
-		res->outcome = CS_OUTCOME_ROLLED_BACK;
-		for (size_t i = 0; i < r->n; i++) {
-			cs_target *t = &r->t[i];
-			/* A process that exited cannot be returned; it is reported as exited. */
-			if (!t->skipped && !t->exited &&
-			    (t->rollback_failed || t->abandoned || t->state != t->initial_state)) {
-				t->rollback_failed = true;
-				res->outcome = CS_OUTCOME_INCOMPLETE;
-			}
-		}
+		judge_rollback(r);
 	}
+	count_lost(r);
 	for (size_t i = 0; i < r->n; i++) {
 		res->bytes += rolled ? 0 : r->t[i].bytes;
 		res->skipped += r->t[i].skipped;
 	}
-	res->acted = r->nact;
+	for (size_t k = 0; k < r->nact; k++)
+		res->acted += !r->t[r->order[k]].vanished;
 }
 
 /* Progress of the step in flight, from the targets' resident memory. */

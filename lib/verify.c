@@ -19,6 +19,13 @@ static pid_t cuda_ancestor(const cs_ptable *t, pid_t pid)
 static void reason(const cs_ptable *t, const cs_proc *p, cs_leftover *l)
 {
 	const char *state = cs_state_name(p->state);
+	if (p->nvml_only && p->state != CS_STATE_CHECKPOINTED) {
+		snprintf(l->reason, sizeof(l->reason),
+			 "it uses NVML only (a monitor such as nvidia-smi, DCGM or a health probe), which is "
+			 "checkpointed only when named with --pid; newer runsc saves such idle clients, CRIU and "
+			 "older runsc cannot");
+		return;
+	}
 	switch (p->cls) {
 	case CS_CLASS_CUDA:
 		if (p->state == CS_STATE_CHECKPOINTED)
@@ -33,6 +40,16 @@ static void reason(const cs_ptable *t, const cs_proc *p, cs_leftover *l)
 		return;
 	case CS_CLASS_DEVICE_HOLDER:
 		l->cuda_ancestor = cuda_ancestor(t, p->pid);
+		if (p->cu_result == -1 && p->maps_libcuda) {
+			/* Outside the operation, the driver was not asked: only /proc speaks. */
+			snprintf(l->reason, sizeof(l->reason),
+				 "not part of this operation (the driver was not asked about it): a CUDA process of its "
+				 "own is checkpointed when selected too (--pid, --tree)%s",
+				 l->cuda_ancestor ? "; one forked from a CUDA process without exec (a DataLoader-style "
+						    "worker) cannot be" :
+						    "");
+			return;
+		}
 		if (l->cuda_ancestor)
 			snprintf(l->reason, sizeof(l->reason),
 				 "forked from CUDA process %d without exec (a "
@@ -60,6 +77,9 @@ int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n, cs_error *err)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory listing %zu device references", m);
 	for (size_t i = 0; i < t->n; i++) {
 		const cs_proc *p = &t->procs[i];
+		/* cudasnap's own processes come and go; they are never part of a workload. */
+		if (p->tool)
+			continue;
 		for (size_t k = 0; k < p->nrefs; k++) {
 			cs_leftover *l = &(*out)[(*n)++];
 			l->proc = p;

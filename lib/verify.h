@@ -11,7 +11,8 @@ typedef struct cs_leftover {
 	char reason[256];
 } cs_leftover;
 
-/* Lists every device reference in t (cudasnap's own process is never in t).
+/* Lists every device reference in t, but those of cudasnap's own processes
+ * (which come and go, and are never part of a workload).
  * *out is malloc'd; entries point into t. Fills err on failure. */
 int cs_verify(const cs_ptable *t, cs_leftover **out, size_t *n, cs_error *err);
 

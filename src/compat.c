@@ -8,9 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The first line of a failure, in the words NVIDIA's binary uses for the
- * operation; text is the quoted part. */
-static void fail_line(const compat_args *a, cs_call call, const char *text)
+void compat_fail_line(const compat_args *a, cs_call call, const char *text)
 {
 	int pid = (int)a->pid;
 	switch (a->op) {
@@ -28,7 +26,7 @@ static void fail_line(const compat_args *a, cs_call call, const char *text)
 /* A failed driver call: NVIDIA's line, then cudasnap's hint. */
 static int call_failed(cs_driver *d, const compat_args *a, cs_call call, int res)
 {
-	fail_line(a, call, cs_cu_string(d, res));
+	compat_fail_line(a, call, cs_cu_string(d, res));
 	compat_hint(d, call, a->pid, res, a->timeout_ms);
 	return EXIT_FAILED;
 }
@@ -43,7 +41,7 @@ static int refuse_halted(cs_driver *d, const compat_args *a)
 		return CLI_GO_ON;
 	char text[64];
 	snprintf(text, sizeof(text), "the process is %s and cannot answer", cs_halt_name(h.info.halt));
-	fail_line(a, a->op == COMPAT_ACTION ? a->action : CS_CALL_GET_STATE, text);
+	compat_fail_line(a, a->op == COMPAT_ACTION ? a->action : CS_CALL_GET_STATE, text);
 	compat_halt_hint(&h);
 	return EXIT_FAILED;
 }
@@ -102,12 +100,34 @@ static int restore(cs_driver *d, const compat_args *a)
 	return status;
 }
 
-static int action(cs_driver *d, const compat_args *a)
+/* A checkpoint that the checks refuse leaves a process that an earlier
+ * '--action lock' locked running again, as the caller found it before its
+ * lock: CRIU's CUDA plugin would otherwise leave it locked for good (after
+ * a failed checkpoint it tries a restore, and never an unlock). */
+static int refused_checkpoint(cs_driver *d, const compat_args *a, int state)
+{
+	if (state == CS_STATE_LOCKED && cs_cu_unlock(d, a->pid) == CS_CU_SUCCESS)
+		fprintf(stderr, "cuda-checkpoint: process %d was unlocked again, so that it keeps running\n",
+			(int)a->pid);
+	return EXIT_FAILED;
+}
+
+static int checkpoint(cs_driver *d, const compat_args *a, pid_t tgid)
+{
+	int state = CS_STATE_UNKNOWN;
+	if (tgid > 0 && cs_cu_get_state(d, a->pid, &state) == CS_CU_SUCCESS &&
+	    compat_check_checkpoint(d, a, tgid, state) != CLI_GO_ON)
+		return refused_checkpoint(d, a, state);
+	int r = cs_cu_checkpoint(d, a->pid);
+	return r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, CS_CALL_CHECKPOINT, r);
+}
+
+static int action(cs_driver *d, const compat_args *a, pid_t tgid)
 {
 	int r;
 	switch (a->action) {
 	case CS_CALL_LOCK: r = cs_cu_lock(d, a->pid, a->timeout_ms); break;
-	case CS_CALL_CHECKPOINT: r = cs_cu_checkpoint(d, a->pid); break;
+	case CS_CALL_CHECKPOINT: return checkpoint(d, a, tgid);
 	case CS_CALL_RESTORE: return restore(d, a);
 	default: r = cs_cu_unlock(d, a->pid); break;
 	}
@@ -146,19 +166,21 @@ static int toggle_in(cs_driver *d, const compat_args *a)
 	return r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, CS_CALL_UNLOCK, r);
 }
 
-static int toggle(cs_driver *d, const compat_args *a)
+static int toggle(cs_driver *d, const compat_args *a, pid_t tgid)
 {
 	int state;
 	int r = cs_cu_get_state(d, a->pid, &state);
 	if (r != CS_CU_SUCCESS)
 		return call_failed(d, a, CS_CALL_GET_STATE, r);
+	if (state == CS_STATE_RUNNING && tgid > 0 && compat_check_checkpoint(d, a, tgid, state) != CLI_GO_ON)
+		return EXIT_FAILED;
 	if (state == CS_STATE_RUNNING)
 		return toggle_out(d, a);
 	if (state == CS_STATE_CHECKPOINTED)
 		return toggle_in(d, a);
 	/* Locked or failed: neither direction is defined, and guessing one
 	 * could undo what another caller is in the middle of. */
-	fail_line(a, CS_CALL_GET_STATE, cs_cu_string(d, CS_CU_ILLEGAL_STATE));
+	compat_fail_line(a, CS_CALL_GET_STATE, cs_cu_string(d, CS_CU_ILLEGAL_STATE));
 	fprintf(stderr, "cuda-checkpoint: hint: %s\n",
 		state == CS_STATE_LOCKED ?
 			"The process is locked (by another caller, or by a step that failed half-way): "
@@ -170,16 +192,22 @@ static int toggle(cs_driver *d, const compat_args *a)
 
 static int run(cs_driver *d, const compat_args *a)
 {
-	if (a->op != COMPAT_GET_TID) {
-		int status = refuse_halted(d, a);
-		if (status != CLI_GO_ON)
-			return status;
-	}
+	/* A state-changing call claims its process before any driver question,
+	 * as cudasnap's own commands do: the second of two fails at once. */
+	_cleanup_(cs_claims_releasep) cs_claims claims;
+	cs_claims_init(&claims);
+	pid_t tgid = 0;
+	bool changes = a->op == COMPAT_ACTION || a->op == COMPAT_TOGGLE;
+	int status = changes ? compat_claim(a, &claims, &tgid) : CLI_GO_ON;
+	if (status == CLI_GO_ON && a->op != COMPAT_GET_TID)
+		status = refuse_halted(d, a);
+	if (status != CLI_GO_ON)
+		return status;
 	switch (a->op) {
 	case COMPAT_GET_STATE: return get_state(d, a);
 	case COMPAT_GET_TID: return get_restore_tid(d, a);
-	case COMPAT_ACTION: return action(d, a);
-	case COMPAT_TOGGLE: return toggle(d, a);
+	case COMPAT_ACTION: return action(d, a, tgid);
+	case COMPAT_TOGGLE: return toggle(d, a, tgid);
 	default: return EXIT_FAILED;
 	}
 }

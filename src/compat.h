@@ -1,12 +1,13 @@
 /* cuda-checkpoint: NVIDIA's R580 command line, for the callers that run it by
  * name (CRIU's CUDA plugin, runsc --cuda-checkpoint-path, wrapper scripts).
- * One process per call, no state directory, no lock: callers run many at
- * once, one per target. */
+ * One process per call: callers run many at once, one per target, and each
+ * state-changing call claims its target as cudasnap's commands do. */
 #ifndef CS_COMPAT_H
 #define CS_COMPAT_H
 
 #include "cli.h"
 #include "explain.h"
+#include "claim.h"
 #include "halt.h"
 
 typedef enum compat_op {
@@ -28,6 +29,19 @@ typedef struct compat_args {
 
 /* Parses NVIDIA's options; returns CLI_GO_ON to go on, or the exit status. */
 int compat_parse(int argc, char **argv, compat_args *a);
+
+/* The first line of a failure, in the words NVIDIA's binary uses for the
+ * operation; text is the quoted part. */
+void compat_fail_line(const compat_args *a, cs_call call, const char *text);
+
+/* Claims the target of a state-changing action (src/compat_guard.c): *tgid
+ * gets its process. CLI_GO_ON, or EXIT_FAILED when another operation holds
+ * it (said in NVIDIA's format). */
+int compat_claim(const compat_args *a, cs_claims *c, pid_t *tgid);
+/* Before a checkpoint of tgid (in state, running or locked): CLI_GO_ON, or
+ * EXIT_FAILED when its copy would not fit in host memory or the driver could
+ * never restore it (said in NVIDIA's format, with the numbers and the fix). */
+int compat_check_checkpoint(cs_driver *d, const compat_args *a, pid_t tgid, int state);
 
 /* One error line in NVIDIA's wording; exits 1 when returned. */
 int compat_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

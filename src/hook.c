@@ -49,7 +49,17 @@ static void usage(FILE *f)
 		"                    before runsc's exec timeout (default 10 min) kills it\n"
 		"                    without a word; keep it below that timeout\n"
 		"      --json        print the result as one JSON object on stdout\n"
+		"      --dry-run     print what the mode would do to each process and why it\n"
+		"                    would fail (host memory, CUDA IPC, stopped processes,\n"
+		"                    another operation), changing nothing; exit 0 when it would\n"
+		"                    go through, 1 when not\n"
 		"  -h, --help        show this help\n"
+		"\n"
+		"Before a save changes anything, a process whose checkpoint would not fit in\n"
+		"its memory cgroup or in MemAvailable, or that the driver could never restore\n"
+		"(it imported another process's device memory through CUDA IPC), is refused\n"
+		"(exit 2, naming it and the fix); CUDASNAP_IGNORE_MEMORY=1 and\n"
+		"CUDASNAP_ALLOW_UNRESTORABLE=1 override that.\n"
 		"\n"
 		"Environment: " STRICT_ENV "=1|0 sets strictness when no option does;\n"
 		"CUDASNAP_STATE_DIR (default /run/cudasnap), CUDASNAP_LIBCUDA. With elevated\n"
@@ -61,13 +71,14 @@ static void usage(FILE *f)
 		cs_prog);
 }
 
-enum { OPT_STRICT = 256, OPT_NO_STRICT, OPT_JSON, OPT_DEADLINE };
+enum { OPT_STRICT = 256, OPT_NO_STRICT, OPT_JSON, OPT_DEADLINE, OPT_DRY_RUN };
 
 typedef struct hook_opts {
 	int strict; /* -1: not given */
 	unsigned timeout_ms;
 	unsigned deadline_s;
 	bool json;
+	bool dry_run;
 } hook_opts;
 
 /* Every message must carry a timestamp (runsc's debug log has none of its
@@ -86,6 +97,7 @@ static int parse(int argc, char **argv, hook_opts *o)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "deadline", required_argument, NULL, OPT_DEADLINE },
+		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -98,6 +110,7 @@ static int parse(int argc, char **argv, hook_opts *o)
 		case OPT_STRICT: o->strict = 1; break;
 		case OPT_NO_STRICT: o->strict = 0; break;
 		case OPT_JSON: o->json = true; break;
+		case OPT_DRY_RUN: o->dry_run = true; break;
 		case OPT_DEADLINE:
 			if (cs_parse_long(optarg, 1, 86400, &v) < 0)
 				return hook_usage_error("--deadline is not a whole number of seconds from 1 to 86400:",
@@ -187,6 +200,7 @@ int cmd_hook(int argc, char **argv)
 					       .op = op,
 					       .timeout_ms = o.timeout_ms,
 					       .json = o.json,
+					       .dry_run = o.dry_run,
 					       .strict = o.strict,
 					       .usage = usage,
 					       .reuse_warns = true };

@@ -1,9 +1,12 @@
 /* cudasnap ps: every GPU-related process, as a tree, with its class and state. */
 #include "cli.h"
+#include "claim.h"
+#include "state.h"
 #include "json.h"
 #include "util.h"
 #include "verify.h"
 
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +111,9 @@ static void print_table(const cs_ptable *t, const cs_driver *d)
 		int depth = rows[i].depth > 8 ? 8 : rows[i].depth;
 		snprintf(name, sizeof(name), "%*s%s%s", depth * 2, "", depth ? "\\_ " : "", p->comm);
 		snprintf(tid, sizeof(tid), p->restore_tid > 0 ? "%d" : "-", (int)p->restore_tid);
-		if (cs_halt_name(p->halt))
+		if (p->busy)
+			snprintf(state, sizeof(state), "busy");
+		else if (cs_halt_name(p->halt))
 			snprintf(state, sizeof(state), "%s", cs_halt_name(p->halt));
 		else if (p->cu_result == CS_CU_TIMED_OUT || p->cu_result == CS_CU_INTERRUPTED)
 			snprintf(state, sizeof(state), "no-answer");
@@ -123,7 +128,53 @@ static void print_table(const cs_ptable *t, const cs_driver *d)
 	}
 }
 
-static int print_json(const cs_ptable *t, const cs_driver *d)
+/* What the table alone does not say: processes other operations hold, and
+ * those that holders which died left behind. */
+static void print_notes(const cs_ptable *t, const cs_left_behind *b, size_t nb)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		const cs_proc *p = &t->procs[i];
+		if (p->busy)
+			printf("busy: %d (%s) is held by another operation (%s): not asked\n", (int)p->pid, p->comm,
+			       p->busy_holder);
+		else if (p->nvml_only)
+			printf("monitor: %d (%s) uses NVML only: checkpoint and lock leave it alone unless it is "
+			       "named with --pid\n",
+			       (int)p->pid, p->comm);
+		else if (p->ipc_import[0])
+			printf("CUDA IPC: %d (%s) maps device memory another process shares (%s): the driver "
+			       "cannot restore it after a checkpoint\n",
+			       (int)p->pid, p->comm, p->ipc_import);
+	}
+	for (size_t i = 0; i < nb; i++) {
+		const cs_proc *p = cs_ptable_find(t, b[i].pid);
+		int st = p ? p->state : CS_STATE_UNKNOWN;
+		printf("LEFT BEHIND: %d (%s) is %s: %s ended in the middle of an operation on it; recover with "
+		       "'cudasnap %s --pid %d'\n",
+		       (int)b[i].pid, b[i].comm, cs_state_name(st) ? cs_state_name(st) : "in an unknown state",
+		       b[i].holder, st == CS_STATE_LOCKED ? "unlock" : "restore", (int)b[i].pid);
+	}
+}
+
+static json_object *left_behind_json(const cs_ptable *t, const cs_left_behind *b, size_t nb)
+{
+	json_object *a = json_object_new_array();
+	for (size_t i = 0; i < nb; i++) {
+		const cs_proc *p = cs_ptable_find(t, b[i].pid);
+		char cmd[96];
+		snprintf(cmd, sizeof(cmd), "cudasnap %s --pid %d",
+			 p && p->state == CS_STATE_LOCKED ? "unlock" : "restore", (int)b[i].pid);
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "pid", json_object_new_int(b[i].pid));
+		json_object_object_add(o, "comm", json_object_new_string(b[i].comm));
+		json_object_object_add(o, "holder", json_object_new_string(b[i].holder));
+		json_object_object_add(o, "recovery", json_object_new_string(cmd));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+static int print_json(const cs_ptable *t, const cs_driver *d, const cs_left_behind *b, size_t nb)
 {
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "driver", cs_json_driver(d));
@@ -136,6 +187,7 @@ static int print_json(const cs_ptable *t, const cs_driver *d)
 	}
 	json_object_object_add(o, "processes", arr);
 	json_object_object_add(o, "unreadable", cs_json_unreadable(t));
+	json_object_object_add(o, "left_behind", left_behind_json(t, b, nb));
 	json_object_object_add(o, "scanned", json_object_new_int64((int64_t)t->scanned));
 	return cs_json_print(o);
 }
@@ -150,17 +202,25 @@ int cmd_ps(int argc, char **argv)
 	cs_error err = { 0 };
 	cs_driver_open(&d, &err); /* no driver is not an error for ps: it says so */
 	_cleanup_(cs_ptable_freep) cs_ptable t = { 0 };
-	if (cs_discover(NULL, d, &t, &err) < 0) {
+	/* Another operation's processes are not asked: the driver would make
+	 * the question wait behind its calls. */
+	cs_scan_opts opts = { .skip_busy = true };
+	if (cs_discover(&opts, d, &t, &err) < 0) {
 		cli_error(&err);
 		return cli_exit_for(&err);
 	}
+	_cleanup_close_ int statefd = open(cs_state_dir(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_free_ cs_left_behind *behind = NULL;
+	size_t nbehind = 0;
+	cs_claims_left_behind(statefd, &t, true, &behind, &nbehind);
 	int rc = EXIT_DONE;
 	if (json) {
-		if (print_json(&t, d) < 0)
+		if (print_json(&t, d, behind, nbehind) < 0)
 			rc = EXIT_FAILED;
 	} else {
 		print_table(&t, d);
 		print_summary(&t, d);
+		print_notes(&t, behind, nbehind);
 	}
 	if (rc == EXIT_DONE && cli_blind(&t))
 		rc = EXIT_USAGE;

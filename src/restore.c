@@ -23,6 +23,7 @@ static void usage(FILE *f)
 		"      --ignore-manifest  restore whatever is checkpointed now, by pid\n"
 		"      --json        print the result as one JSON object on stdout\n"
 		"  -h, --help        show this help\n");
+	txn_cli_checks_help(f, CS_OP_RESTORE);
 	txn_cli_deadline_help(f);
 	fprintf(f,
 		"\nExit status: 0 done; 1 failed, everything rolled back; 2 usage or environment\n"

@@ -18,7 +18,10 @@ enum {
 	OPT_MAP,
 	OPT_NOINIT,
 	OPT_NOMANIFEST,
-	OPT_STEP_TIMEOUT
+	OPT_STEP_TIMEOUT,
+	OPT_DRY_RUN,
+	OPT_IGNORE_MEMORY,
+	OPT_ALLOW_UNRESTORABLE,
 };
 
 void txn_cli_selection_help(FILE *f)
@@ -37,14 +40,40 @@ void txn_cli_deadline_help(FILE *f)
 {
 	fprintf(f,
 		"      --step-timeout SEC  give up on a checkpoint or restore call after SEC\n"
-		"                    seconds (default: 60 s + 2 s per GiB of the process's GPU\n"
-		"                    memory, as recorded or, when unknown, 342 s)\n"
+		"                    seconds, at most 7200 (default: 60 s + 2 s per GiB of the\n"
+		"                    process's GPU memory, as recorded or, when unknown, 342 s;\n"
+		"                    never more than 7200 s, whatever a record says)\n"
 		"\nNo driver call waits without bound: a stopped, traced or frozen process cannot\n"
 		"answer the driver, so a selection holding one is refused before anything changes\n"
 		"(a stopped process that is not selected is no obstacle). The lock waits --timeout\n"
 		"plus 5 s, other calls 10 s. SIGINT or SIGTERM ends the command within 5 s,\n"
 		"rolling back what it can; a second signal ends it at once. A process left\n"
 		"behind is named with the command that recovers it.\n");
+}
+
+void txn_cli_checks_help(FILE *f, cs_op op)
+{
+	fprintf(f,
+		"      --dry-run     print what the command would do to each process and why it\n"
+		"                    would fail, changing nothing (no claim, no state-changing\n"
+		"                    driver call); with --json one object; exit 0 when it would\n"
+		"                    go through, 1 when not\n");
+	if (op != CS_OP_CHECKPOINT)
+		return;
+	fprintf(f,
+		"      --ignore-memory  checkpoint even where the copy of a process's GPU memory\n"
+		"                    would not fit in its memory cgroup or in MemAvailable (swap\n"
+		"                    or overcommit may make room; otherwise the kernel kills it)\n"
+		"      --allow-unrestorable  checkpoint a process that imported device memory of\n"
+		"                    another process (CUDA IPC) although the driver can never\n"
+		"                    restore it\n"
+		"\nBefore anything changes, each process is refused (exit 2, naming it, the\n"
+		"numbers and the fix) when its checkpoint would not fit: the checkpoint copies\n"
+		"its GPU memory into its own host memory, charged to its memory cgroup (v2\n"
+		"memory.max and memory.high, v1 limit_in_bytes and memsw, every ancestor), and\n"
+		"processes of one cgroup add up; or when the driver could not restore it (CUDA\n"
+		"IPC importers). CUDASNAP_IGNORE_MEMORY=1 and CUDASNAP_ALLOW_UNRESTORABLE=1 (in\n"
+		"the environment or the settings file) do what the two options do.\n");
 }
 
 /* Each parser below says what is wrong, once, and returns EXIT_USAGE, or
@@ -94,7 +123,8 @@ static int parse_one(txn_cli *c, int opt, const char *arg)
 		c->sel.cgroup = arg;
 		return CLI_GO_ON;
 	case OPT_TIMEOUT: return parse_uint(arg, "--timeout", 0, INT_MAX, &c->timeout_ms);
-	case OPT_STEP_TIMEOUT: return parse_uint(arg, "--step-timeout", 1, 86400, &c->step_timeout_s);
+	case OPT_STEP_TIMEOUT:
+		return parse_uint(arg, "--step-timeout", 1, (long)CS_MOVE_DEADLINE_MAX, &c->step_timeout_s);
 	case OPT_JOBS: return parse_uint(arg, "--jobs", 1, 1024, &c->jobs);
 	case OPT_SEQ: return set_flag(&c->sequential);
 	case OPT_JSON: return set_flag(&c->json);
@@ -102,6 +132,9 @@ static int parse_one(txn_cli *c, int opt, const char *arg)
 	case OPT_MAP: c->device_map = arg; return CLI_GO_ON;
 	case OPT_NOINIT: return set_flag(&c->no_init);
 	case OPT_NOMANIFEST: return set_flag(&c->ignore_manifest);
+	case OPT_DRY_RUN: return set_flag(&c->dry_run);
+	case OPT_IGNORE_MEMORY: return set_flag(&c->ignore_memory);
+	case OPT_ALLOW_UNRESTORABLE: return set_flag(&c->allow_unrestorable);
 	default: return EXIT_USAGE;
 	}
 }
@@ -120,12 +153,16 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 	}, checkpoint[] = {
 		{ "strict", no_argument, NULL, OPT_STRICT },
+		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+		{ "ignore-memory", no_argument, NULL, OPT_IGNORE_MEMORY },
+		{ "allow-unrestorable", no_argument, NULL, OPT_ALLOW_UNRESTORABLE },
 	}, restore[] = {
 		{ "device-map", required_argument, NULL, OPT_MAP },
 		{ "no-init", no_argument, NULL, OPT_NOINIT },
 		{ "ignore-manifest", no_argument, NULL, OPT_NOMANIFEST },
+		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 	};
-	struct option opts[CS_ARRAY_SIZE(common) + CS_ARRAY_SIZE(restore) + 1];
+	struct option opts[CS_ARRAY_SIZE(common) + CS_ARRAY_SIZE(checkpoint) + CS_ARRAY_SIZE(restore) + 1];
 	size_t n = CS_ARRAY_SIZE(common);
 	memcpy(opts, common, sizeof(common));
 	if (c->op == CS_OP_CHECKPOINT)

@@ -22,6 +22,9 @@ typedef struct txn_cli {
 	bool no_init;
 	bool ignore_manifest;
 	bool reuse_warns; /* a changed start time warns instead of refusing (hook restore) */
+	bool dry_run;
+	bool ignore_memory;
+	bool allow_unrestorable;
 	const char *device_map;
 	void (*usage)(FILE *f);
 } txn_cli;
@@ -40,6 +43,10 @@ void txn_print_json(const txn_ctx *x, const cs_target *t, size_t n, const cs_txn
 /* A failure before anything changed: reported, and its exit status. */
 int txn_early_error(const txn_ctx *x, const cs_error *e);
 
+/* --dry-run: the plan, printed (src/dryrun.c); exit 0 when it would go
+ * through, 1 when not. */
+int txn_dry_run(txn_ctx *x);
+
 /* Parses the command's options; returns CLI_GO_ON, or an exit status. */
 int txn_cli_parse(txn_cli *c, int argc, char **argv);
 int txn_cli_execute(txn_cli *c);
@@ -51,5 +58,7 @@ CS_DEFINE_CLEANUP_STRUCT(txn_cli, txn_cli_free)
 void txn_cli_selection_help(FILE *f);
 /* --step-timeout and what the deadlines and signals do. */
 void txn_cli_deadline_help(FILE *f);
+/* --dry-run, and for checkpoint what is checked before anything changes. */
+void txn_cli_checks_help(FILE *f, cs_op op);
 
 #endif

@@ -67,16 +67,64 @@ static void print_refused(const char *cmd, const cs_target *t, size_t n)
 			cli_msg("  %s", t[i].error.message);
 }
 
+/* The line of one process in a failure's list, with what happened to it. */
+static void print_target_outcome(const cs_target *t)
+{
+	bool behind = t->rollback_failed || t->abandoned;
+	const char *mark = t->lost ? "  <- LOST" : t->exited ? "  <- EXITED" : behind ? "  <- LEFT BEHIND" : "";
+	cli_msg("  %d (%s): %s (was %s)%s", (int)t->pid, t->comm, state_word(t),
+		cs_state_name(t->initial_state) ? cs_state_name(t->initial_state) : "unknown", mark);
+	if (t->lost) {
+		cli_msg("      %s: its GPU state is gone with it; restart it",
+			t->lost_why[0] ? t->lost_why : "it exited");
+		return;
+	}
+	if (t->exited) {
+		cli_msg("      %s, by itself: none of its GPU state was in cudasnap's hands",
+			t->lost_why[0] ? t->lost_why : "it exited");
+		return;
+	}
+	if (behind && t->error.message[0])
+		cli_msg("      %s", t->error.message);
+	if (behind && t->unrestorable) {
+		cli_msg("      the driver cannot restore it: its GPU state is lost; restart it");
+	} else if (behind) {
+		char cmdline[256];
+		cs_target_recovery(t, cmdline, sizeof(cmdline));
+		cli_msg("      to recover: %s", cmdline);
+	}
+}
+
+static const char *failure_headline(const cs_txn_result *r, const cs_target *t, size_t n)
+{
+	size_t exited = 0;
+	for (size_t i = 0; i < n; i++)
+		exited += t[i].exited && !t[i].vanished;
+	if (r->outcome == CS_OUTCOME_ROLLED_BACK && exited)
+		return "every process that is still there is back in its state before the command:";
+	if (r->outcome == CS_OUTCOME_ROLLED_BACK)
+		return "every process is back in its state before the command:";
+	if (r->lost)
+		return "processes were LOST; where each process stands:";
+	return "rollback INCOMPLETE:";
+}
+
 void txn_print_human(const txn_ctx *x, const cs_target *t, size_t n, const cs_txn_result *r)
 {
 	const char *cmd = x->c->cmd;
 	for (size_t i = 0; i < n; i++)
-		if (t[i].skipped)
+		if (t[i].skipped && !t[i].vanished)
 			cli_msg("%d (%s) left as it was: %s", (int)t[i].pid, t[i].comm, state_word(&t[i]));
+	for (size_t i = 0; i < n; i++)
+		if (t[i].vanished)
+			cli_msg("%d (%s) exited before it was touched: left out", (int)t[i].pid, t[i].comm);
 	if (r->outcome == CS_OUTCOME_DONE) {
 		double gbps = r->wall_seconds > 0 ? (double)r->bytes / r->wall_seconds / 1e9 : 0;
-		cli_msg("%s done: %zu process%s, %.2f GiB in %.3f s (%.2f GB/s)%s", cmd, r->acted,
-			r->acted == 1 ? "" : "es", gib(r->bytes), r->wall_seconds, gbps,
+		char gone[64] = "";
+		if (r->vanished)
+			snprintf(gone, sizeof(gone), "; %zu exited before they were touched", r->vanished);
+		cli_msg("%s done: %zu process%s, %.2f GiB in %.3f s (%.2f GB/s)%s%s", cmd, r->acted,
+			r->acted == 1 ? "" : "es", gib(r->bytes), r->wall_seconds, gbps, gone,
 			txn_leftovers(x) ? "; device references remain (see warnings)" : "");
 		return;
 	}
@@ -85,24 +133,10 @@ void txn_print_human(const txn_ctx *x, const cs_target *t, size_t n, const cs_tx
 		print_refused(cmd, t, n);
 		return;
 	}
-	cli_msg("%s FAILED; %s", cmd,
-		r->outcome == CS_OUTCOME_ROLLED_BACK ? "every process is back in its state before the command:" :
-						       "rollback INCOMPLETE:");
-	for (size_t i = 0; i < n; i++) {
-		if (t[i].skipped)
-			continue;
-		bool behind = t[i].rollback_failed || t[i].abandoned;
-		cli_msg("  %d (%s): %s (was %s)%s", (int)t[i].pid, t[i].comm, state_word(&t[i]),
-			cs_state_name(t[i].initial_state) ? cs_state_name(t[i].initial_state) : "unknown",
-			behind ? "  <- LEFT BEHIND" : "");
-		if (behind && t[i].error.message[0])
-			cli_msg("      %s", t[i].error.message);
-		if (behind) {
-			char cmdline[256];
-			cs_target_recovery(&t[i], cmdline, sizeof(cmdline));
-			cli_msg("      to recover: %s", cmdline);
-		}
-	}
+	cli_msg("%s FAILED; %s", cmd, failure_headline(r, t, n));
+	for (size_t i = 0; i < n; i++)
+		if (!t[i].skipped && !t[i].vanished)
+			print_target_outcome(&t[i]);
 }
 
 static json_object *target_json(const cs_target *t)
@@ -117,7 +151,11 @@ static json_object *target_json(const cs_target *t)
 	json_object_object_add(o, "rollback_failed", json_object_new_boolean(t->rollback_failed));
 	json_object_object_add(o, "halted", json_object_new_boolean(t->halted));
 	json_object_object_add(o, "abandoned", json_object_new_boolean(t->abandoned));
-	if (t->rollback_failed || t->abandoned) {
+	json_object_object_add(o, "vanished", json_object_new_boolean(t->vanished));
+	json_object_object_add(o, "lost", json_object_new_boolean(t->lost));
+	cs_json_add_str_or_null(o, "lost_why", t->lost && t->lost_why[0] ? t->lost_why : NULL);
+	json_object_object_add(o, "unrestorable", json_object_new_boolean(t->unrestorable));
+	if ((t->rollback_failed || t->abandoned) && !t->lost && !t->unrestorable) {
 		char cmdline[256];
 		cs_target_recovery(t, cmdline, sizeof(cmdline));
 		json_object_object_add(o, "recovery", json_object_new_string(cmdline));
@@ -159,6 +197,8 @@ void txn_print_json(const txn_ctx *x, const cs_target *t, size_t n, const cs_txn
 	json_object_object_add(o, "exit_status", json_object_new_int(status));
 	json_object_object_add(o, "wall_seconds", json_object_new_double(r->wall_seconds));
 	json_object_object_add(o, "bytes", json_object_new_uint64(r->bytes));
+	json_object_object_add(o, "lost", json_object_new_uint64(r->lost));
+	json_object_object_add(o, "vanished", json_object_new_uint64(r->vanished));
 	json_object_object_add(o, "gb_per_s",
 			       json_object_new_double(r->wall_seconds > 0 ? (double)r->bytes / r->wall_seconds / 1e9 :
 									    0));

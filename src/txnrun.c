@@ -59,6 +59,8 @@ static int run_session(txn_ctx *x, const cs_session_opts *o)
 	cs_error err = { 0 };
 	if (cs_session_open(&x->s, x->d, o, &err) < 0 || cs_session_select(x->s, &err) < 0)
 		return txn_early_error(x, &err);
+	if (o->dry_run)
+		return txn_dry_run(x);
 	size_t n;
 	cs_target *t = cs_session_targets(x->s, &n);
 	if (n == 0)
@@ -106,6 +108,9 @@ int txn_cli_execute(txn_cli *c)
 		.reuse_warns = c->reuse_warns,
 		.no_init = c->no_init,
 		.device_map = c->device_map,
+		.dry_run = c->dry_run,
+		.ignore_memory = c->ignore_memory,
+		.allow_unrestorable = c->allow_unrestorable,
 		.interrupted = &interrupted,
 		.progress = txn_progress,
 		.progress_ctx = &x,

@@ -21,7 +21,7 @@ static const char usage_text[] =
 	"  --no-init            load the driver but never initialize it\n"
 	"  --ipc-export         make the device memory importable by other processes\n"
 	"                       (CUDA IPC): creates, maps and keeps open the shared\n"
-	"                       file <shmdir>/cuda.shm.<uid>.<pid>\n"
+	"                       file <shmdir>/cuda.shm.<uid>.<pid in hex>.1\n"
 	"  --ipc-import PID     map the device memory that process PID exports (and\n"
 	"                       its shared file, without an fd); verify checks it too\n"
 	"  --ready-dir DIR      each process writes DIR/<pid>.ready once set up:\n"

@@ -93,10 +93,22 @@ class Hostile(Case):
 class ExitMidTransaction(Hostile):
     """A target exits (the double's 'exit' fault: _exit(1) inside the call)
     and stays a zombie, unreaped, as an orphan would in a container whose
-    init is slow: it is reported exited, every other process ends in its
-    starting state, and the command exits 1."""
+    init is slow. During its lock nothing of it has changed: it is left out
+    and the others go on (exit 0). During its checkpoint or its restore its
+    GPU state dies with it: it is reported LOST, never back in its state, and
+    the command exits 3. During its unlock (restored already) it is reported
+    exited, and the command exits 1. Every other process ends in its starting
+    state, or the goal when the command went through."""
+
+    EXPECT = {  # op: (exit status, outcome, lost)
+        "lock": (0, "done", False),
+        "checkpoint": (3, "incomplete", True),
+        "restore": (3, "incomplete", True),
+        "unlock": (1, "rolled-back", False),
+    }
 
     def exit_during(self, op):
+        rc, outcome, lost = self.EXPECT[op]
         for which in (0, 2):
             with self.subTest(op=op, which=which):
                 pids = [self.start("--mem", "1", env=QUICK_EXIT)[0] for _ in range(3)]
@@ -105,20 +117,32 @@ class ExitMidTransaction(Hostile):
                     self.assertEqual(self.cs("checkpoint").rc, 0)
                 self.fault(f"{pids[which]} {op} exit")
                 r = self.cs("restore" if restore else "checkpoint", "--json")
-                self.assertEqual(r.rc, 1, r)
-                self.assertEqual(r.obj["outcome"], "rolled-back", r)
-                final = {p["pid"]: p["final_state"] for p in r.obj["processes"]}
-                self.assertEqual(final[pids[which]], "exited", r)
-                self.assertIn("exited", r.err)
+                self.assertEqual(r.rc, rc, r)
+                self.assertEqual(r.obj["outcome"], outcome, r)
+                procs = {p["pid"]: p for p in r.obj["processes"]}
+                self.assertEqual(procs[pids[which]]["final_state"], "exited", r)
+                self.assertEqual(procs[pids[which]]["lost"], lost, r)
+                self.assertEqual(r.obj["lost"], int(lost), r)
+                if lost:
+                    self.assertIn("LOST", r.err)
+                    self.assertNotIn("every process is back", r.err)
+                elif rc == 0:
+                    self.assertEqual(r.obj["vanished"], 1, r)
+                    self.assertIn(f"{pids[which]} (fakecuda-app) exited before it was touched", r.err)
+                else:
+                    self.assertIn("every process that is still there is back", r.err)
                 survivors = [p for p in pids if p != pids[which]]
                 start = "checkpointed" if restore else "running"
-                self.assertEqual({p: final[p] for p in survivors}, {p: start for p in survivors}, r)
-                self.assertStates(survivors, start)
+                end = start if rc else ("running" if restore else "checkpointed")
+                self.assertEqual({p: procs[p]["final_state"] for p in survivors}, {p: end for p in survivors}, r)
+                self.assertStates(survivors, end)
                 os.unlink(self.faults)
-                if restore:
+                if end == "checkpointed":
                     r = self.cs("restore")
                     self.assertEqual(r.rc, 0, r)
-                    self.assertIn(f"process {pids[which]} (fakecuda-app) of the last checkpoint has exited", r.err)
+                    if restore:
+                        self.assertIn(f"process {pids[which]} (fakecuda-app) of the last checkpoint has exited",
+                                      r.err)
                 self.assertStates(survivors, "running")
                 self.assertDataOk(survivors)
                 self.doCleanups()

@@ -171,7 +171,9 @@ static void test_reuse_between_steps(void **state)
 }
 
 /* The last checkpoint fails, and meanwhile pid 100 (checkpointed) was
- * reused: the rollback's restore and unlock must skip it. */
+ * reused: the rollback's restore and unlock must skip it, and the process
+ * that was 100 is lost (its GPU state lived in its own host memory), never
+ * reported as rolled back. */
 static void test_reuse_before_rollback(void **state)
 {
 	fixture *f = *state;
@@ -182,21 +184,31 @@ static void test_reuse_before_rollback(void **state)
 	assert_int_equal(calls(STUB_RESTORE, 100), 0);
 	assert_int_equal(calls(STUB_UNLOCK, 100), 0);
 	assert_true(f->t[0].exited);
-	assert_int_equal(res.outcome, CS_OUTCOME_ROLLED_BACK);
+	assert_true(f->t[0].lost);
+	assert_int_equal(res.lost, 1);
+	assert_int_equal(res.outcome, CS_OUTCOME_INCOMPLETE);
 	assert_int_equal(calls(STUB_UNLOCK, 101), 1);
 	assert_int_equal(driver_state(101), CS_STATE_RUNNING);
 }
 
-/* Reused before the command began: not even GetState goes to the pid. */
+/* Reused before the command began: not even GetState goes to the pid, and
+ * the process that was 101 is left out while 100 is checkpointed: a process
+ * that exits before anything is done to it fails nothing. */
 static void test_reuse_before_plan(void **state)
 {
 	fixture *f = *state;
 	fake_process(f->proc, 101, 424242);
 	cs_txn_result res;
-	assert_true(checkpoint(f, &res) < 0);
+	assert_int_equal(checkpoint(f, &res), 0);
+	assert_int_equal(res.outcome, CS_OUTCOME_DONE);
 	assert_int_equal(calls(STUB_GET_STATE, 101), 0);
-	assert_int_equal(calls(-1, 100) + calls(-1, 101), 0);
+	assert_int_equal(calls(-1, 101), 0);
 	assert_true(f->t[1].exited);
+	assert_true(f->t[1].vanished);
+	assert_false(f->t[1].lost);
+	assert_int_equal(res.vanished, 1);
+	assert_int_equal(res.acted, 1);
+	assert_int_equal(driver_state(100), CS_STATE_CHECKPOINTED);
 }
 
 /* 100 exits while 101 is locked, and its parent has not reaped it yet: the
@@ -226,8 +238,8 @@ static void test_exiting_is_exited(void **state)
 	dead_between_steps(*state, 'E');
 }
 
-/* A restore: 101 is reused while 100 is restored; 101 stays untouched and
- * 100 goes back to checkpointed. */
+/* A restore: 101 is reused while 100 is restored. 101 stays untouched,
+ * left out as exited before it was touched, and 100 is restored. */
 static void test_reuse_during_restore(void **state)
 {
 	fixture *f = *state;
@@ -238,11 +250,12 @@ static void test_reuse_during_restore(void **state)
 	hook_op = STUB_RESTORE, hook_pid = 100, reuse_pid = 101;
 	cs_txn_opts o = { .op = CS_OP_RESTORE, .sequential = true };
 	cs_txn_result res;
-	assert_true(cs_txn_run(f->d, &o, f->t, 2, &res) < 0);
+	assert_int_equal(cs_txn_run(f->d, &o, f->t, 2, &res), 0);
 	assert_int_equal(calls(-1, 101), 0);
 	assert_true(f->t[1].exited);
-	assert_int_equal(res.outcome, CS_OUTCOME_ROLLED_BACK);
-	assert_int_equal(driver_state(100), CS_STATE_CHECKPOINTED);
+	assert_true(f->t[1].vanished);
+	assert_int_equal(res.outcome, CS_OUTCOME_DONE);
+	assert_int_equal(driver_state(100), CS_STATE_RUNNING);
 }
 
 int main(int argc, char **argv)

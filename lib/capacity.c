@@ -1,0 +1,258 @@
+#include "capacity.h"
+#include "devmap.h"
+#include "nvml.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB (1024ULL * 1024)
+#define GIB (1024.0 * 1024 * 1024)
+
+/* What a checkpoint charges beyond the GPU memory NVML counts for the
+ * process (its context included): memory.peak of its own cgroup minus
+ * memory.current before, on the H200 with driver 580.159.04 (2026-12-03,
+ * bench/gpu_probe.py), was 12.5 MiB over NVML's 1544 MiB, 18.7 over 4616
+ * and 42.5 over 16904: about 10 MiB and 2 MiB per GiB. Counted here with
+ * twice the margin: 16 MiB and 4 MiB per GiB. */
+#define NEED_FIXED (16 * MIB)
+#define NEED_SHARE_DIV 256 /* 4 MiB per GiB */
+
+unsigned long long cs_checkpoint_host_need(unsigned long long gpu)
+{
+	return gpu + NEED_FIXED + gpu / NEED_SHARE_DIV;
+}
+
+void cs_fit_env_read(cs_fit_env *env, bool host_pidns)
+{
+	*env = (cs_fit_env){ .host_pidns = host_pidns, .procdir = cs_proc_dir() };
+	cs_cgroup_mounts_read(env->procdir, &env->mounts);
+	env->mem_available = cs_meminfo_available(env->procdir);
+}
+
+/* NVML names processes by their PIDs in the initial PID namespace: only
+ * there is its figure for one process this namespace's. */
+static void exact_bytes(cs_fit *f, size_t n, const cs_fit_env *env)
+{
+	if (!env->host_pidns)
+		return;
+	_cleanup_free_ cs_nvml_proc *procs = NULL;
+	size_t count = 0;
+	bool all = cs_nvml_proc_list(&procs, &count);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t k = 0; k < count; k++)
+			if (procs[k].pid == f[i].pid) {
+				f[i].gpu = procs[k].bytes;
+				f[i].known = CS_GPU_EXACT;
+			}
+		/* Not listed while NVML answered for every GPU: no GPU memory. */
+		if (all && f[i].known == CS_GPU_UNKNOWN)
+			f[i].known = CS_GPU_EXACT;
+	}
+}
+
+static const cs_memcg_node *node_in(const cs_fit *f, const cs_memcg_node *node);
+
+/* Elsewhere, the memory in use on the GPUs a process sees bounds its own. */
+static void bounded_bytes(cs_fit *f, size_t n, const char *const *visible, cs_fit_env *env)
+{
+	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
+	size_t ngpus = 0;
+	cs_nvml_list(&gpus, &ngpus);
+	for (size_t g = 0; g < ngpus && g < CS_ARRAY_SIZE(env->gpu_used); g++)
+		env->gpu_used[g] = gpus[g].memory_used;
+	for (size_t i = 0; ngpus && i < n; i++) {
+		if (f[i].known != CS_GPU_UNKNOWN)
+			continue;
+		const cs_nvml_gpu *seen[64];
+		size_t k = cs_visible_gpus(visible ? visible[i] : "", gpus, ngpus, seen, CS_ARRAY_SIZE(seen));
+		bool all_known = k > 0;
+		unsigned long long used = 0;
+		uint64_t mask = 0;
+		for (size_t j = 0; j < k; j++) {
+			size_t g = (size_t)(seen[j] - gpus);
+			all_known &= seen[j]->memory_known && g < 64;
+			used += seen[j]->memory_used;
+			mask |= g < 64 ? 1ULL << g : 0;
+		}
+		if (all_known) {
+			f[i].gpu = used;
+			f[i].known = CS_GPU_AT_MOST;
+			f[i].seen = mask;
+		}
+	}
+}
+
+/* What the processes for which in() holds need together: exact needs add
+ * up; bounded ones count each GPU they see once, however many see it. */
+static unsigned long long group_need(const cs_fit *f, size_t n, const cs_fit_env *env, const cs_memcg_node *in)
+{
+	unsigned long long sum = 0, used = 0;
+	uint64_t seen = 0;
+	size_t bounded = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!f[i].known || (in && !node_in(&f[i], in)))
+			continue;
+		if (f[i].known == CS_GPU_EXACT) {
+			sum += f[i].need;
+			continue;
+		}
+		seen |= f[i].seen;
+		bounded++;
+	}
+	for (size_t g = 0; g < 64; g++)
+		used += seen >> g & 1 ? env->gpu_used[g] : 0;
+	return bounded ? sum + cs_checkpoint_host_need(used) + NEED_FIXED * (bounded - 1) : sum;
+}
+
+void cs_fit_measure(cs_fit *f, size_t n, const char *const *visible, cs_fit_env *env)
+{
+	exact_bytes(f, n, env);
+	bounded_bytes(f, n, visible, env);
+	for (size_t i = 0; i < n; i++) {
+		f[i].need = f[i].known ? cs_checkpoint_host_need(f[i].gpu) : 0;
+		if (cs_memcg_read(env->procdir, f[i].pid, &env->mounts, &f[i].cg) < 0)
+			f[i].cg.version = 0;
+	}
+}
+
+static bool same_node(const cs_memcg_node *a, const cs_memcg_node *b)
+{
+	return a->version == b->version && strcmp(a->path, b->path) == 0;
+}
+
+/* The node of f's chain that is the same cgroup as node, or NULL. */
+static const cs_memcg_node *node_in(const cs_fit *f, const cs_memcg_node *node)
+{
+	for (size_t k = 0; k < f->cg.n; k++)
+		if (same_node(&f->cg.node[k], node))
+			return &f->cg.node[k];
+	return NULL;
+}
+
+static int by_need(const void *a, const void *b)
+{
+	unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+	return (x > y) - (x < y);
+}
+
+/* How many of the needs fit in room together, smallest first. */
+static size_t how_many_fit(unsigned long long *needs, size_t m, long long room)
+{
+	qsort(needs, m, sizeof(*needs), by_need);
+	unsigned long long sum = 0;
+	size_t k = 0;
+	while (k < m && sum + needs[k] <= (unsigned long long)room)
+		sum += needs[k++];
+	return k;
+}
+
+static void refuse(cs_fit *f, size_t n, const cs_memcg_node *node, unsigned long long sum, size_t members,
+		   long long room, const char *which, long long limit, size_t fit)
+{
+	char fewer[160] = "";
+	if (members > 1 && fit > 0)
+		snprintf(fewer, sizeof(fewer), ", or checkpoint fewer of its processes at once (%zu of the %zu fit)",
+			 fit, members);
+	for (size_t i = 0; i < n; i++) {
+		cs_fit *x = &f[i];
+		if (x->refused || !x->known || !node_in(x, node))
+			continue;
+		x->refused = true;
+		char with[96] = "";
+		if (members > 1)
+			snprintf(with, sizeof(with), "; with the %zu other processes of that cgroup %.2f GiB",
+				 members - 1, (double)sum / GIB);
+		snprintf(x->why, sizeof(x->why),
+			 "needs %s%.2f GiB of host memory in cgroup %.200s (%.2f GiB of GPU memory%s, plus the driver's "
+			 "own)%s; the cgroup has %.2f GiB left under its %s of %.2f GiB",
+			 x->known == CS_GPU_AT_MOST ? "up to " : "", (double)x->need / GIB, node->path,
+			 (double)x->gpu / GIB, x->known == CS_GPU_AT_MOST ? " in use on the GPUs it sees" : "", with,
+			 (double)(room > 0 ? room : 0) / GIB, which, (double)limit / GIB);
+		snprintf(x->fix, sizeof(x->fix),
+			 "Raise %s of %.200s by at least %.2f GiB (to %.2f GiB or more), free memory in that cgroup%s. The "
+			 "checkpoint's copy is charged to the process's own cgroup, and the kernel kills it when it "
+			 "does not fit.",
+			 which, node->path, (double)(sum - (unsigned long long)(room > 0 ? room : 0)) / GIB,
+			 (double)(limit + (long long)sum - room) / GIB, fewer);
+	}
+}
+
+/* Every cgroup with a limit, once, against the needs of its processes. */
+static void judge_cgroups(cs_fit *f, size_t n, const cs_fit_env *env)
+{
+	_cleanup_free_ unsigned long long *needs = calloc(n + 1, sizeof(*needs));
+	if (!needs)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t k = 0; k < f[i].cg.n; k++) {
+			const cs_memcg_node *node = &f[i].cg.node[k];
+			const char *which = NULL;
+			long long limit = -1, room = cs_memcg_node_room(node, &which, &limit);
+			bool first = true; /* judged once, at the first process under it */
+			for (size_t j = 0; j < i && first; j++)
+				first = !node_in(&f[j], node);
+			if (room < 0 || !first)
+				continue;
+			unsigned long long sum = group_need(f, n, env, node);
+			size_t m = 0;
+			for (size_t j = 0; j < n; j++)
+				if (f[j].known && node_in(&f[j], node))
+					needs[m++] = f[j].need;
+			if (sum > (unsigned long long)room)
+				refuse(f, n, node, sum, m, room, which, limit, how_many_fit(needs, m, room));
+		}
+	}
+}
+
+static void judge_available(cs_fit *f, size_t n, const cs_fit_env *env)
+{
+	long long avail = env->mem_available;
+	unsigned long long sum = group_need(f, n, env, NULL);
+	if (avail < 0 || sum <= (unsigned long long)avail)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		cs_fit *x = &f[i];
+		if (x->refused || !x->known)
+			continue;
+		x->refused = true;
+		snprintf(x->why, sizeof(x->why),
+			 "needs %s%.2f GiB of host memory; the checkpoint needs %.2f GiB in all, and the machine has "
+			 "%.2f GiB available (MemAvailable)",
+			 x->known == CS_GPU_AT_MOST ? "up to " : "", (double)x->need / GIB, (double)sum / GIB,
+			 (double)avail / GIB);
+		snprintf(x->fix, sizeof(x->fix),
+			 "Free at least %.2f GiB of host memory, or checkpoint fewer processes at once.",
+			 (double)(sum - (unsigned long long)avail) / GIB);
+	}
+}
+
+size_t cs_fit_judge(cs_fit *f, size_t n, const cs_fit_env *env, size_t *unknown)
+{
+	judge_cgroups(f, n, env);
+	judge_available(f, n, env);
+	size_t refused = 0;
+	*unknown = 0;
+	for (size_t i = 0; i < n; i++) {
+		refused += f[i].refused;
+		*unknown += !f[i].known;
+	}
+	return refused;
+}
+
+const cs_memcg_node *cs_fit_tightest(const cs_fit *f, long long *room, long long *limit, const char **which)
+{
+	const cs_memcg_node *best = NULL;
+	for (size_t k = 0; k < f->cg.n; k++) {
+		const char *w = NULL;
+		long long l = -1, r = cs_memcg_node_room(&f->cg.node[k], &w, &l);
+		if (r >= 0 && (!best || r < *room)) {
+			best = &f->cg.node[k];
+			*room = r;
+			*limit = l;
+			*which = w;
+		}
+	}
+	return best;
+}

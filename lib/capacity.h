@@ -1,0 +1,76 @@
+/* Whether a checkpoint fits in host memory, before anything changes.
+ *
+ * A checkpoint copies each process's GPU memory into that process's own host
+ * memory, which the kernel charges to the process's memory cgroup; when it
+ * does not fit, the OOM killer kills the process and its data is lost
+ * (measured on the H200, driver-behavior.md). Processes checkpointed
+ * together fill their cgroups together, so their needs add up in every
+ * cgroup they share, and in MemAvailable. */
+#ifndef CS_CAPACITY_H
+#define CS_CAPACITY_H
+
+#include "cudasnap.h"
+
+#include <stdint.h>
+#include "halt.h"
+#include "memcg.h"
+
+/* How the GPU memory of a process is known. */
+typedef enum cs_gpu_known {
+	CS_GPU_UNKNOWN = 0, /* no NVML, or nothing it could tell */
+	CS_GPU_AT_MOST, /* NVML's use of the GPUs it sees: its processes are not named in this PID namespace */
+	CS_GPU_EXACT, /* NVML's figure for the process */
+} cs_gpu_known;
+
+/* The host memory a checkpoint of a process that holds gpu bytes of GPU
+ * memory (as NVML counts it, its context included) charges to its cgroup. */
+unsigned long long cs_checkpoint_host_need(unsigned long long gpu);
+
+/* One process of a checkpoint, as the check sees it. */
+typedef struct cs_fit {
+	pid_t pid;
+	char comm[64];
+	unsigned long long gpu; /* GPU memory it holds; with CS_GPU_AT_MOST a bound */
+	int known; /* cs_gpu_known */
+	unsigned long long need; /* host memory its checkpoint charges */
+	uint64_t seen; /* CS_GPU_AT_MOST: the GPUs it sees (bit = NVML index), whose use bounds its own */
+	cs_memcg cg; /* its memory cgroup chain before anything changed */
+	bool refused;
+	char why[640]; /* why it does not fit: the cgroup, the bytes, the room, the limit */
+	char fix[640]; /* what to do */
+} cs_fit;
+
+/* What cs_fit_measure needs to know of the machine. */
+typedef struct cs_fit_env {
+	bool host_pidns; /* NVML's PIDs are this namespace's */
+	const char *procdir;
+	cs_cgroup_mounts mounts;
+	long long mem_available; /* bytes, -1 unknown */
+	unsigned long long gpu_used[64]; /* by NVML index: the bounds of CS_GPU_AT_MOST */
+} cs_fit_env;
+
+/* Reads the machine: the cgroup mounts, MemAvailable, and whether NVML's
+ * PIDs mean anything here. */
+void cs_fit_env_read(cs_fit_env *env, bool host_pidns);
+
+/* Fills each entry (pid and comm set) with its GPU memory (NVML's figure
+ * for the process where NVML names this namespace's PIDs; else the use of
+ * the GPUs its CUDA_VISIBLE_DEVICES lets it see, as a bound; else unknown)
+ * and its cgroup chain. visible[i] is entry i's CUDA_VISIBLE_DEVICES. */
+void cs_fit_measure(cs_fit *f, size_t n, const char *const *visible, cs_fit_env *env);
+
+/* The node of f's chain with the least room under a limit (NULL when none
+ * has a limit), with that room, the limit and its file. */
+const cs_memcg_node *cs_fit_tightest(const cs_fit *f, long long *room, long long *limit, const char **which);
+
+/* Judges the set: in every cgroup of any chain that has a limit, the needs
+ * of the processes under it add up, and so they do in MemAvailable (where
+ * processes are known only by the use of the GPUs they see, a group counts
+ * each GPU once). Marks
+ * the entries that do not fit (why, fix). A bound that does not fit refuses
+ * too: nothing is said to fit unless it is known to. Entries whose memory
+ * is unknown are neither refused nor counted; *unknown says how many. Returns
+ * how many are refused. */
+size_t cs_fit_judge(cs_fit *f, size_t n, const cs_fit_env *env, size_t *unknown);
+
+#endif

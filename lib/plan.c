@@ -1,0 +1,346 @@
+/* The checks made before an operation changes anything, and the plan that
+ * --dry-run prints from them. */
+#include "plan.h"
+#include "halt.h"
+#include "select.h"
+#include "session_int.h"
+#include "util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB (1024.0 * 1024 * 1024)
+
+/* Driver rates measured on the H200 (driver-behavior.md): one process's
+ * checkpoint and restore, and what all of them at once reach together. */
+#define CKPT_ONE_BPS 1.5e9
+#define CKPT_ALL_BPS 8.5e9
+#define RESTORE_ONE_BPS 3.0e9
+#define RESTORE_ALL_BPS 11.0e9
+
+void cs_plan_free(cs_plan *p)
+{
+	free(p->e);
+	memset(p, 0, sizeof(*p));
+}
+
+static bool checkpoints(cs_op op)
+{
+	return op == CS_OP_CHECKPOINT || op == CS_OP_CHECKPOINT_LOCKED;
+}
+
+/* The state a target must be in for the operation to act on it. */
+static int start_state(cs_op op)
+{
+	return op == CS_OP_RESTORE                                  ? CS_STATE_CHECKPOINTED :
+		op == CS_OP_UNLOCK || op == CS_OP_CHECKPOINT_LOCKED ? CS_STATE_LOCKED :
+								      CS_STATE_RUNNING;
+}
+
+/* Adds a reason and returns it, so that its fix can be filled; a spare
+ * when the entry is full. */
+__attribute__((format(printf, 4, 5))) static cs_reason *add_reason(cs_plan_entry *e, const char *code, bool blocks,
+								   const char *fmt, ...)
+{
+	static __thread cs_reason spare;
+	cs_reason *r = e->nreasons < CS_PLAN_REASONS ? &e->reason[e->nreasons++] : &spare;
+	r->code = code;
+	r->blocks = blocks;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->text, sizeof(r->text), fmt, ap);
+	va_end(ap);
+	r->fix[0] = '\0';
+	return r;
+}
+
+static void set_fix(cs_reason *r, const char *fix)
+{
+	snprintf(r->fix, sizeof(r->fix), "%s", fix);
+}
+
+#define FIX_IPC \
+	"Checkpoint the other processes without it, or stop sharing device memory between processes (in " \
+	"PyTorch, do not pass CUDA tensors through torch.multiprocessing); the process that exported the " \
+	"memory can be checkpointed alone. --allow-unrestorable (CUDASNAP_ALLOW_UNRESTORABLE=1) checkpoints " \
+	"it anyway, knowing that it will not come back."
+
+static bool overridden_memory(const cs_session *s)
+{
+	return s->ignore_memory;
+}
+
+/* The driver checkpoints a process that imported another's device memory,
+ * but can never restore it. */
+static void check_ipc(const cs_session *s, const cs_proc *p, cs_plan_entry *e)
+{
+	if (!p->ipc_import[0])
+		return;
+	bool allow = s->allow_unrestorable;
+	if (e->state == CS_STATE_CHECKPOINTED)
+		add_reason(e, "unrestorable", true,
+			   "it maps device memory that another process shares with it (CUDA IPC, %s): the driver "
+			   "refuses to restore such a process",
+			   p->ipc_import);
+	else
+		set_fix(add_reason(e, "ipc-import", !allow,
+				   "it maps device memory that another process shares with it (CUDA IPC, %s): the "
+				   "driver checkpoints such a process but can never restore it%s",
+				   p->ipc_import,
+				   allow ? " (allowed by --allow-unrestorable: it would not come back)" : ""),
+			FIX_IPC);
+}
+
+static void check_halt(const cs_proc *p, cs_plan_entry *e)
+{
+	if (!p->halt)
+		return;
+	cs_halt_info h = { 0 };
+	cs_proc_halt(cs_proc_dir(), p->pid, p->restore_tid, &h);
+	char why[400];
+	cs_halt_clause(&h, p->pid, why, sizeof(why));
+	add_reason(e, cs_halt_name(p->halt), true, "it is %s and cannot answer the driver", why);
+}
+
+/* Memory of the entries that are targets of a checkpoint. */
+static void check_memory(cs_session *s, cs_plan_entry *e, size_t n)
+{
+	_cleanup_free_ cs_fit *f = calloc(n + 1, sizeof(*f));
+	_cleanup_free_ const char **vis = calloc(n + 1, sizeof(*vis));
+	if (!f || !vis)
+		return;
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!e[i].target)
+			continue;
+		f[m] = (cs_fit){ .pid = e[i].pid };
+		memcpy(f[m].comm, e[i].comm, sizeof(f[m].comm));
+		const cs_target *t = NULL;
+		for (size_t k = 0; k < s->n && !t; k++)
+			t = s->t[k].pid == e[i].pid ? &s->t[k] : NULL;
+		vis[m++] = t ? t->visible_devices : "";
+	}
+	cs_fit_env_read(&s->fitenv, s->sandbox.pid_ns == CS_PIDNS_HOST);
+	cs_fit_measure(f, m, vis, &s->fitenv);
+	size_t unknown;
+	cs_fit_judge(f, m, &s->fitenv, &unknown);
+	for (size_t i = 0, k = 0; i < n; i++) {
+		if (!e[i].target)
+			continue;
+		e[i].fit = f[k++];
+		char fix[sizeof(e[i].reason[0].fix)];
+		snprintf(fix, sizeof(fix),
+			 "%.480s Where swap or overcommit makes room after all, --ignore-memory "
+			 "(CUDASNAP_IGNORE_MEMORY=1) skips this check.",
+			 e[i].fit.fix);
+		if (e[i].fit.refused)
+			set_fix(add_reason(&e[i], "memory", !overridden_memory(s), "it %s%s", e[i].fit.why,
+					   overridden_memory(s) ? " (allowed by --ignore-memory)" : ""),
+				fix);
+		else if (!e[i].fit.known)
+			add_reason(&e[i], "memory-unknown", false,
+				   "its GPU memory cannot be known here (no NVML, or NVML names no process of this PID "
+				   "namespace and no GPU figure either), so whether its checkpoint fits in host memory "
+				   "is not known");
+	}
+}
+
+static void note_bystander(const cs_session *s, const cs_proc *p, cs_plan_entry *e)
+{
+	bool strict = s->o->strict;
+	if (p->nvml_only)
+		add_reason(e, "nvml-only", strict && checkpoints(s->o->op),
+			   "it uses NVML only (a monitor): not checkpointed unless named with --pid; its %d device "
+			   "file%s stay open%s",
+			   p->device_fds, p->device_fds == 1 ? "" : "s", strict ? ", which --strict refuses" : "");
+	else if (p->cls == CS_CLASS_CUDA)
+		add_reason(e, "not-selected", strict && checkpoints(s->o->op) && p->nrefs,
+			   "a CUDA process in the selection's scope that the selection leaves out: its device files "
+			   "stay%s",
+			   strict && p->nrefs ? ", which --strict refuses" : "");
+	else if (p->cls == CS_CLASS_DEVICE_HOLDER)
+		add_reason(e, "device-holder", strict && checkpoints(s->o->op),
+			   "it holds %d GPU device file%s and %d mapping%s the driver cannot release (forked after "
+			   "CUDA init without exec, or it opened them itself)%s",
+			   p->device_fds, p->device_fds == 1 ? "" : "s", p->device_maps, p->device_maps == 1 ? "" : "s",
+			   strict ? ", which --strict refuses" : "");
+}
+
+/* One process of the table; t is its target, NULL when it is none. */
+static void fill_entry(const cs_session *s, const cs_proc *p, const cs_target *t, cs_plan_entry *e)
+{
+	*e = (cs_plan_entry){ .pid = p->pid, .cls = p->cls, .state = t ? t->state : p->state };
+	memcpy(e->comm, p->comm, sizeof(e->comm));
+	if (!t) {
+		note_bystander(s, p, e);
+		return;
+	}
+	if (p->busy)
+		add_reason(e, "busy", true, "another operation holds it: %s", p->busy_holder);
+	check_halt(p, e);
+	e->target = e->state == start_state(s->o->op) || (e->state == CS_STATE_UNKNOWN && !p->busy);
+	if (!e->target && !p->busy && cs_state_name(e->state))
+		add_reason(e, "already", false, "it is %s: left as it is", cs_state_name(e->state));
+	if (checkpoints(s->o->op) || s->o->op == CS_OP_RESTORE)
+		check_ipc(s, p, e);
+}
+
+/* Expected driver time: each process alone at its rate, all of them
+ * together at most at the aggregate rate. */
+static double expected_seconds(const cs_plan *p)
+{
+	bool ckpt = checkpoints(p->op);
+	if (!ckpt && p->op != CS_OP_RESTORE)
+		return 0;
+	double one = ckpt ? CKPT_ONE_BPS : RESTORE_ONE_BPS, all = ckpt ? CKPT_ALL_BPS : RESTORE_ALL_BPS;
+	double slowest = 0;
+	for (size_t i = 0; i < p->n; i++)
+		if (p->e[i].target && (double)p->e[i].fit.gpu / one > slowest)
+			slowest = (double)p->e[i].fit.gpu / one;
+	double together = (double)p->gpu_bytes / all;
+	return slowest > together ? slowest : together;
+}
+
+static void totals(cs_plan *p)
+{
+	p->go = true;
+	for (size_t i = 0; i < p->n; i++) {
+		cs_plan_entry *e = &p->e[i];
+		for (size_t k = 0; k < e->nreasons; k++)
+			e->blocked |= e->reason[k].blocks;
+		p->blocked += e->blocked;
+		p->go &= !e->blocked;
+		if (!e->target)
+			continue;
+		p->targets++;
+		p->gpu_bytes += e->fit.gpu;
+		p->host_bytes += e->fit.need;
+		p->unknown_memory += checkpoints(p->op) && !e->fit.known;
+	}
+	p->seconds = expected_seconds(p);
+}
+
+int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	out->op = s->o->op;
+	size_t cap = s->n + (everything ? s->table.n : 0) + 1;
+	out->e = calloc(cap, sizeof(*out->e));
+	if (!out->e)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	for (size_t i = 0; i < s->n; i++) {
+		const cs_proc *p = cs_ptable_find(&s->table, s->t[i].pid);
+		if (p) /* a target comes from the table */
+			fill_entry(s, p, &s->t[i], &out->e[out->n++]);
+	}
+	for (size_t i = 0; everything && i < s->table.n; i++) {
+		const cs_proc *p = &s->table.procs[i];
+		bool target = false;
+		for (size_t k = 0; k < s->n && !target; k++)
+			target = s->t[k].pid == p->pid;
+		if (!target && !p->tool && p->cls != CS_CLASS_NONE &&
+		    cs_selection_covers(&s->table, &s->o->sel, p->pid) && (p->nrefs || p->cls == CS_CLASS_CUDA))
+			fill_entry(s, p, NULL, &out->e[out->n++]);
+	}
+	if (checkpoints(s->o->op))
+		check_memory(s, out->e, out->n);
+	/* Restore's own checks: the manifest (PID reuse), the device map. */
+	if (s->o->op == CS_OP_RESTORE && s->o->dry_run && s->n)
+		cs_session_plan_restore(s, &out->problem);
+	totals(out);
+	out->go &= out->problem.status == 0;
+	return 0;
+}
+
+/* What the real run refuses on its own: the transaction refuses stopped
+ * and frozen processes itself, and the claims keep other operations out. */
+static bool refused_here(const cs_reason *r)
+{
+	return r->blocks && (strcmp(r->code, "memory") == 0 || strcmp(r->code, "ipc-import") == 0);
+}
+
+/* Keeps each target's figures: its deadline, and why it might be lost. */
+static int keep_fits(cs_session *s, const cs_plan *p)
+{
+	s->fit = calloc(p->n + 1, sizeof(*s->fit));
+	if (!s->fit)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n; i++) {
+		if (!p->e[i].target)
+			continue;
+		s->fit[s->nfit++] = p->e[i].fit;
+		for (size_t k = 0; k < s->n; k++)
+			if (s->t[k].pid == p->e[i].pid && p->e[i].fit.known == CS_GPU_EXACT)
+				s->t[k].gpu_bytes = p->e[i].fit.gpu;
+	}
+	return 0;
+}
+
+int cs_session_check(cs_session *s, cs_error *err)
+{
+	if (!checkpoints(s->o->op))
+		return 0;
+	_cleanup_(cs_plan_freep) cs_plan p = { 0 };
+	int r = cs_session_plan(s, false, &p, err);
+	if (r == 0 && keep_fits(s, &p) < 0)
+		r = cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	if (r < 0)
+		return r;
+	const cs_plan_entry *first = NULL;
+	const cs_reason *why = NULL;
+	size_t refused = 0;
+	for (size_t i = 0; i < p.n; i++)
+		for (size_t k = 0; k < p.e[i].nreasons; k++) {
+			const cs_reason *x = &p.e[i].reason[k];
+			if (!refused_here(x))
+				continue;
+			cs_session_warn(s, "error: process %d (%s) refused: %s", (int)p.e[i].pid, p.e[i].comm, x->text);
+			refused++;
+			if (!first) {
+				first = &p.e[i];
+				why = x;
+			}
+		}
+	if (!refused) {
+		if (p.unknown_memory)
+			cs_session_warn(s,
+					"warning: the GPU memory of %zu process%s cannot be known here (no NVML, or "
+					"NVML names no process of this PID namespace): whether the checkpoint fits in "
+					"host memory is not checked",
+					p.unknown_memory, p.unknown_memory == 1 ? "" : "es");
+		return 0;
+	}
+	r = cs_error_set(err, CS_EPROC, why->fix, "%s refused; nothing was changed: process %d (%s): %s",
+			 cs_op_name(s->o->op), (int)first->pid, first->comm, why->text);
+	if (refused > 1) {
+		size_t len = strlen(err->message);
+		snprintf(err->message + len, sizeof(err->message) - len, " (and %zu more reasons, above)", refused - 1);
+	}
+	return r;
+}
+
+void cs_session_name_lost(cs_session *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		cs_target *t = &s->t[i];
+		const cs_fit *f = NULL;
+		for (size_t k = 0; k < s->nfit && !f; k++)
+			f = s->fit[k].pid == t->pid ? &s->fit[k] : NULL;
+		if (!t->lost || !f)
+			continue;
+		for (size_t k = 0; k < f->cg.n; k++) {
+			cs_memcg_node now;
+			const cs_memcg_node *was = &f->cg.node[k];
+			if (was->oom_kills < 0 || cs_memcg_reread(&s->fitenv.mounts, was, &now) < 0 ||
+			    now.oom_kills <= was->oom_kills)
+				continue;
+			snprintf(t->lost_why, sizeof(t->lost_why),
+				 "killed by the OOM killer of cgroup %s (oom_kill %lld -> %lld) during its %s",
+				 was->path, was->oom_kills, now.oom_kills,
+				 s->o->op == CS_OP_CHECKPOINT && !t->done[CS_STEP_LOCK] ? "lock" : "checkpoint");
+			break;
+		}
+	}
+}

@@ -1,0 +1,86 @@
+/* --dry-run: what checkpoint or restore would do to each process, and every
+ * reason known in advance why it would fail; nothing is changed. */
+#include "json.h"
+#include "plan.h"
+#include "txncli.h"
+
+#include <stdio.h>
+
+#define GIB (1024.0 * 1024 * 1024)
+
+static void bytes_text(char *buf, size_t size, unsigned long long b, bool known, bool bound)
+{
+	if (!known)
+		snprintf(buf, size, "unknown");
+	else
+		snprintf(buf, size, "%s%.2f GiB", bound ? "<=" : "", (double)b / GIB);
+}
+
+static void print_memory(const cs_plan_entry *e)
+{
+	const cs_fit *f = &e->fit;
+	char gpu[32], need[32];
+	bytes_text(gpu, sizeof(gpu), f->gpu, f->known, f->known == CS_GPU_AT_MOST);
+	bytes_text(need, sizeof(need), f->need, f->known, f->known == CS_GPU_AT_MOST);
+	long long room = -1, limit = -1;
+	const char *which = NULL;
+	const cs_memcg_node *n = cs_fit_tightest(f, &room, &limit, &which);
+	if (n)
+		cli_msg("    memory: GPU %s, host needed %s; cgroup %s: %.2f GiB left under %s %.2f GiB", gpu, need,
+			n->path, (double)room / GIB, which, (double)limit / GIB);
+	else
+		cli_msg("    memory: GPU %s, host needed %s; cgroup %s: no limit%s%s", gpu, need,
+			f->cg.n ? f->cg.node[0].path : "unknown", f->cg.problem[0] ? " (" : "",
+			f->cg.problem[0] ? f->cg.problem : "");
+	if (f->cg.problem[0] && n)
+		cli_msg("    note: %s", f->cg.problem);
+}
+
+static void print_entry(const cs_plan *p, const cs_plan_entry *e)
+{
+	const char *state = cs_state_name(e->state);
+	cli_msg("%d (%s): %s, %s: %s", (int)e->pid, e->comm, cs_class_name(e->cls), state ? state : "state unknown",
+		e->blocked        ? "WOULD FAIL" :
+			e->target ? "would be acted on" :
+				    "left alone");
+	if (e->target && (p->op == CS_OP_CHECKPOINT || p->op == CS_OP_CHECKPOINT_LOCKED))
+		print_memory(e);
+	for (size_t k = 0; k < e->nreasons; k++) {
+		cli_msg("    %s %s: %s", e->reason[k].blocks ? "!" : "-", e->reason[k].code, e->reason[k].text);
+		if (e->reason[k].fix[0])
+			cli_msg("      fix: %s", e->reason[k].fix);
+	}
+}
+
+static void print_human(const txn_ctx *x, const cs_plan *p)
+{
+	cli_msg("%s --dry-run: nothing was changed", x->c->cmd);
+	for (size_t i = 0; i < p->n; i++)
+		print_entry(p, &p->e[i]);
+	if (p->problem.status)
+		cli_error(&p->problem);
+	cli_msg("%zu process%s to act on, %.2f GiB of GPU memory%s; expected driver time about %.1f s", p->targets,
+		p->targets == 1 ? "" : "es", (double)p->gpu_bytes / GIB, p->unknown_memory ? " (some unknown)" : "",
+		p->seconds);
+	cli_msg("%s would %s", x->c->cmd,
+		p->go              ? "go through" :
+			p->blocked ? "FAIL: see the reasons marked '!'" :
+				     "FAIL: see the error above");
+}
+
+int txn_dry_run(txn_ctx *x)
+{
+	_cleanup_(cs_plan_freep) cs_plan p = { 0 };
+	cs_error err = { 0 };
+	if (cs_session_plan(x->s, true, &p, &err) < 0)
+		return txn_early_error(x, &err);
+	int status = p.go ? EXIT_DONE : EXIT_FAILED;
+	print_human(x, &p);
+	if (x->c->json) {
+		json_object *o = cs_json_plan(&p);
+		json_object_object_add(o, "exit_status", json_object_new_int(status));
+		json_object_object_add(o, "error", p.problem.status ? cs_json_error(&p.problem) : NULL);
+		cs_json_print(o);
+	}
+	return status;
+}
