@@ -33,7 +33,8 @@ static int resume_restore_thread(plugin_task *t)
 	return 0;
 }
 
-/* Waits (at most 10 s) for the thread to report its stop. */
+/* Waits (at most 10 s) for the thread to report its stop: 0, -ETIMEDOUT,
+ * -ESRCH when it ended instead, or -errno of waitpid. */
 static int wait_stopped(pid_t tid)
 {
 	double until = cs_now() + 10;
@@ -43,14 +44,44 @@ static int wait_stopped(pid_t tid)
 		if (r == tid && WIFSTOPPED(status))
 			return 0;
 		if (r < 0 && errno != EINTR)
-			return -1;
+			return -errno;
 		if (r == tid && (WIFEXITED(status) || WIFSIGNALED(status)))
-			return -1;
+			return -ESRCH;
 		if (cs_now() > until)
-			return -1;
+			return -ETIMEDOUT;
 		struct timespec ts = { 0, 2000000 };
 		nanosleep(&ts, NULL);
 	}
+}
+
+static int ptrace_rc(long r)
+{
+	return r < 0 ? -errno : 0;
+}
+
+/* Each step of stopping the thread again, in order, with what the log says
+ * of the one that failed: its own error, never an errno of another call. */
+static int stop_steps(const plugin_task *t, const char **failed)
+{
+	int r;
+	*failed = "interrupting it";
+	if ((r = ptrace_rc(ptrace(PTRACE_INTERRUPT, t->tid, NULL, 0))) < 0)
+		return r;
+	*failed = "waiting for its stop";
+	if ((r = wait_stopped(t->tid)) < 0)
+		return r;
+	*failed = "giving back CRIU's ptrace options";
+	if ((r = ptrace_rc(ptrace(PTRACE_SETOPTIONS, t->tid, NULL, CRIU_PTRACE_OPTIONS))) < 0)
+		return r;
+	*failed = "giving back its signal mask";
+	return ptrace_rc(ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(t->sigmask), &t->sigmask));
+}
+
+static const char *stop_error(int r)
+{
+	if (r == -ETIMEDOUT)
+		return "it did not stop within 10 s";
+	return r == -ESRCH ? "the thread is gone" : strerror(-r);
 }
 
 static int stop_restore_thread(plugin_task *t)
@@ -58,14 +89,12 @@ static int stop_restore_thread(plugin_task *t)
 	if (!t->resumed)
 		return 0;
 	t->resumed = false;
-	if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, 0) < 0 || wait_stopped(t->tid) < 0 ||
-	    ptrace(PTRACE_SETOPTIONS, t->tid, NULL, CRIU_PTRACE_OPTIONS) < 0 ||
-	    ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(t->sigmask), &t->sigmask) < 0) {
-		plog(CS_CRIU_LOG_ERROR, "cannot stop the restore thread %d of process %d again: %s", (int)t->tid,
-		     (int)t->pid, strerror(errno));
-		return -1;
-	}
-	return 0;
+	const char *failed;
+	int r = stop_steps(t, &failed);
+	if (r < 0)
+		plog(CS_CRIU_LOG_ERROR, "cannot stop the restore thread %d of process %d again: %s failed: %s",
+		     (int)t->tid, (int)t->pid, failed, stop_error(r));
+	return r < 0 ? -1 : 0;
 }
 
 static void resume_all(bool (*which)(const plugin_task *t))
