@@ -7,6 +7,7 @@
  * process; CRIU's process only reads /proc, holds the claims and runs the
  * restore threads under its ptrace. */
 #include "stages.h"
+#include "env.h"
 #include "explain.h"
 #include "pool.h"
 #include "helper.h"
@@ -18,6 +19,7 @@
 #include "tasks.h"
 #include "util.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,29 +35,107 @@ static unsigned lock_timeout_s(void)
 	return t ? t : LOCK_TIMEOUT_FOR_ZERO;
 }
 
+/* Nothing here can fail a dump of a tree without CUDA: CRIU loads the
+ * plugin for every dump of the node. The driver and the state directory
+ * wait for the first task that maps the driver (dump_gpu_start). */
 int dump_init(void)
 {
 	criu_read_options(&cs_plugin.criu);
 	if (criu_check_coexistence(false) < 0)
 		return -1;
-	int version;
-	cs_error err = { 0 };
-	if (driver_probe(&version, &err) < 0) {
-		plog(CS_CRIU_LOG_INFO, "disabled: %s", err.message);
-		return 0;
-	}
-	cs_plugin.state_fd = cs_state_open(&err);
-	if (cs_plugin.state_fd < 0) {
-		plog(CS_CRIU_LOG_ERROR, "%s; %s", err.message, err.hint);
-		return -1;
-	}
+	/* CRIU chooses how to seize before its first PAUSE_DEVICES (and under
+	 * the cgroup freezer would call it for the root task alone), so this
+	 * cannot wait for a CUDA task; it cannot fail, and is how CRIU seizes
+	 * without --freeze-cgroup. */
 	criu_interrupt_only();
 	cs_plugin.enabled = true;
+	return 0;
+}
+
+/* The claims need a directory this process can write: cs_state_open does
+ * not see a read-only filesystem under one that exists. */
+static int state_open_writable(cs_error *err)
+{
+	_cleanup_close_ int fd = cs_state_open(err);
+	if (fd < 0)
+		return fd;
+	if (faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) < 0)
+		return cs_error_errno(err, CS_ESTATE, errno, NULL, "state directory %s cannot be written",
+				      cs_state_dir());
+	return TAKE_FD(fd);
+}
+
+/* One line: the task that needed the state directory, why it cannot be
+ * used, and a fix that reaches CRIU under a container engine, which
+ * passes it no environment. */
+static int state_unusable(pid_t pid, const char *comm, const char *why)
+{
+	const char *set[CS_ENV_COUNT];
+	size_t n = cs_env_overrides(set, CS_ARRAY_SIZE(set));
+	bool from_env = false;
+	for (size_t i = 0; i < n && i < CS_ARRAY_SIZE(set); i++)
+		from_env |= strcmp(set[i], "CUDASNAP_STATE_DIR") == 0;
+	plog(CS_CRIU_LOG_ERROR,
+	     "process %d (%s) maps the GPU driver, so the dump needs cudasnap's state directory, but %s. Fix: set "
+	     "CUDASNAP_STATE_DIR=<a directory owned by root, mode 0700, on a writable filesystem> in %s (container "
+	     "engines pass CRIU no environment)%s, or make %s such a directory",
+	     (int)pid, comm, why, cs_config_path(),
+	     from_env ? " and drop it from CRIU's environment, which wins over the file" : "", cs_state_dir());
+	return -1;
+}
+
+static void log_enabled(int version)
+{
 	plog(CS_CRIU_LOG_INFO,
 	     "enabled for the dump (driver %d; lock timeout %u s, tree %s after a dump; from CRIU's %s)", version,
 	     lock_timeout_s(), criu_final_name(cs_plugin.criu.final),
 	     cs_plugin.criu.from_options ? "options" : "command line");
-	return 0;
+}
+
+/* The first task of the dump that maps the driver or NVML: whether the
+ * driver can checkpoint (asked in a helper process), then the state
+ * directory the claims go into. */
+static dump_gpu gpu_start(pid_t pid, const char *comm)
+{
+	int version;
+	cs_error err = { 0 };
+	if (driver_probe(&version, &err) < 0) {
+		snprintf(cs_plugin.no_driver, sizeof(cs_plugin.no_driver), "%.250s", err.message);
+		plog(CS_CRIU_LOG_INFO, "not enabled: %s", err.message);
+		return DUMP_GPU_NO_DRIVER;
+	}
+	cs_plugin.state_fd = state_open_writable(&err);
+	if (cs_plugin.state_fd < 0) {
+		state_unusable(pid, comm, err.message);
+		return DUMP_GPU_FAILED;
+	}
+	log_enabled(version);
+	return DUMP_GPU_READY;
+}
+
+/* Without a driver that can checkpoint, CRIU cannot dump a task's device
+ * files and mappings either: refused now, naming it. */
+static int refuse_without_driver(pid_t pid, const cs_proc *p)
+{
+	plog(CS_CRIU_LOG_ERROR,
+	     "process %d (%s) holds %d GPU device fds and %d device mappings, but no driver here can checkpoint "
+	     "it (%s). CRIU cannot dump it. Fix: a driver with the checkpoint API (R570 or newer), or "
+	     "CUDASNAP_LIBCUDA=<its libcuda.so.1> in %s",
+	     (int)pid, p->comm, p->device_fds, p->device_maps, cs_plugin.no_driver, cs_config_path());
+	return -1;
+}
+
+/* At each task that maps the driver or NVML: 1 to go on and lock it, 0 when
+ * there is nothing to do, -1 (logged) when the dump fails. */
+static int dump_gpu_start(pid_t pid, const cs_proc *p)
+{
+	if (cs_plugin.gpu == DUMP_GPU_UNASKED)
+		cs_plugin.gpu = gpu_start(pid, p->comm);
+	if (cs_plugin.gpu == DUMP_GPU_READY)
+		return 1;
+	if (cs_plugin.gpu == DUMP_GPU_NO_DRIVER)
+		return p->device_fds || p->device_maps ? refuse_without_driver(pid, p) : 0;
+	return -1;
 }
 
 /* A process that holds GPU device files the driver does not know (a child
@@ -133,6 +213,8 @@ static int lock_task(pid_t pid, const cs_proc *p, pid_t ppid)
 {
 	cs_error err = { 0 };
 	if (cs_claims_add(&cs_plugin.claims, cs_plugin.state_fd, pid, p->comm, COMMAND, NULL, 0, &err) < 0) {
+		if (err.status == CS_ESTATE && err.sys) /* the directory, not another holder */
+			return state_unusable(pid, p->comm, err.message);
 		plog(CS_CRIU_LOG_ERROR, "%s; %s", err.message, err.hint);
 		return -1;
 	}
@@ -193,7 +275,8 @@ int dump_pause(int pid)
 	/* Neither the driver nor NVML mapped: no driver call needed. */
 	if (!p.maps_libcuda && !p.maps_nvml)
 		return p.device_fds || p.device_maps ? refuse_holder(pid, &p, st.ppid) : 0;
-	return lock_task(pid, &p, st.ppid);
+	int go = dump_gpu_start(pid, &p);
+	return go <= 0 ? go : lock_task(pid, &p, st.ppid);
 }
 
 static bool was_locked(const plugin_task *t)

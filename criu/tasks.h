@@ -30,6 +30,15 @@ typedef struct plugin_task {
 	size_t entry; /* restore: its entry in the record */
 } plugin_task;
 
+/* dump: what the first task that maps the driver or NVML found; until
+ * then the plugin has touched neither the driver nor the state directory. */
+typedef enum dump_gpu {
+	DUMP_GPU_UNASKED,
+	DUMP_GPU_READY, /* the driver can checkpoint and the state directory takes claims */
+	DUMP_GPU_NO_DRIVER, /* no driver here can checkpoint: only device files matter */
+	DUMP_GPU_FAILED, /* the state directory cannot be used: the dump fails */
+} dump_gpu;
+
 typedef struct plugin_state {
 	bool enabled;
 	int stage;
@@ -39,6 +48,8 @@ typedef struct plugin_state {
 	pid_t *tree; /* every task CRIU paused: the dump's scope */
 	size_t ntree, treecap;
 	int state_fd;
+	dump_gpu gpu;
+	char no_driver[256]; /* dump: why the driver cannot checkpoint (DUMP_GPU_NO_DRIVER) */
 	cs_claims claims; /* dump: held from PAUSE_DEVICES until the exit hook */
 	bool dumped; /* the first CHECKPOINT_DEVICES ran the transaction */
 	bool restored; /* the restore's transaction ran */

@@ -23,6 +23,7 @@ Runs as root under isolate.sh; containers.py arranges the private machine
 namespace). This process is PID 1 of its namespace and a child subreaper:
 every container, conmon and CRIU dies with it.
 """
+import contextlib
 import ctypes
 import json
 import os
@@ -35,7 +36,7 @@ import time
 import unittest
 
 import containers
-from containers import APP, Machine, Podman, Runc, machine_env, reap
+from containers import APP, Machine, Podman, Runc, machine_env, reap, run
 from harness import BIN, GPU0, GPU1, LIBCUDA, LIBNVML
 from harness import APP as BUILT_APP
 
@@ -356,6 +357,103 @@ class Cases:
         got = c.verify()
         self.assertTrue(got.get(parent[0], "").startswith("ok"), f"the parent's data: {got}")
 
+    # --- a node whose /run/cudasnap cannot be used ---
+    # The engines pass CRIU no environment: the state directory comes from
+    # /etc/cudasnap/cudasnap.conf or is /run/cudasnap.
+
+    @contextlib.contextmanager
+    def unusable_run(self, how):
+        """/run/cudasnap made unusable as a node has it: on a read-only
+        filesystem (all of /run, or a mount of its own), or made 0775 by a
+        tmpfiles rule."""
+        if how == "read-only /run":
+            run(["mount", "-o", "remount,ro", "/run"])
+            try:
+                yield
+            finally:
+                run(["mount", "-o", "remount,rw", "/run"])
+            return
+        os.makedirs("/run/cudasnap", mode=0o700, exist_ok=True)
+        if how == "read-only /run/cudasnap":
+            run(["mount", "-t", "tmpfs", "-o", "mode=0700", "cudasnap-it-ro", "/run/cudasnap"])
+            try:
+                run(["mount", "-o", "remount,ro", "/run/cudasnap"])
+                yield
+            finally:
+                run(["umount", "/run/cudasnap"])
+            return
+        mode = os.stat("/run/cudasnap").st_mode & 0o7777
+        os.chmod("/run/cudasnap", 0o775)
+        try:
+            yield
+        finally:
+            os.chmod("/run/cudasnap", mode)
+
+    def plain_container(self):
+        """A container that never loads the driver (a shell and a sleep):
+        what most containers of a GPU node are."""
+        global SERIAL
+        SERIAL += 1
+        self.count += 1
+        name = f"c{SERIAL}-plain"
+        share = os.path.join(self.tmp, f"share{self.count}")
+        ready = os.path.join(share, "ready")
+        os.makedirs(ready)
+        c = self.engine.start(name, share, ["sh", "-c", f"sleep 600 & echo > {ready}/$$.ready; wait"],
+                              {"PATH": containers.PATH}, 1)
+        self.containers.append(c)
+        c.wait_ready()
+        self.assertEqual(len(c.pids()), 2, "the shell and its sleep")
+        return c
+
+    def assertSilent(self, outcome):
+        self.assertEqual(outcome.rc, 0, outcome)
+        self.assertEqual(outcome.cudasnap_lines(), [], outcome)
+
+    def test_container_without_cuda_needs_no_state_directory(self):
+        for how in self.unusable:
+            with self.subTest(how=how), self.unusable_run(how):
+                c = self.plain_container()
+                before = c.pids()
+                self.assertSilent(self.checkpoint(c, "--leave-running"))
+                self.assertEqual(c.pids(), before, "--leave-running: the container should keep its processes")
+                self.engine.stop(c)
+                r, n = self.restore(c)
+                self.assertSilent(r)
+                self.assertEqual(sorted(n.pids()), sorted(before), f"after the restore:\n{r}")
+                self.assertSilent(self.checkpoint(n))
+                self.assertEqual(n.pids(), {}, "the container still runs after its checkpoint")
+                r, n = self.restore(n)
+                self.assertSilent(r)
+                self.assertEqual(sorted(n.pids()), sorted(before), f"after the restore:\n{r}")
+
+    def test_cuda_container_with_an_unusable_state_directory_fails_naming_the_fix(self):
+        """The dump fails at the first CUDA process, naming it and a fix that
+        reaches CRIU; the container runs on, untouched; the fix works."""
+        for how in self.unusable:
+            with self.subTest(how=how), self.unusable_run(how):
+                c = self.container("--spawn", "1", "--mem", "4", expect=2)
+                host = c.pids()
+                r = self.checkpoint(c)
+                self.assertNotEqual(r.rc, 0, r)
+                named = [line for line in r.cudasnap_lines() if "state directory" in line]
+                self.assertEqual(len(named), 1, r)
+                self.assertTrue(word(host[1]).search(named[0]) and "(fakecuda-app)" in named[0], r)
+                self.assertIn(f"CUDASNAP_STATE_DIR=<a directory owned by root, mode 0700, on a writable "
+                              f"filesystem> in {containers.CUDASNAP_CONF}", named[0], r)
+                self.assertIn("/run/cudasnap", named[0], r)
+                self.assertEqual(c.pids(), host, f"the container lost processes:\n{r}")
+                self.assertRunningAndOk(c, f"after the refused dump:\n{r}")
+                # the fix the line gives
+                state = tempfile.mkdtemp(prefix="state-", dir=self.tmp)  # root's, 0700
+                MACHINE.cudasnap({"CUDASNAP_STATE_DIR": state})
+                r = self.checkpoint(c)
+                self.assertEqual(r.rc, 0, r)
+                r, n = self.restore(c)
+                self.assertEqual(r.rc, 0, r)
+                self.assertRunningAndOk(n, f"after the restore:\n{r}")
+                MACHINE.cudasnap({})
+
     # --- a driver error at each step ---
 
     def fault_at_dump(self, c, op, victim):
@@ -400,6 +498,7 @@ class Cases:
 
 class RuncCases(Cases, unittest.TestCase):
     engine_class = Runc
+    unusable = ("read-only /run", "/run/cudasnap 0775")
 
     def test_fault_at_each_step_of_each_process(self):
         """The whole matrix on one container of three processes: a failed dump
@@ -418,6 +517,9 @@ class RuncCases(Cases, unittest.TestCase):
 
 class PodmanCases(Cases, unittest.TestCase):
     engine_class = Podman
+    # Podman's runc keeps its own state in /run/runc: all of /run cannot be
+    # read-only here
+    unusable = ("read-only /run/cudasnap", "/run/cudasnap 0775")
 
     def test_export_and_import_under_another_name(self):
         c = self.container("--spawn", "1", "--mem", "8", expect=2)

@@ -165,9 +165,10 @@ class Criu(Case):
             return f.read()[-2000:]
 
     def criu(self, *args, log, env=None):
+        """env: variables to set over the test's, or to unset (None)."""
+        env = {k: v for k, v in dict(self.env, **(env or {})).items() if v is not None}
         t0 = time.monotonic()
-        p = subprocess.run([CRIU, *args, "-v4", "-o", log], capture_output=True, text=True,
-                           env=dict(self.env, **(env or {})), timeout=120)
+        p = subprocess.run([CRIU, *args, "-v4", "-o", log], capture_output=True, text=True, env=env, timeout=120)
         wall = time.monotonic() - t0
         try:
             with open(os.path.join(self.images, log), errors="replace") as f:
@@ -356,6 +357,173 @@ class Criu(Case):
         self.assertNotEqual(r.rc, 0, r)
         self.assertTrue(any("CRIU's CUDA plugin" in line and "cuda_plugin.so" in line
                             for line in r.cudasnap_lines()), r)
+        self.assertRunningAndOk(pids)
+
+    # --- a node whose state directory cannot be used ---
+    # CRIU loads the plugin for every dump of the node: one without CUDA must
+    # never need the state directory or the driver.
+
+    def plain_tree(self):
+        """A shell and two sleeps, which never load the driver: what most
+        trees of a GPU node are. Returns their pids."""
+        with open(os.path.join(self.tmp, "plain.out"), "ab") as out:
+            p = subprocess.Popen(["sh", "-c", "sleep 600 & sleep 600 & wait"], start_new_session=True,
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        self.apps.append(p)
+        self.root = p.pid
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            kids = self.children(p.pid)
+            if len(kids) == 2 and all(self.comm(k) == "sleep" for k in kids):
+                pids = [p.pid] + kids
+                self.tree_pids += pids
+                return pids
+            time.sleep(0.02)
+        self.fail(f"sh did not start its two sleeps: {self.children(p.pid)}")
+
+    @staticmethod
+    def children(pid):
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                return sorted(int(x) for x in f.read().split())
+        except OSError:
+            return []
+
+    @staticmethod
+    def comm(pid):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                return f.read().strip()
+        except OSError:
+            return None
+
+    def unusable_state_dirs(self):
+        """{what: path} of state directories the plugin cannot use: one that
+        group members may write to (tmpfiles' 0775), one on a read-only
+        filesystem, and one that cannot be created there."""
+        loose = os.path.join(self.tmp, "state-0775")
+        os.mkdir(loose)
+        os.chmod(loose, 0o775)
+        ro = os.path.join(self.tmp, "ro")
+        os.mkdir(ro)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "cudasnap-test-ro", ro], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", ro], check=False)
+        os.mkdir(os.path.join(ro, "cudasnap"), 0o700)
+        subprocess.run(["mount", "-o", "remount,ro", ro], check=True)
+        return {"mode 0775": loose, "read-only": os.path.join(ro, "cudasnap"),
+                "not creatable": os.path.join(ro, "missing")}
+
+    def driver_envs(self):
+        """{what: variables for CRIU} for a machine whose driver can or
+        cannot be loaded (this one has no libcuda.so.1 of its own)."""
+        return {"the double": {},
+                "a driver library that is not there": {"CUDASNAP_LIBCUDA": os.path.join(self.tmp, "nowhere",
+                                                                                       "libcuda.so.1")},
+                "no driver library": {"CUDASNAP_LIBCUDA": None, "LD_LIBRARY_PATH": None}}
+
+    def dump_with(self, env, *extra):
+        return self.criu("dump", "-t", str(self.root), "-D", self.images, "-L", self.plugins, *extra,
+                         log="dump.log", env=env)
+
+    def fresh_images(self):
+        shutil.rmtree(self.images)
+        os.makedirs(self.images)
+
+    def test_tree_without_cuda_needs_no_state_directory(self):
+        states = self.unusable_state_dirs()
+        for driver, base in self.driver_envs().items():
+            for what, state in states.items():
+                for leave_running in (True, False):
+                    with self.subTest(driver=driver, state=what, leave_running=leave_running):
+                        self.dump_plain_tree(dict(base, CUDASNAP_STATE_DIR=state), leave_running)
+        # nothing was written into any of them
+        self.assertEqual({what: os.listdir(path) if os.path.exists(path) else None for what, path in states.items()},
+                         {"mode 0775": [], "read-only": [], "not creatable": None})
+
+    def dump_plain_tree(self, env, leave_running):
+        self.fresh_images()
+        pids = self.plain_tree()
+        r = self.dump_with(env, *(["-R"] if leave_running else []))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.cudasnap_lines(), [], r)
+        if not leave_running:
+            self.assertGone(pids)
+            self.assertNotIn(b"cudasnap", self.inventory_plugins())
+            r = self.restore(env=env)
+            self.assertEqual(r.rc, 0, r)
+            self.assertEqual(r.cudasnap_lines(), [], r)
+        self.assertEqual([self.comm(p) for p in pids], ["sh", "sleep", "sleep"])
+        os.killpg(self.root, signal.SIGKILL)
+        self.assertGone(pids)
+
+    def test_cuda_tree_with_an_unusable_state_directory_fails_naming_the_fix(self):
+        states = self.unusable_state_dirs()
+        # a directory the claims cannot go into
+        states["claims a file"] = os.path.join(self.tmp, "state-claims")
+        os.mkdir(states["claims a file"], 0o700)
+        with open(os.path.join(states["claims a file"], "claims"), "w"):
+            pass
+        for what, state in states.items():
+            with self.subTest(state=what):
+                pids = self.tree("--spawn", "2", "--mem", "4", expect=3)
+                r = self.dump_with(dict(self.env, CUDASNAP_STATE_DIR=state))
+                self.assertNotEqual(r.rc, 0, r)
+                errors = [line for line in r.cudasnap_lines() if "state directory" in line]
+                self.assertEqual(len(errors), 1, r)
+                self.assertIn(f"process {self.root} (fakecuda-app)", errors[0], r)
+                self.assertIn("CUDASNAP_STATE_DIR=", errors[0], r)
+                self.assertIn("/etc/cudasnap/cudasnap.conf", errors[0], r)
+                if what != "claims a file":  # the driver was asked before the claim
+                    self.assertFalse([line for line in r.cudasnap_lines() if "enabled" in line], r)
+                self.assertRunningAndOk(pids)
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                self.assertGone(pids)
+
+    def test_cuda_tree_without_a_driver_is_refused_by_name(self):
+        """No driver here can checkpoint: CRIU could not dump the device
+        files, so the plugin refuses the process, and the state directory
+        does not matter."""
+        pids = self.tree("--spawn", "1", "--mem", "4", expect=2)
+        state = self.unusable_state_dirs()["mode 0775"]
+        for driver, env in self.driver_envs().items():
+            if not env:
+                continue
+            with self.subTest(driver=driver):
+                r = self.dump_with(dict(env, CUDASNAP_STATE_DIR=state))
+                self.assertNotEqual(r.rc, 0, r)
+                self.assertTrue(any(f"process {self.root} (fakecuda-app)" in line and "no driver" in line
+                                    for line in r.cudasnap_lines()), r)
+                self.assertRunningAndOk(pids)
+                self.assertEqual(os.listdir(state), [])
+
+    def test_state_directory_from_the_settings_file_with_run_read_only(self):
+        """The fix the log gives, where the state directory cannot come from
+        the environment (container engines pass none): /run read-only, the
+        settings file names another directory. A restore of images without
+        the plugin's record needs neither."""
+        env = {"CUDASNAP_STATE_DIR": None}
+        subprocess.run(["mount", "-o", "remount,ro", "/run"], check=True)
+        self.addCleanup(subprocess.run, ["mount", "-o", "remount,rw", "/run"], check=True)
+        self.dump_plain_tree(env, leave_running=False)
+        self.fresh_images()
+        pids = self.tree("--spawn", "1", "--mem", "4", expect=2)
+        r = self.dump_with(env)
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(any(f"process {self.root} (fakecuda-app)" in line and "/run/cudasnap" in line
+                            for line in r.cudasnap_lines()), r)
+        self.assertRunningAndOk(pids)
+        conf = os.path.join(self.tmp, "cudasnap.conf")
+        with open(conf, "w") as f:
+            f.write(f"CUDASNAP_STATE_DIR={self.state}\n")
+        env["CUDASNAP_CONFIG"] = conf
+        self.fresh_images()
+        r = self.dump_with(env)
+        self.assertEqual(r.rc, 0, r)
+        self.assertGone(pids)
+        self.assertTrue(os.path.isdir(os.path.join(self.state, "claims")))
+        r = self.restore(env=env)
+        self.assertEqual(r.rc, 0, r)
         self.assertRunningAndOk(pids)
 
 
