@@ -7,6 +7,7 @@
  * process; CRIU's process only reads /proc, holds the claims and runs the
  * restore threads under its ptrace. */
 #include "stages.h"
+#include "discover.h"
 #include "env.h"
 #include "explain.h"
 #include "pool.h"
@@ -84,6 +85,50 @@ static int state_unusable(pid_t pid, const char *comm, const char *why)
 	return -1;
 }
 
+static bool setting_on(const char *name)
+{
+	const char *v = cs_env(name);
+	return v && strcmp(v, "1") == 0;
+}
+
+/* The driver would checkpoint it, but could never restore it: the dump is
+ * refused before anything changes, rather than leaving images that cannot
+ * come back. */
+static int refuse_importer(pid_t pid, const cs_proc *p)
+{
+	plog(CS_CRIU_LOG_ERROR,
+	     "process %d (%s) maps device memory that another process shares with it (CUDA IPC: %s): the driver "
+	     "checkpoints such a process but can never restore it, so the dump is refused before anything "
+	     "changed. Fix: stop sharing CUDA memory between the container's processes (in PyTorch, do not pass "
+	     "CUDA tensors through torch.multiprocessing), or set CUDASNAP_ALLOW_UNRESTORABLE=1 in %s to dump "
+	     "it anyway, knowing that it will not come back",
+	     (int)pid, p->comm, p->ipc_import, cs_config_path());
+	return -1;
+}
+
+/* Processes that a dump or command which died in the middle (a CRIU killed
+ * by its engine) left locked or checkpointed: named in this dump's log. The
+ * driver cannot be asked here, so their state is what 'cudasnap ps' says. */
+static void log_left_behind(void)
+{
+	_cleanup_closedir_ DIR *d = cs_opendir_at(cs_plugin.state_fd, "claims");
+	struct dirent *de = NULL;
+	while (d && (de = readdir(d)) && de->d_name[0] == '.')
+		;
+	_cleanup_(cs_ptable_freep) cs_ptable t = { 0 };
+	if (!de || cs_scan(NULL, &t, NULL) < 0)
+		return; /* no record at all: nothing to scan /proc for */
+	_cleanup_free_ cs_left_behind *b = NULL;
+	size_t n = 0;
+	cs_claims_left_behind(cs_plugin.state_fd, &t, false, &b, &n);
+	for (size_t i = 0; i < n; i++)
+		plog(CS_CRIU_LOG_WARN,
+		     "process %d (%s) may be left locked or checkpointed: %s ended in the middle of an operation on it; "
+		     "'cudasnap ps' shows its state, 'cudasnap restore --pid %d' or 'cudasnap unlock --pid %d' "
+		     "recovers it",
+		     (int)b[i].pid, b[i].comm, b[i].holder, (int)b[i].pid, (int)b[i].pid);
+}
+
 static void log_enabled(int version)
 {
 	plog(CS_CRIU_LOG_INFO,
@@ -110,6 +155,7 @@ static dump_gpu gpu_start(pid_t pid, const char *comm)
 		return DUMP_GPU_FAILED;
 	}
 	log_enabled(version);
+	log_left_behind();
 	return DUMP_GPU_READY;
 }
 
@@ -276,6 +322,8 @@ int dump_pause(int pid)
 	if (!p.maps_libcuda && !p.maps_nvml)
 		return p.device_fds || p.device_maps ? refuse_holder(pid, &p, st.ppid) : 0;
 	int go = dump_gpu_start(pid, &p);
+	if (go > 0 && p.ipc_import[0] && !setting_on("CUDASNAP_ALLOW_UNRESTORABLE"))
+		return refuse_importer(pid, &p);
 	return go <= 0 ? go : lock_task(pid, &p, st.ppid);
 }
 
@@ -329,7 +377,10 @@ static void note_outcome(const run_outcome *o)
 		plugin_task *p = find_task(o->t[i].pid);
 		if (p)
 			p->checkpointed = o->t[i].state == CS_STATE_CHECKPOINTED;
-		if (o->t[i].failed || o->t[i].rollback_failed)
+		if (o->t[i].lost)
+			plog(CS_CRIU_LOG_ERROR, "process %d (%s) is LOST: %s; its GPU state is gone, restart it",
+			     (int)o->t[i].pid, o->t[i].comm, o->t[i].lost_why[0] ? o->t[i].lost_why : "it exited");
+		else if (o->t[i].failed || o->t[i].rollback_failed)
 			plog(CS_CRIU_LOG_ERROR, "process %d (%s): %s", (int)o->t[i].pid, o->t[i].comm, o->t[i].message);
 	}
 }
@@ -413,7 +464,12 @@ static int give_back_tasks(void *ctx, void **out, size_t *len)
 static void name_left_behind(const run_outcome *o, const char *after)
 {
 	for (size_t i = 0; o && i < o->n; i++)
-		if (!o->t[i].done)
+		if (!o->t[i].done && o->t[i].unrestorable)
+			plog(CS_CRIU_LOG_ERROR,
+			     "process %d (%s) could not be returned to running after the %s: the driver refuses its "
+			     "restore at every try; its GPU state is lost: restart it",
+			     (int)o->t[i].pid, o->t[i].comm, after);
+		else if (!o->t[i].done)
 			plog(CS_CRIU_LOG_ERROR,
 			     "process %d (%s) could not be returned to running after the %s (%s): it is %s; recover "
 			     "with 'cudasnap %s --pid %d' once CRIU has let it go",

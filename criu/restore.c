@@ -228,6 +228,14 @@ static void report(const run_outcome *o)
 		if (t->result == 0)
 			continue;
 		int state = x ? x->state : CS_STATE_CHECKPOINTED;
+		if (x && x->unrestorable) {
+			plog(CS_CRIU_LOG_ERROR,
+			     "process %d (%s) is NOT restored on the GPU, and cannot be: the driver refuses its restore "
+			     "at every try (it imported another process's device memory). Its GPU state is lost: "
+			     "restart it",
+			     (int)t->pid, t->comm);
+			continue;
+		}
 		plog(CS_CRIU_LOG_ERROR,
 		     "process %d (%s) is NOT restored on the GPU: it stays %s; run 'cudasnap restore --pid %d' "
 		     "(see 'cudasnap ps')",

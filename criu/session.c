@@ -48,8 +48,11 @@ static run_outcome *outcome(const plugin_run *r, int rc, const cs_txn_result *re
 				     .done = rc == 0 && t[i].state == goal(r->op) && !t[i].skipped,
 				     .failed = t[i].failed,
 				     .rollback_failed = t[i].rollback_failed,
+				     .lost = t[i].lost,
+				     .unrestorable = t[i].unrestorable,
 				     .bytes = t[i].bytes };
 		snprintf(x->comm, sizeof(x->comm), "%s", t[i].comm);
+		snprintf(x->lost_why, sizeof(x->lost_why), "%s", t[i].lost_why);
 		snprintf(x->message, sizeof(x->message), "%s", t[i].error.message);
 	}
 	return o;

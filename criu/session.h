@@ -28,6 +28,9 @@ typedef struct task_outcome {
 	int state; /* cs_state after the session */
 	bool done; /* reached the goal of the session's operation */
 	bool failed, rollback_failed;
+	bool lost; /* it died while its GPU state lived in its host memory, or moved */
+	bool unrestorable; /* the driver refuses its restore for good */
+	char lost_why[200];
 	unsigned long long bytes;
 	char comm[64];
 	char message[512]; /* why it failed */

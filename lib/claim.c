@@ -133,7 +133,9 @@ static int open_dir(cs_claims *c, int statefd, cs_error *err)
 				      "Remove it (a symlink is refused), or set CUDASNAP_STATE_DIR to a directory owned "
 				      "by root (or you) with mode 0700.",
 				      "cannot open %s/claims%s", cs_state_dir(),
-				      errno == ELOOP || errno == ENOTDIR ? " (it is a symlink, which is refused)" : "");
+				      errno == ELOOP           ? " (it is a symlink, which is refused)" :
+					      errno == ENOTDIR ? " (it is not a directory)" :
+								 "");
 	return 0;
 }
 

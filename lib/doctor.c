@@ -14,7 +14,6 @@
 
 enum { PASS = CS_CHECK_PASS, WARN = CS_CHECK_WARN, FAIL = CS_CHECK_FAIL };
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* ---- driver and NVML -------------------------------------------------- */
 
@@ -140,50 +139,6 @@ static int check_nvml(cs_doctor_report *r, cs_nvml *n)
 	check_persistence(r);
 	check_mig(r, n);
 	return 0;
-}
-
-/* Host memory a checkpoint may fill: MemAvailable, or less under a cgroup limit. */
-static long long host_room(const cs_doctor_report *r, char *where, size_t size)
-{
-	long long avail = r->mem.mem_available;
-	snprintf(where, size, "MemAvailable");
-	if (r->mem.cgroup_room >= 0 && (avail < 0 || r->mem.cgroup_room < avail)) {
-		avail = r->mem.cgroup_room;
-		snprintf(where, size, "left under the %.1f GiB limit of cgroup %s", (double)r->mem.cgroup_limit / GIB,
-			 r->mem.cgroup_path);
-	}
-	return avail;
-}
-
-static void check_memory(cs_doctor_report *r)
-{
-	unsigned long long used = 0;
-	size_t unknown = 0;
-	char where[320];
-	if (!r->nvml_present || r->ngpus == 0)
-		return;
-	for (size_t i = 0; i < r->ngpus; i++) {
-		used += r->gpus[i].memory_used;
-		unknown += !r->gpus[i].memory_known;
-	}
-	long long avail = host_room(r, where, sizeof(where));
-	if (avail < 0 || unknown == r->ngpus) {
-		cs_doctor_add(r, "host-memory", WARN, 0,
-			      avail < 0 ? "Mount procfs on /proc." :
-					  "Run 'nvidia-smi -q -d MEMORY' to see why NVML cannot tell.",
-			      "cannot compare GPU memory in use (%s) with free host memory (%s)",
-			      unknown == r->ngpus ? "unknown" : "known", avail < 0 ? "unknown" : "known");
-		return;
-	}
-	int status = used > (unsigned long long)avail ? FAIL : used * 5 > (unsigned long long)avail * 4 ? WARN : PASS;
-	cs_doctor_add(r, "host-memory", status, 0,
-		      "Free host memory, or raise the memory limit of the container, before checkpointing: "
-		      "each process's GPU memory is copied into its own host memory.",
-		      "GPU memory in use: %.1f GiB%s; host memory available: %.1f GiB (%s)%s", (double)used / GIB,
-		      unknown ? " (some GPUs unknown)" : "", (double)avail / GIB, where,
-		      status == FAIL         ? ": a checkpoint of all of it would not fit" :
-			      status == WARN ? ": a checkpoint of all of it would fill more than 80% of that" :
-					       "");
 }
 
 /* ---- the place -------------------------------------------------------- */
@@ -338,7 +293,6 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 		rc = check_nvml(r, n);
 	}
 	if (rc == 0) {
-		check_memory(r);
 		check_sandbox(r);
 		check_environment(r);
 		check_settings(r);

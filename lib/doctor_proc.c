@@ -3,6 +3,10 @@
  * it shares and which GPUs it sees. Everything is read from /proc/PID, which
  * may vanish at any time; a vanished process just yields fewer hints. */
 #include "doctor.h"
+#include "capacity.h"
+#include "claim.h"
+#include "state.h"
+#include "select.h"
 #include "proc.h"
 #include "util.h"
 #include "verify.h"
@@ -362,12 +366,119 @@ static void check_mps_daemon(cs_doctor_report *r, const cs_ptable *t, const char
 			      "%s", sig);
 }
 
+#define GIB (1024.0 * 1024 * 1024)
+
+/* Processes that an operation which died in the middle (a CRIU killed by
+ * its engine, a cudasnap killed by SIGKILL) left locked or checkpointed. */
+static void check_left_behind(cs_doctor_report *r, const cs_ptable *t)
+{
+	_cleanup_close_ int statefd = open(cs_state_dir(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_free_ cs_left_behind *b = NULL;
+	size_t n = 0;
+	cs_claims_left_behind(statefd, t, false, &b, &n);
+	for (size_t i = 0; i < n; i++) {
+		const cs_proc *p = cs_ptable_find(t, b[i].pid);
+		int st = p ? p->state : CS_STATE_UNKNOWN;
+		char fix[128];
+		snprintf(fix, sizeof(fix), "cudasnap %s --pid %d", st == CS_STATE_LOCKED ? "unlock" : "restore",
+			 (int)b[i].pid);
+		cs_doctor_add(r, "left-behind", WARN, b[i].pid, fix,
+			      "pid %d (%s) is %s: %s ended in the middle of an operation on it", (int)b[i].pid,
+			      b[i].comm, cs_state_name(st) ? cs_state_name(st) : "in an unknown state", b[i].holder);
+	}
+}
+
+/* What a default checkpoint would act on now: running CUDA processes that
+ * are neither monitors nor cudasnap itself. */
+static bool checkpointable(const cs_proc *p)
+{
+	return p->cls == CS_CLASS_CUDA && !p->nvml_only && !p->tool && !p->halt && p->state == CS_STATE_RUNNING;
+}
+
+static void memory_line(cs_doctor_report *r, const cs_fit *f)
+{
+	char who[96], room[320] = "no memory cgroup limit";
+	snprintf(who, sizeof(who), "pid %d (%s)", (int)f->pid, f->comm);
+	long long left = -1, limit = -1;
+	const char *which = NULL;
+	const cs_memcg_node *n = cs_fit_tightest(f, &left, &limit, &which);
+	if (n)
+		snprintf(room, sizeof(room), "cgroup %.200s has %.2f GiB left under its %s of %.2f GiB", n->path,
+			 (double)left / GIB, which, (double)limit / GIB);
+	if (f->refused)
+		cs_doctor_add(r, "host-memory", FAIL, f->pid, f->fix, "%s: its checkpoint %s", who, f->why);
+	else if (!f->known)
+		cs_doctor_add(r, "host-memory", WARN, f->pid,
+			      "Run cudasnap where NVML answers (nvidia-smi works), or check the cgroup's room by hand "
+			      "before a checkpoint.",
+			      "%s: its GPU memory cannot be known here (no NVML figure for it or its GPUs), so whether "
+			      "its checkpoint fits in host memory is not known; %s",
+			      who, room);
+	else
+		cs_doctor_add(r, "host-memory", PASS, f->pid, NULL,
+			      "%s: its checkpoint needs %s%.2f GiB of host memory (%.2f GiB of GPU memory); %s", who,
+			      f->known == CS_GPU_AT_MOST ? "up to " : "", (double)f->need / GIB, (double)f->gpu / GIB,
+			      room);
+}
+
+/* Each process against its own cgroup chain, and all of them together
+ * (they are checkpointed together) against their shared cgroups and
+ * MemAvailable: lib/capacity.c, as a checkpoint would judge them. */
+static int check_memory(cs_doctor_report *r, const cs_ptable *t)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->n; i++)
+		n += checkpointable(&t->procs[i]);
+	_cleanup_free_ cs_fit *f = calloc(n + 1, sizeof(*f));
+	_cleanup_free_ char(*vis)[128] = calloc(n + 1, sizeof(*vis));
+	_cleanup_free_ const char **visp = calloc(n + 1, sizeof(*visp));
+	if (!f || !vis || !visp)
+		return -ENOMEM;
+	for (size_t i = 0, k = 0; i < t->n; i++) {
+		const cs_proc *p = &t->procs[i];
+		if (!checkpointable(p))
+			continue;
+		f[k] = (cs_fit){ .pid = p->pid };
+		memcpy(f[k].comm, p->comm, sizeof(f[k].comm));
+		cs_visible_devices(p->pid, vis[k], sizeof(vis[k]));
+		visp[k] = vis[k];
+		k++;
+	}
+	cs_fit_env env;
+	cs_fit_env_read(&env, r->env.pid_ns == CS_PIDNS_HOST);
+	env.mem_available = r->mem.mem_available; /* the doctor's root (CUDASNAP_ROOT) */
+	cs_fit_measure(f, n, visp, &env);
+	size_t unknown, refused = cs_fit_judge(f, n, &env, &unknown);
+	for (size_t i = 0; i < n; i++)
+		memory_line(r, &f[i]);
+	unsigned long long total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += f[i].known ? f[i].need : 0;
+	char avail[64] = "unknown";
+	if (r->mem.mem_available >= 0)
+		snprintf(avail, sizeof(avail), "%.2f GiB", (double)r->mem.mem_available / GIB);
+	cs_doctor_add(r, "host-memory",
+		      refused         ? FAIL :
+			      unknown ? WARN :
+					PASS,
+		      0, refused ? "See the host-memory check of each process named." : NULL,
+		      "a checkpoint of the %zu CUDA process%s here would need %.2f GiB of host memory%s; MemAvailable "
+		      "%s%s",
+		      n, n == 1 ? "" : "es", (double)total / GIB, unknown ? " (some unknown)" : "", avail,
+		      refused ? "; it would not fit" : "");
+	return 0;
+}
+
 int cs_doctor_check_processes(cs_doctor_report *r, cs_driver *d, const cs_doctor_opts *o, const char *root)
 {
 	_cleanup_(cs_ptable_freep) cs_ptable t = { 0 };
 	cs_error e = { 0 };
 	const cs_scan_opts *so = o ? o->scan : NULL;
-	if (cs_discover(so, d, &t, &e) < 0) {
+	/* A process another operation holds is not asked: the driver would make
+	 * doctor wait behind that operation's calls. */
+	cs_scan_opts skip = so ? *so : (cs_scan_opts){ 0 };
+	skip.skip_busy = true;
+	if (cs_discover(&skip, d, &t, &e) < 0) {
 		check_privileges(r, NULL);
 		cs_doctor_add(r, "processes", FAIL, 0, e.hint, "cannot list processes: %s", e.message);
 		return e.status == CS_ESYS && strstr(e.message, "out of memory") ? -ENOMEM : 0;
@@ -391,5 +502,6 @@ int cs_doctor_check_processes(cs_doctor_report *r, cs_driver *d, const cs_doctor
 	for (size_t i = 0; i < t.n; i++)
 		if (t.procs[i].cls == CS_CLASS_CUDA && inspect_proc(r, &t.procs[i], procdir, devdir) < 0)
 			return -ENOMEM;
-	return 0;
+	check_left_behind(r, &t);
+	return check_memory(r, &t);
 }

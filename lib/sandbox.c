@@ -14,7 +14,6 @@
  * certain; each is what the runtimes themselves leave for this purpose. */
 #include "sandbox.h"
 #include "env.h"
-#include "halt.h"
 #include "memcg.h"
 #include "proc.h"
 #include "util.h"
@@ -341,49 +340,13 @@ bool cs_sandbox_may_trace_all(const cs_sandbox *s)
 	return s->cap_sys_ptrace || (s->euid == 0 && !s->caps_known);
 }
 
-/* The cgroup mounts a root given for tests stands for: its sys/fs/cgroup as
- * the v2 hierarchy and its sys/fs/cgroup/memory as v1's memory controller,
- * each showing the hierarchy's root. */
-static bool root_mounts(const char *root, cs_cgroup_mounts *m)
-{
-	memset(m, 0, sizeof(*m));
-	/* A path cut short would name another directory. */
-	if (snprintf(m->v1mem, sizeof(m->v1mem), "%s/sys/fs/cgroup/memory", root) >= (int)sizeof(m->v1mem))
-		return false;
-	snprintf(m->v2, sizeof(m->v2), "%s/sys/fs/cgroup", root);
-	strcpy(m->v2_root, "/");
-	strcpy(m->v1mem_root, "/");
-	return true;
-}
-
-/* The tightest room in this process's memory cgroup chain. */
-static void cgroup_room(const char *root, const char *procdir, cs_hostmem *out)
-{
-	cs_cgroup_mounts mounts;
-	if (real_root(root) ? cs_cgroup_mounts_read(procdir, &mounts) < 0 : !root_mounts(root, &mounts))
-		return;
-	cs_memcg cg;
-	if (cs_memcg_read(procdir, 0, &mounts, &cg) < 0)
-		return;
-	for (size_t i = 0; i < cg.n; i++) {
-		long long limit, room = cs_memcg_node_room(&cg.node[i], NULL, &limit);
-		if (room >= 0 && (out->cgroup_room < 0 || room < out->cgroup_room)) {
-			out->cgroup_room = room;
-			out->cgroup_limit = limit;
-			snprintf(out->cgroup_path, sizeof(out->cgroup_path), "%s", cg.node[i].path);
-		}
-	}
-}
-
 void cs_host_memory(const char *root, cs_hostmem *out)
 {
 	memset(out, 0, sizeof(*out));
-	out->cgroup_room = out->cgroup_limit = -1;
 	if (!root)
 		root = cs_sandbox_root();
 	char procdir[PATH_MAX];
 	if (snprintf(procdir, sizeof(procdir), "%s/proc", real_root(root) ? "" : root) >= (int)sizeof(procdir))
 		return;
 	out->mem_available = cs_meminfo_available(procdir);
-	cgroup_room(root, procdir, out);
 }

@@ -40,15 +40,10 @@ typedef struct cs_sandbox {
 	bool cap_sys_ptrace; /* bit 19 of CapEff */
 } cs_sandbox;
 
+/* The machine's side of a checkpoint's host memory; each process's own
+ * cgroup chain is read where it is judged (lib/capacity.h). */
 typedef struct cs_hostmem {
 	long long mem_available; /* bytes, MemAvailable of /proc/meminfo; -1 unknown */
-	/* Room left under the tightest memory cgroup limit of this process and its
-	 * ancestors (cs_memcg_node_room: v2 memory.max and memory.high, v1
-	 * memory.limit_in_bytes and memory.memsw.limit_in_bytes); -1 when
-	 * unlimited or unknown. */
-	long long cgroup_room;
-	long long cgroup_limit; /* that limit, -1 when none */
-	char cgroup_path[256]; /* the cgroup that has it */
 } cs_hostmem;
 
 /* $CUDASNAP_ROOT, or "/" */

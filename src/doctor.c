@@ -111,7 +111,6 @@ static json_object *json_environment(const cs_doctor_report *r)
 	cs_json_add_int_or_null(o, "nspid_depth", s->nspid_depth, s->nspid_depth > 0);
 	cs_json_add_str_or_null(o, "kernel_release", s->kernel_release[0] ? s->kernel_release : NULL);
 	cs_json_add_int_or_null(o, "mem_available", r->mem.mem_available, r->mem.mem_available >= 0);
-	cs_json_add_int_or_null(o, "cgroup_memory_room", r->mem.cgroup_room, r->mem.cgroup_room >= 0);
 	return o;
 }
 

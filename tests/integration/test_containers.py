@@ -288,13 +288,15 @@ class Cases:
     def test_container_dump_and_cudasnap_at_once(self):
         """A container's dump and a `cudasnap checkpoint` of one of its
         processes from the host at the same moment: one is refused, naming
-        the other, and nothing is left locked. Every lock takes 1.5 s, so
-        both are in flight together: on the container's first process the
-        dump is there first, on its last one the command line usually is."""
+        the other, and nothing is left locked. Every lock takes 1.5 s and
+        every checkpoint 2 s, so both are in flight together: on the
+        container's first process the dump is there first, on its last one
+        the command line is (it claims before it asks the driver anything,
+        and holds the process through its lock and its checkpoint)."""
         for which in ("first", "last"):
             with self.subTest(process=which):
                 c = self.container("--spawn", "1", "--mem", "4", expect=2)
-                c.fault("* lock delay=1500")
+                c.fault("* lock delay=1500", "* checkpoint delay=2000")
                 host = c.pids()
                 cpid = min(host) if which == "first" else max(host)
                 self.dump_against_cudasnap(c, cpid, host[cpid])

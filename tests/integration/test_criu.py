@@ -513,7 +513,11 @@ class Criu(Case):
         self.assertTrue(any(f"process {self.root} (fakecuda-app)" in line and "/run/cudasnap" in line
                             for line in r.cudasnap_lines()), r)
         self.assertRunningAndOk(pids)
-        conf = os.path.join(self.tmp, "cudasnap.conf")
+        # The settings file is read only where nobody but root can have put it: not below /tmp.
+        confdir = tempfile.mkdtemp(prefix="criu-settings-", dir=os.environ["CS_TEST_TRUSTED_DIR"])
+        os.chmod(confdir, 0o755)
+        self.addCleanup(shutil.rmtree, confdir, ignore_errors=True)
+        conf = os.path.join(confdir, "cudasnap.conf")
         with open(conf, "w") as f:
             f.write(f"CUDASNAP_STATE_DIR={self.state}\n")
         env["CUDASNAP_CONFIG"] = conf

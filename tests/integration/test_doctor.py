@@ -543,6 +543,46 @@ def loaded_library(prefixes):
 
 
 @unittest.skipUnless(EXE and HAVE_FAKE, "the fake driver is not built")
+class MemoryCgroup:
+    """A memory cgroup of this test, v2 or (on a v1 or hybrid host) v1, with
+    a 64 MiB limit; removed at cleanup."""
+
+    def __init__(self, test):
+        name = f"cudasnap-doctor-{os.getpid()}"
+        v1 = "/sys/fs/cgroup/memory"
+        if os.path.isdir(v1):
+            self.dir, self.limit_file, self.path = os.path.join(v1, name), "memory.limit_in_bytes", "/" + name
+        elif os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+            base = open("/proc/self/cgroup").read().split("::", 1)[1].strip()
+            parent = "/sys/fs/cgroup" + (base if base != "/" else "")
+            if "memory" not in open(os.path.join(parent, "cgroup.subtree_control")).read().split():
+                test.skipTest(f"the memory controller is not enabled below {parent}")
+            self.dir, self.limit_file = os.path.join(parent, name), "memory.max"
+            self.path = (base.rstrip("/") + "/" + name)
+        else:
+            test.skipTest("no memory cgroup hierarchy")
+        try:
+            os.mkdir(self.dir)
+            with open(os.path.join(self.dir, self.limit_file), "w") as f:
+                f.write(str(64 << 20))
+        except OSError as e:
+            test.skipTest(f"cannot make a memory cgroup ({e}): needs root")
+        self.procs = os.path.join(self.dir, "cgroup.procs")
+        test.addCleanup(self.remove)
+
+    def remove(self):
+        for _ in range(50):
+            try:
+                os.rmdir(self.dir)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+def memory_cgroup(test):
+    return MemoryCgroup(test)
+
+
 class FakeDriver(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="cudasnap-doctor-")
@@ -556,9 +596,12 @@ class FakeDriver(unittest.TestCase):
 
     def start_app(self, *args, **env):
         env.setdefault("FAKECUDA_GPUS", ",".join(GPUS))
+        procs = env.pop("CS_TEST_CGROUP", None)
         e = clean_env(CUDASNAP_DEV_DIR=self.devdir, **env)
-        p = subprocess.Popen([APP, "--ready-dir", self.ready, *args], env=e,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        argv = [APP, "--ready-dir", self.ready, *args]
+        if procs:  # into the cgroup before it allocates anything
+            argv = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', procs, *argv]
+        p = subprocess.Popen(argv, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
         def stop():
             if p.poll() is None:
@@ -610,33 +653,37 @@ class FakeDriver(unittest.TestCase):
         self.assertEqual(c["status"], "fail")
         self.assertIn("R570", c["fix"])
 
-    def memory(self, used_mib, **files):
+    def memory(self, used_mib, app_env=None):
+        """doctor's host-memory checks with one fake CUDA process: in this
+        test's own PID namespace NVML's per-process figures name no process
+        here, so the process's need is bounded by its GPU's use."""
         root = FakeRoot(self).linux_host()
         root.write("proc/meminfo", "MemTotal: 2048000 kB\nMemAvailable: 1024000 kB\n")
-        for rel, text in files.items():
-            root.write(rel, text)
-        env = dict(self.fake, CUDASNAP_ROOT=root.path, FAKECUDA_GPUS=GPUS[0],
-                   FAKECUDA_GPU_USED_MIB=used_mib)
+        pid = self.start_app("--mem", "8", **(app_env or {}))
+        env = dict(self.fake, CUDASNAP_ROOT=root.path, FAKECUDA_GPUS=GPUS[0], FAKECUDA_GPU_USED_MIB=used_mib)
         rc, r = doctor_json(**env)
-        return rc, check(r, "host-memory")
+        total = [c for c in r["checks"] if c["name"] == "host-memory" and c["pid"] is None]
+        self.assertEqual(len(total), 1, r["checks"])
+        return rc, check(r, "host-memory", pid), total[0]
 
     def test_host_memory(self):
-        self.assertEqual(self.memory(100)[1]["status"], "pass")
-        self.assertEqual(self.memory(900)[1]["status"], "warn")
-        rc, c = self.memory(1200)
-        self.assertEqual((rc, c["status"]), (1, "fail"))
-        self.assertTrue(c["fix"])
+        rc, mine, total = self.memory(100, {"FAKECUDA_GPUS": GPUS[0]})
+        self.assertEqual((mine["status"], total["status"]), ("pass", "pass"), (mine, total))
+        self.assertIn("up to 0.11 GiB of host memory (0.10 GiB of GPU memory)", mine["message"])
+        rc, mine, total = self.memory(1200, {"FAKECUDA_GPUS": GPUS[0]})
+        self.assertEqual((rc, mine["status"], total["status"]), (1, "fail", "fail"), (mine, total))
+        self.assertIn("MemAvailable", mine["message"])
+        self.assertIn("Free at least", mine["fix"])
 
-    def test_host_memory_cgroup_limit(self):
-        # MemAvailable has room; the pod's limit, two levels up, does not.
-        rc, c = self.memory(300, **{
-            "proc/self/cgroup": "0::/kubepods/pod1/ctr\n",
-            "sys/fs/cgroup/kubepods/pod1/ctr/memory.max": "max\n",
-            "sys/fs/cgroup/kubepods/pod1/ctr/memory.current": "100\n",
-            "sys/fs/cgroup/kubepods/memory.max": "536870912\n",
-            "sys/fs/cgroup/kubepods/memory.current": "268435456\n"})
-        self.assertEqual(c["status"], "fail", c)
-        self.assertIn("/kubepods", c["message"])
+    def test_host_memory_own_cgroup(self):
+        """Each process is judged against its own memory cgroup, not the
+        doctor's: one in a cgroup whose limit its copy would pass fails."""
+        cg = memory_cgroup(self)
+        rc, mine, _ = self.memory(300, {"FAKECUDA_GPUS": GPUS[0], "CS_TEST_CGROUP": cg.procs})
+        self.assertEqual(mine["status"], "fail", mine)
+        self.assertIn(cg.path, mine["message"])
+        self.assertIn(cg.limit_file, mine["message"])
+        self.assertIn("Raise " + cg.limit_file, mine["fix"])
 
     def test_no_cuda_process_is_fine(self):
         rc, r = doctor_json(**self.fake)
