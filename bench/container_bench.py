@@ -78,7 +78,7 @@ def gpu_devices():
     return devs
 
 
-def bundle(a, base, name, nprocs, data):
+def bundle(a, base, name, nprocs, data, memory_limit=None, extra_env=()):
     """A runc bundle: rootfs of read-only binds of /usr (the merged /bin,
     /lib and /lib64 point into it; not recursive, so that a driver mount
     below it, which CRIU cannot dump, stays out), the data directory, the
@@ -113,6 +113,7 @@ def bundle(a, base, name, nprocs, data):
         cmd = f"for i in $(seq {nprocs}); do {w} --gib {a.gib} --dir /data & done; wait"
         env += ["LD_LIBRARY_PATH=/drv"]
         devices = gpu_devices()
+    env += list(extra_env)
     caps = ["CAP_SYS_ADMIN", "CAP_KILL", "CAP_SYS_PTRACE", "CAP_DAC_OVERRIDE", "CAP_CHOWN", "CAP_FOWNER",
             "CAP_SETUID", "CAP_SETGID", "CAP_MKNOD"]
     spec = {
@@ -124,7 +125,8 @@ def bundle(a, base, name, nprocs, data):
         "mounts": mounts,
         "linux": {"namespaces": [{"type": t} for t in ("pid", "mount", "ipc", "uts")],
                   "devices": devices,
-                  "resources": {"devices": [{"allow": True, "access": "rwm"}]}},
+                  "resources": dict({"devices": [{"allow": True, "access": "rwm"}]},
+                                    **({"memory": {"limit": memory_limit}} if memory_limit else {}))},
     }
     with open(os.path.join(b, "config.json"), "w") as f:
         json.dump(spec, f, indent=1)

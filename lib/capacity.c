@@ -162,8 +162,8 @@ static void refuse(cs_fit *f, size_t n, const cs_memcg_node *node, unsigned long
 		x->refused = true;
 		char with[96] = "";
 		if (members > 1)
-			snprintf(with, sizeof(with), "; with the %zu other processes of that cgroup %.2f GiB",
-				 members - 1, (double)sum / GIB);
+			snprintf(with, sizeof(with), "; with the %zu other process%s of that cgroup %.2f GiB",
+				 members - 1, members == 2 ? "" : "es", (double)sum / GIB);
 		snprintf(x->why, sizeof(x->why),
 			 "needs %s%.2f GiB of host memory in cgroup %.200s (%.2f GiB of GPU memory%s, plus the driver's "
 			 "own)%s; the cgroup has %.2f GiB left under its %s of %.2f GiB",

@@ -97,8 +97,9 @@ static bool is_target(void *ctx, const cs_ptable *t, pid_t pid)
  * this session's business. */
 static const cs_scan_opts *scan_opts(cs_session *s)
 {
-	/* A plan holds no claim: it must not wait behind other operations. */
-	s->scan = (cs_scan_opts){ .ask = is_candidate, .ask_ctx = s, .skip_busy = s->o->dry_run };
+	/* A plan holds no claim of its own (unless its caller does): it must not
+	 * wait behind other operations. */
+	s->scan = (cs_scan_opts){ .ask = is_candidate, .ask_ctx = s, .skip_busy = s->o->dry_run && !s->o->claimed };
 	return &s->scan;
 }
 
@@ -232,10 +233,16 @@ static void name_left_behind(cs_session *s)
 		const cs_proc *p = cs_ptable_find(&s->table, b->pid);
 		int st = p ? p->state : CS_STATE_UNKNOWN;
 		const char *how = recovery_of(st);
+		bool here = false;
+		for (size_t k = 0; k < s->n; k++)
+			here |= s->t[k].pid == b->pid;
 		char fix[96];
-		snprintf(fix, sizeof(fix),
-			 how ? "recover it with 'cudasnap %s --pid %d'" : "'cudasnap ps' shows its state", how,
-			 (int)b->pid);
+		if (here)
+			snprintf(fix, sizeof(fix), "this %s acts on it", s->o->command);
+		else
+			snprintf(fix, sizeof(fix),
+				 how ? "recover it with 'cudasnap %s --pid %d'" : "'cudasnap ps' shows its state", how,
+				 (int)b->pid);
 		cs_session_warn(s,
 				"warning: process %d (%s) was left %s by %s, which ended in the middle of an "
 				"operation; %s",

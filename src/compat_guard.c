@@ -38,12 +38,6 @@ int compat_claim(const compat_args *a, cs_claims *c, pid_t *tgid)
 	return EXIT_FAILED;
 }
 
-static void warn_line(void *ctx, const char *line)
-{
-	(void)ctx;
-	fprintf(stderr, "cuda-checkpoint: %s\n", line);
-}
-
 int compat_check_checkpoint(cs_driver *d, const compat_args *a, pid_t tgid, int state)
 {
 	cs_session_opts o = {
@@ -54,7 +48,8 @@ int compat_check_checkpoint(cs_driver *d, const compat_args *a, pid_t tgid, int 
 		.claimed = true,
 		.dry_run = true,
 		.no_manifest = true,
-		.warn = warn_line,
+		/* No line of its own: callers read NVIDIA's line first, and the
+		 * refusal's reason is in it. */
 	};
 	_cleanup_(cs_session_freep) cs_session *s = NULL;
 	cs_error err = { 0 };
