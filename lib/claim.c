@@ -108,8 +108,8 @@ typedef struct ident {
 static int read_ident(pid_t pid, ident *out)
 {
 	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
-	cs_proc_ident id;
-	cs_stat st;
+	cs_proc_ident id = { 0 };
+	cs_stat st = { 0 };
 	int r = pdir < 0 ? pdir : cs_proc_read_ident(pdir, pid, &id);
 	if (r == 0)
 		r = cs_proc_read_stat(pdir, &st);
@@ -128,12 +128,17 @@ static int open_dir(cs_claims *c, int statefd, cs_error *err)
 	if (mkdirat(statefd, "claims", 0700) < 0 && errno != EEXIST)
 		return cs_error_errno(err, CS_ESTATE, errno, NULL, "cannot create %s/claims", cs_state_dir());
 	c->dirfd = openat(statefd, "claims", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int e = errno;
+	struct stat st;
+	/* O_NOFOLLOW with O_DIRECTORY answers ENOTDIR for a symlink too. */
+	bool link = c->dirfd < 0 && fstatat(statefd, "claims", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+	errno = e;
 	if (c->dirfd < 0)
 		return cs_error_errno(err, CS_ESTATE, errno,
 				      "Remove it (a symlink is refused), or set CUDASNAP_STATE_DIR to a directory owned "
 				      "by root (or you) with mode 0700.",
 				      "cannot open %s/claims%s", cs_state_dir(),
-				      errno == ELOOP           ? " (it is a symlink, which is refused)" :
+				      errno == ELOOP || link   ? " (it is a symlink, which is refused)" :
 					      errno == ENOTDIR ? " (it is not a directory)" :
 								 "");
 	return 0;
@@ -344,11 +349,17 @@ static bool record_process(int fd, unsigned long long *start, char *comm, size_t
 	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
 	buf[n > 0 ? n : 0] = '\0';
 	const char *l = strchr(buf, '\n');
-	int nspid, used = 0;
-	if (!l || sscanf(l + 1, "process %d %llu %n", &nspid, start, &used) < 2 || used == 0)
+	if (!l || strncmp(l + 1, "process ", 8) != 0)
 		return false;
-	const char *c = l + 1 + used;
-	cs_sanitize(comm, size, c, strcspn(c, "\n"));
+	char *end;
+	errno = 0;
+	long nspid = strtol(l + 9, &end, 10);
+	if (errno || nspid <= 0 || *end != ' ')
+		return false;
+	*start = strtoull(end + 1, &end, 10);
+	if (errno || *end != ' ')
+		return false;
+	cs_sanitize(comm, size, end + 1, strcspn(end + 1, "\n"));
 	return true;
 }
 
