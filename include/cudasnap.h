@@ -454,9 +454,10 @@ typedef struct cs_session_opts {
 
 typedef struct cs_session cs_session;
 
-/* Opens the state directory. Keeps a pointer to opts (and to what it points
- * to) until freed. Fills err and returns <0 when the directory cannot be
- * used. */
+/* Checks the selection's cgroup and, for restore, the device map (CS_EUSAGE
+ * before anything is done), then opens the state directory. Keeps a pointer
+ * to opts (and to what it points to) until freed. Fills err and returns <0
+ * when an option is wrong or the directory cannot be used. */
 CS_PUBLIC int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *opts, cs_error *err);
 /* Discovery, selection (host PIDs refused), privileges, the claims of the
  * selected processes (unless opts.claimed), and for restore and unlock only

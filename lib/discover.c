@@ -260,6 +260,29 @@ static void classify_busy(cs_proc *p, cs_driver *d)
 	}
 }
 
+/* A process the driver knows as running, but that held no device file when
+ * /proc was read, was starting then: an NVML monitor opens its device files
+ * in nvmlInit, about when the driver comes to know it. Its files are read
+ * again, after the driver's answer, so that it is not taken for a CUDA
+ * process that the default selection checkpoints. */
+static void reread_starting(cs_proc *p, const cs_scan_opts *opts)
+{
+	if (p->cls != CS_CLASS_CUDA || p->state != CS_STATE_RUNNING || p->nrefs || !p->maps_nvml)
+		return;
+	const char *devdir = opts && opts->dev_dir ? opts->dev_dir : cs_dev_dir();
+	_cleanup_close_ int pdir = cs_proc_open(opts && opts->proc_dir ? opts->proc_dir : cs_proc_dir(), p->pid);
+	_cleanup_(cs_proc_clearp) cs_proc now = { .pid = p->pid };
+	if (pdir < 0 || cs_proc_scan_fds(pdir, devdir, &now) < 0 || cs_proc_scan_maps(pdir, devdir, &now) < 0)
+		return;
+	free(p->refs);
+	p->refs = TAKE_PTR(now.refs);
+	p->nrefs = now.nrefs;
+	p->device_fds = now.device_fds;
+	p->device_maps = now.device_maps;
+	link_refs(p);
+	p->nvml_only = p->maps_nvml && p->device_fds > 0 && !maps_gpu_memory(p);
+}
+
 void cs_classify(cs_ptable *t, cs_driver *d, const cs_scan_opts *opts)
 {
 	bool keep_all = opts && opts->keep_all;
@@ -273,6 +296,8 @@ void cs_classify(cs_ptable *t, cs_driver *d, const cs_scan_opts *opts)
 			classify_busy(p, d);
 		else if (p->nrefs || p->maps_libcuda)
 			classify(p, ask ? d : NULL);
+		if (ask)
+			reread_starting(p, opts);
 		if (p->cls == CS_CLASS_NONE && !keep_all) {
 			cs_proc_clear(p);
 			continue;

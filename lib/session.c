@@ -41,6 +41,13 @@ static bool setting_on(const char *name)
 int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs_error *err)
 {
 	*out = NULL;
+	/* Options that could only select nothing, or the wrong thing, fail
+	 * before anything is done, the state directory's creation included. */
+	int r = cs_selection_check(&o->sel, err);
+	if (r == 0 && o->device_map && o->op == CS_OP_RESTORE)
+		r = cs_devmap_check(o->device_map, err);
+	if (r < 0)
+		return r;
 	_cleanup_(cs_session_freep) cs_session *s = calloc(1, sizeof(*s));
 	if (!s)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
@@ -97,8 +104,9 @@ static bool is_target(void *ctx, const cs_ptable *t, pid_t pid)
  * this session's business. */
 static const cs_scan_opts *scan_opts(cs_session *s)
 {
-	/* A plan holds no claim of its own (unless its caller does): it must not
-	 * wait behind other operations. */
+	/* A plan holds no claim: it must not wait behind other operations. A
+	 * caller that holds the claims itself (the drop-in's check) would find
+	 * its own flocks there and take its targets for another's. */
 	s->scan = (cs_scan_opts){ .ask = is_candidate, .ask_ctx = s, .skip_busy = s->o->dry_run && !s->o->claimed };
 	return &s->scan;
 }
@@ -253,11 +261,7 @@ static void name_left_behind(cs_session *s)
 
 int cs_session_select(cs_session *s, cs_error *err)
 {
-	int r = cs_selection_check(&s->o->sel, err);
-	if (r == 0 && s->o->device_map && s->o->op == CS_OP_RESTORE)
-		r = cs_devmap_check(s->o->device_map, err);
-	if (r == 0)
-		r = cs_scan(NULL, &s->table, err);
+	int r = cs_scan(NULL, &s->table, err);
 	if (r == 0)
 		r = find_candidates(s, err);
 	if (r == 0 && !s->o->claimed && !s->o->dry_run)

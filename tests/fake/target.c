@@ -59,6 +59,11 @@ static CUresult first_attach(int level)
 	snprintf(fc_tgt.devdir, sizeof(fc_tgt.devdir), "%s", explicit_dir ? set : "/dev");
 	fc_tgt.devdir_set = explicit_dir;
 	pthread_mutex_unlock(&fc_tgt.mu);
+	return CUDA_SUCCESS;
+}
+
+static CUresult start_restore_thread(void)
+{
 	if (fc_server_start() != 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
@@ -87,10 +92,16 @@ static CUresult attach(int level)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	CUresult rc = CUDA_SUCCESS;
 	pthread_mutex_lock(&init_mu);
-	if (!started && (rc = first_attach(level)) == CUDA_SUCCESS)
-		started = 1;
+	if (!started)
+		rc = first_attach(level);
 	if (rc == CUDA_SUCCESS && !(fc_tgt.levels & level))
 		rc = open_level(level);
+	/* The restore thread last: a process that the driver answers for
+	 * holds its device files already, so a caller that reads /proc after
+	 * the driver's answer finds them (one that read it earlier, while the
+	 * process was starting, may have found none). */
+	if (rc == CUDA_SUCCESS && !started && (rc = start_restore_thread()) == CUDA_SUCCESS)
+		started = 1;
 	pthread_mutex_unlock(&init_mu);
 	return rc;
 }
