@@ -68,10 +68,11 @@ class Case(unittest.TestCase):
             p.wait()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def start(self, *args, expect=1, env=None):
-        """Starts the fake app; returns the pids that reported ready, sorted."""
+    def start(self, *args, expect=1, env=None, wrap=()):
+        """Starts the fake app (through the command wrap, which ends by
+        exec'ing its arguments); returns the pids that reported ready, sorted."""
         before = set(os.listdir(self.ready))
-        p = subprocess.Popen([APP, "--ready-dir", self.ready, *args], env=dict(self.env, **(env or {})),
+        p = subprocess.Popen([*wrap, APP, "--ready-dir", self.ready, *args], env=dict(self.env, **(env or {})),
                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.apps.append(p)
         deadline = time.monotonic() + 20

@@ -1,0 +1,168 @@
+"""CUDA IPC: a process that maps another's device memory (an importer, as
+torch.multiprocessing makes) checkpoints, but the driver never restores it.
+cudasnap refuses it before anything changes, in the command line, the hook
+and the cuda-checkpoint drop-in, unless told to go on (--allow-unrestorable),
+and then reports its restore as failed for good. The exporter alone
+round-trips, while its importer keeps reading its memory."""
+import os
+import subprocess
+import time
+import unittest
+
+from harness import APP, BIN, Case, Result
+
+MODE = "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE"
+TEXT = "it maps device memory that another process shares with it (CUDA IPC, {shm}): the driver"
+
+
+class Ipc(Case):
+    def setUp(self):
+        super().setUp()
+        self.exporter, = self.start("--ipc-export", "--mem", "4")
+        self.importer, = self.start("--ipc-import", str(self.exporter), "--mem", "1")
+        self.plain, = self.start("--mem", "1")
+        self.all = sorted([self.exporter, self.importer, self.plain])
+        # As driver 580 names a torch.multiprocessing exporter's file.
+        self.shm = f"/dev/shm/cuda.shm.{os.geteuid()}.{self.exporter:x}.1"
+        self.cc_path = os.path.join(self.tmp, "cuda-checkpoint")
+        os.symlink(os.path.abspath(BIN), self.cc_path)
+
+    def cc(self, *args, env=None):
+        t0 = time.monotonic()
+        p = subprocess.run([self.cc_path, *map(str, args)], capture_output=True, text=True,
+                           env=dict(self.env, **(env or {})), timeout=60)
+        return Result(p, time.monotonic() - t0)
+
+    def refusal(self, pid):
+        return f"process {pid} (fakecuda-app) refused: " + TEXT.format(shm=self.shm)
+
+    def assertImporterReads(self):
+        got = self.verify_data([self.importer])
+        self.assertTrue(got.get(self.importer, "").startswith("ok "), got)
+        self.assertIn(" imported=", got[self.importer])
+
+    def assertUntouched(self):
+        self.assertStates(self.all, "running")
+        self.assertDataOk(self.all)
+        self.assertImporterReads()
+        self.assertFalse(os.path.exists(os.path.join(self.state, "manifest.json")))
+
+    def test_cli_refuses_the_importer_before_anything(self):
+        r = self.cs("checkpoint", "--json")
+        self.assertEqual(r.rc, 2, r)
+        self.assertEqual(r.obj["outcome"], "error", r)
+        self.assertIn(self.refusal(self.importer), r.err)
+        self.assertIn("can never restore it", r.err)
+        self.assertNotIn(f"process {self.exporter} (fakecuda-app) refused", r.err)
+        self.assertNotIn(f"process {self.plain} (fakecuda-app) refused", r.err)
+        self.assertIn("checkpoint refused; nothing was changed", r.err)
+        hint = r.obj["error"]["hint"]
+        self.assertIn("--allow-unrestorable", hint)
+        self.assertIn("CUDASNAP_ALLOW_UNRESTORABLE=1", hint)
+        self.assertIn("exported the memory can be checkpointed alone", hint)
+        self.assertUntouched()
+
+    def test_hook_refuses_the_importer(self):
+        r = self.cs("hook", env={MODE: "save"})
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn(self.refusal(self.importer), r.err)
+        self.assertUntouched()
+
+    def test_drop_in_refuses_the_importer_in_nvidia_words(self):
+        r = self.cc("--toggle", "--pid", self.importer)
+        self.assertEqual((r.rc, r.out), (1, ""), r)
+        self.assertTrue(r.err.splitlines()[0].startswith(
+            f'Error toggling CUDA in process ID {self.importer}: "checkpoint refused; nothing was changed: '
+            f'process {self.importer} (fakecuda-app): ' + TEXT.format(shm=self.shm)), r)
+        self.assertIn("cuda-checkpoint: hint: ", r.err)
+        self.assertUntouched()
+        # CRIU's plugin: lock, then checkpoint; the refused one is unlocked again.
+        self.assertEqual(self.cc("--action", "lock", "--pid", self.importer).rc, 0)
+        r = self.cc("--action", "checkpoint", "--pid", self.importer)
+        self.assertEqual((r.rc, r.out), (1, ""), r)
+        self.assertTrue(r.err.splitlines()[0].startswith(f'Could not checkpoint on process ID {self.importer}: "'),
+                        r)
+        self.assertIn(f"process {self.importer} was unlocked again", r.err)
+        self.assertUntouched()
+        # The exporter alone goes through the drop-in, there and back.
+        r = self.cc("--toggle", "--pid", self.exporter)
+        self.assertEqual((r.rc, r.out, r.err), (0, "", ""), r)
+        self.assertStates([self.exporter], "checkpointed")
+        self.assertImporterReads()
+        r = self.cc("--toggle", "--pid", self.exporter)
+        self.assertEqual((r.rc, r.out, r.err), (0, "", ""), r)
+        self.assertUntouched()
+
+    def test_exporter_alone_round_trips_while_the_importer_reads(self):
+        r = self.cs("checkpoint", "--pid", str(self.exporter), "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual([p["pid"] for p in r.obj["processes"]], [self.exporter])
+        self.assertStates([self.exporter], "checkpointed")
+        self.assertStates([self.importer, self.plain], "running")
+        self.assertImporterReads()
+        r = self.cs("restore", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual([p["pid"] for p in r.obj["processes"]], [self.exporter])
+        self.assertStates(self.all, "running")
+        self.assertDataOk(self.all)
+        self.assertImporterReads()
+
+    def test_allowed_importer_checkpoints_but_never_comes_back(self):
+        for how in ({"args": ("--allow-unrestorable",)}, {"env": {"CUDASNAP_ALLOW_UNRESTORABLE": "1"}}):
+            with self.subTest(how=how):
+                r = self.cs("checkpoint", "--json", *how.get("args", ()), env=how.get("env"))
+                self.assertEqual(r.rc, 0, r)
+                self.assertEqual(sorted(p["pid"] for p in r.obj["processes"]), self.all)
+                self.assertStates(self.all, "checkpointed")
+                plan = self.cs("restore", "--dry-run", "--json")
+                self.assertEqual(plan.rc, 1, plan)
+                entry, = [p for p in plan.obj["processes"] if p["pid"] == self.importer]
+                self.assertEqual(entry["verdict"], "refused", plan)
+                self.assertEqual([(x["code"], x["blocks"]) for x in entry["reasons"]], [("unrestorable", True)])
+                r = self.cs("restore", "--json")
+                self.assertEqual(r.rc, 1, r)
+                procs = {p["pid"]: p for p in r.obj["processes"]}
+                self.assertTrue(procs[self.importer]["unrestorable"], r)
+                self.assertIn("must be restarted", procs[self.importer]["error"]["message"])
+                self.assertIn(f"restore of process {self.importer} (fakecuda-app) failed", r.err)
+                self.assertIn("the driver cannot restore it; it must be restarted", r.err)
+                self.assertStates([self.importer], "checkpointed")
+                # The others come back without it.
+                others = [self.exporter, self.plain]
+                for pid in others:
+                    self.assertEqual(self.cs("restore", "--pid", str(pid)).rc, 0)
+                self.assertStates(others, "running")
+                self.assertDataOk(others)
+                # A second try fails the same way: nothing to retry.
+                r = self.cs("restore", "--pid", str(self.importer), "--json")
+                self.assertEqual(r.rc, 1, r)
+                self.assertTrue(r.obj["processes"][0]["unrestorable"], r)
+                self.doCleanups()
+                self.setUp()
+
+    def test_dry_run_names_ipc_import(self):
+        r = self.cs("checkpoint", "--dry-run", "--json")
+        self.assertEqual((r.rc, r.obj["go"]), (1, False), r)
+        procs = {p["pid"]: p for p in r.obj["processes"]}
+        self.assertEqual({p: procs[p]["verdict"] for p in self.all},
+                         {self.exporter: "ok", self.importer: "refused", self.plain: "ok"}, r)
+        reason, = procs[self.importer]["reasons"]
+        self.assertEqual((reason["code"], reason["blocks"]), ("ipc-import", True), r)
+        self.assertTrue(reason["text"].startswith(TEXT.format(shm=self.shm)), r)
+        self.assertIn("--allow-unrestorable", reason["fix"])
+        self.assertIn("! ipc-import:", r.err)
+        self.assertEqual(self.cs("hook", "--dry-run", env={MODE: "save"}).rc, 1)
+        r = self.cs("checkpoint", "--dry-run", "--json", "--allow-unrestorable")
+        self.assertEqual((r.rc, r.obj["go"]), (0, True), r)
+        reason, = [p for p in r.obj["processes"] if p["pid"] == self.importer][0]["reasons"]
+        self.assertEqual((reason["code"], reason["blocks"]), ("ipc-import", False), r)
+        self.assertIn("(allowed by --allow-unrestorable: it would not come back)", reason["text"])
+        r = self.cs("checkpoint", "--dry-run", "--pid", str(self.exporter))
+        self.assertEqual(r.rc, 0, r)
+        self.assertFalse(os.path.exists(self.state))
+        self.assertUntouched()
+
+
+if __name__ == "__main__":
+    assert APP, "FAKE_APP is not set"
+    unittest.main(verbosity=2)

@@ -1,0 +1,367 @@
+"""Host memory before a checkpoint: the driver copies a process's GPU memory
+into its own host memory, charged to its memory cgroup, so a checkpoint that
+does not fit is refused before anything changes (the command line, the hook
+and the cuda-checkpoint drop-in), goes through where it fits, and when told
+to go on anyway (--ignore-memory) ends with the OOM killer, which the report
+names. The memory cgroups are real ones that the test creates (memcg.py).
+
+The double's device memory is a memfd already charged to the cgroup, and its
+checkpoint copies it into the process's heap: a checkpoint needs room for a
+second copy, and one that has none gets the process OOM-killed for real.
+
+Most cases run in a PID namespace of their own (tests/integration/isolate.sh),
+where NVML cannot name the process and cudasnap counts the memory in use on
+the GPUs it sees as an upper bound. ExactFigures runs in the initial PID
+namespace (registered without isolate.sh), where NVML's figure for each
+process is exact, and selects its processes by --pid and --cgroup only."""
+import os
+import re
+import subprocess
+import time
+import unittest
+
+from harness import APP, BIN, Case, Result
+from memcg import Cgroups, initial_pidns
+
+MIB = 1 << 20
+GIB = 1 << 30
+MODE = "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE"
+
+
+def host_need(gpu):
+    """cs_checkpoint_host_need: the GPU memory, 16 MiB and 4 MiB per GiB."""
+    return gpu + 16 * MIB + gpu // 256
+
+
+def gib(b):
+    return f"{b / GIB:.2f} GiB"
+
+
+class MemoryCase(Case):
+    def setUp(self):
+        super().setUp()
+        self.cgroups = Cgroups()
+        self.addCleanup(self.cgroups.remove)
+        if not self.cgroups.parent:
+            self.skipTest(self.cgroups.why)
+        self.cc_path = os.path.join(self.tmp, "cuda-checkpoint")
+        os.symlink(os.path.abspath(BIN), self.cc_path)
+
+    def start_in(self, cg, *args, **kw):
+        return self.start(*args, wrap=cg.enter_argv(), **kw)
+
+    def cc(self, *args, env=None):
+        t0 = time.monotonic()
+        p = subprocess.run([self.cc_path, *map(str, args)], capture_output=True, text=True,
+                           env=dict(self.env, **(env or {})), timeout=60)
+        return Result(p, time.monotonic() - t0)
+
+    def plan(self, *args, env=None):
+        r = self.cs("checkpoint", "--dry-run", "--json", *args, env=env)
+        self.assertIn(r.rc, (0, 1), r)
+        return r, {p["pid"]: p for p in r.obj["processes"]}
+
+    def assertNoManifest(self):
+        self.assertFalse(os.path.exists(os.path.join(self.state, "manifest.json")))
+
+    def assertRefusalNames(self, text, pid, cg, need, limit, bound=True):
+        """The refusal of pid names its cgroup, its need, the room left and
+        the limit that decides, with its value."""
+        files = "|".join(map(re.escape, sorted(cg.limit_files())))
+        m = re.search(f"process {pid} \\(fakecuda-app\\) refused: it needs {'up to ' if bound else ''}"
+                      f"{re.escape(gib(need))} of host memory in cgroup {re.escape(cg.path)} "
+                      r"\([^)]*\)(?:; with the \d+ other processes of that cgroup \d+\.\d\d GiB)?; "
+                      r"the cgroup has (\d+\.\d\d) GiB left under its "
+                      f"({files}) of {re.escape(gib(limit))}", text)
+        self.assertTrue(m, f"refusal of {pid} not named as expected in:\n{text}")
+        return float(m.group(1))
+
+
+class Refused(MemoryCase):
+    """A target whose cgroup has 40 MiB left and whose checkpoint needs 80:
+    refused wherever a checkpoint starts, nothing changed."""
+
+    MEM = 64
+
+    def setUp(self):
+        super().setUp()
+        if initial_pidns():
+            self.skipTest("acts on every CUDA process of its PID namespace: run it through isolate.sh")
+        self.cg = self.cgroups.make("tight")
+        self.pid, = self.start_in(self.cg, "--mem", str(self.MEM))
+        self.limit = self.cg.set_room(40 * MIB)
+        self.ooms = self.cg.oom_kills()
+        self.need = host_need(self.MEM * MIB)
+
+    def assertUntouched(self):
+        self.assertStates([self.pid], "running")
+        self.assertDataOk([self.pid])
+        self.assertEqual(self.cg.oom_kills(), self.ooms)
+        self.assertNoManifest()
+
+    def test_cli_checkpoint(self):
+        r = self.cs("checkpoint", "--json")
+        self.assertEqual(r.rc, 2, r)
+        self.assertEqual(r.obj["outcome"], "error", r)
+        self.assertEqual(r.obj["processes"], [])
+        room = self.assertRefusalNames(r.err, self.pid, self.cg, self.need, self.limit)
+        self.assertLess(room * GIB, self.need)
+        self.assertIn("checkpoint refused; nothing was changed", r.err)
+        hint = r.obj["error"]["hint"]
+        self.assertRegex(hint, f"Raise memory\\.[a-z_.]+ of {re.escape(self.cg.path)} by at least \\d+\\.\\d\\d GiB")
+        self.assertIn("--ignore-memory", hint)
+        self.assertIn("CUDASNAP_IGNORE_MEMORY=1", hint)
+        self.assertUntouched()
+
+    def test_hook_save(self):
+        r = self.cs("hook", env={MODE: "save"})
+        self.assertEqual(r.rc, 2, r)
+        self.assertRefusalNames(r.err, self.pid, self.cg, self.need, self.limit)
+        for line in r.err.splitlines():
+            self.assertRegex(line, r"^\d{4}-\d\d-\d\dT[0-9:.]+Z ")
+        self.assertUntouched()
+
+    def test_drop_in_toggle(self):
+        r = self.cc("--toggle", "--pid", self.pid)
+        self.assertEqual((r.rc, r.out), (1, ""), r)
+        first = r.err.splitlines()[0]
+        self.assertTrue(first.startswith(f'Error toggling CUDA in process ID {self.pid}: "checkpoint refused; '
+                                         f'nothing was changed: process {self.pid} (fakecuda-app): it needs up to '
+                                         f'{gib(self.need)} of host memory in cgroup {self.cg.path} '), r)
+        self.assertIn("cuda-checkpoint: hint: Raise memory.", r.err)
+        self.assertUntouched()
+
+    def test_drop_in_checkpoint_of_a_locked_process(self):
+        """CRIU's plugin locks first, then checkpoints: the refused process
+        is unlocked again, running as the plugin found it."""
+        r = self.cc("--action", "lock", "--pid", self.pid)
+        self.assertEqual((r.rc, r.out, r.err), (0, "", ""), r)
+        self.assertStates([self.pid], "locked")
+        r = self.cc("--action", "checkpoint", "--pid", self.pid)
+        self.assertEqual((r.rc, r.out), (1, ""), r)
+        self.assertTrue(r.err.splitlines()[0].startswith(f'Could not checkpoint on process ID {self.pid}: "'), r)
+        self.assertRefusalNames(r.err, self.pid, self.cg, self.need, self.limit)
+        self.assertIn(f"process {self.pid} was unlocked again, so that it keeps running", r.err)
+        self.assertUntouched()
+
+    def test_ignore_memory_from_the_environment_reaches_the_check(self):
+        """CUDASNAP_IGNORE_MEMORY=1 turns the refusal into a note in the plan."""
+        r, procs = self.plan(env={"CUDASNAP_IGNORE_MEMORY": "1"})
+        self.assertEqual(r.rc, 0, r)
+        reasons = {x["code"]: x for x in procs[self.pid]["reasons"]}
+        self.assertFalse(reasons["memory"]["blocks"], r)
+        self.assertIn("(allowed by --ignore-memory)", reasons["memory"]["text"])
+        self.assertUntouched()
+
+
+class Fits(MemoryCase):
+    def setUp(self):
+        super().setUp()
+        if initial_pidns():
+            self.skipTest("acts on every CUDA process of its PID namespace: run it through isolate.sh")
+
+    def test_room_to_spare_checkpoints_and_restores(self):
+        cg = self.cgroups.make("roomy")
+        pids = self.start_in(cg, "--spawn", "1", "--mem", "32", expect=2)
+        # Two processes of 32 MiB in one cgroup: 2 x (32 MiB copied + 16) at most.
+        limit = cg.set_room(160 * MIB)
+        ooms = cg.oom_kills()
+        r, procs = self.plan()
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(r.obj["go"])
+        for pid in pids:
+            mem = procs[pid]["memory"]
+            self.assertEqual((procs[pid]["verdict"], mem["gpu_bytes_known"], mem["gpu_bytes"]),
+                             ("ok", "at-most", 64 * MIB), r)
+            self.assertEqual((mem["cgroup"]["path"], mem["cgroup"]["tightest"], mem["cgroup"]["limit_bytes"]),
+                             (cg.path, cg.path, limit), r)
+            self.assertEqual(mem["cgroup"]["version"], cg.version)
+            self.assertNotIn("memory", [x["code"] for x in procs[pid]["reasons"]])
+        r = self.cs("checkpoint", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertStates(pids, "checkpointed")
+        self.assertEqual(cg.oom_kills(), ooms)
+        r = self.cs("restore")
+        self.assertEqual(r.rc, 0, r)
+        self.assertStates(pids, "running")
+        self.assertDataOk(pids)
+        self.assertEqual(cg.oom_kills(), ooms)
+
+
+class OomKilled(MemoryCase):
+    """--ignore-memory (or CUDASNAP_IGNORE_MEMORY=1) past a cgroup without
+    room: the kernel kills the process during its checkpoint. It is LOST
+    (exit 3) and named with the cgroup whose OOM killer struck; the others
+    are rolled back."""
+
+    def setUp(self):
+        super().setUp()
+        if initial_pidns():
+            self.skipTest("acts on every CUDA process of its PID namespace: run it through isolate.sh")
+
+    def test_oom_kill_during_checkpoint_is_lost_and_named(self):
+        for how in (("--ignore-memory",), ()):
+            with self.subTest(how=how):
+                tight, roomy = self.cgroups.make("tight"), self.cgroups.make("roomy")
+                victim, = self.start_in(tight, "--mem", "64")
+                others = [self.start_in(roomy, "--mem", "4")[0] for _ in range(2)]
+                tight.set_room(16 * MIB)
+                roomy.set_room(512 * MIB)
+                before = tight.oom_kills()
+                env = {} if how else {"CUDASNAP_IGNORE_MEMORY": "1"}
+                r = self.cs("checkpoint", "--json", *how, env=env)
+                self.assertEqual(r.rc, 3, r)
+                self.assertEqual((r.obj["outcome"], r.obj["lost"]), ("incomplete", 1), r)
+                procs = {p["pid"]: p for p in r.obj["processes"]}
+                self.assertEqual((procs[victim]["lost"], procs[victim]["final_state"]), (True, "exited"), r)
+                after = tight.oom_kills()
+                self.assertGreater(after, before)
+                self.assertEqual(procs[victim]["lost_why"],
+                                 f"killed by the OOM killer of cgroup {tight.path} (oom_kill {before} -> {after}) "
+                                 "during its checkpoint", r)
+                self.assertIn("LOST", r.err)
+                self.assertIn(f"killed by the OOM killer of cgroup {tight.path}", r.err)
+                self.assertEqual({p: procs[p]["final_state"] for p in others}, {p: "running" for p in others}, r)
+                self.assertStates(others, "running")
+                self.assertDataOk(others)
+                self.assertNoManifest()
+                self.doCleanups()
+                self.setUp()
+
+
+class DryRun(MemoryCase):
+    def setUp(self):
+        super().setUp()
+        if initial_pidns():
+            self.skipTest("acts on every CUDA process of its PID namespace: run it through isolate.sh")
+
+    def assertNothingHeld(self):
+        claims = os.path.join(self.state, "claims")
+        self.assertEqual(os.listdir(claims) if os.path.exists(claims) else [], [])
+        self.assertNoManifest()
+
+    def test_plan_reports_the_memory_verdict_and_changes_nothing(self):
+        cg = self.cgroups.make("tight")
+        pid, = self.start_in(cg, "--mem", "64")
+        limit = cg.set_room(40 * MIB)
+        need = host_need(64 * MIB)
+        r, procs = self.plan()
+        self.assertEqual((r.rc, r.obj["exit_status"], r.obj["go"], r.obj["dry_run"]), (1, 1, False, True), r)
+        e = procs[pid]
+        self.assertEqual((e["verdict"], e["state"], e["target"]), ("refused", "running", True), r)
+        mem = e["memory"]
+        self.assertEqual((mem["gpu_bytes_known"], mem["gpu_bytes"], mem["host_bytes_needed"]),
+                         ("at-most", 64 * MIB, need), r)
+        cgj = mem["cgroup"]
+        self.assertEqual((cgj["path"], cgj["tightest"], cgj["limit_bytes"], cgj["version"]),
+                         (cg.path, cg.path, limit, cg.version), r)
+        self.assertIn(cgj["limit_file"], cg.limit_files())
+        self.assertTrue(39 * MIB <= cgj["room_bytes"] < need, r)
+        reason, = [x for x in e["reasons"] if x["code"] == "memory"]
+        self.assertTrue(reason["blocks"])
+        self.assertRefusalNames("process %d (fakecuda-app) refused: %s" % (pid, reason["text"]), pid, cg, need,
+                                limit)
+        self.assertIn("--ignore-memory", reason["fix"])
+        self.assertEqual((r.obj["totals"]["targets"], r.obj["totals"]["refused"]), (1, 1), r)
+        self.assertEqual(r.obj["totals"]["host_bytes_needed"], need)
+        self.assertIn("WOULD FAIL", r.err)
+        self.assertIn("! memory: it needs up to", r.err)
+        self.assertIn("checkpoint would FAIL", r.err)
+        # Nothing changed, not even the state directory.
+        self.assertFalse(os.path.exists(self.state))
+        self.assertStates([pid], "running")
+        h = self.cs("hook", "--dry-run", env={MODE: "save"})
+        self.assertEqual(h.rc, 1, h)
+        self.assertIn("WOULD FAIL", h.err)
+        self.assertFalse(os.path.exists(self.state))
+        # With room, the same plan goes through.
+        cg.set_room(512 * MIB)
+        r, procs = self.plan()
+        self.assertEqual((r.rc, r.obj["go"], procs[pid]["verdict"]), (0, True, "ok"), r)
+        self.assertEqual(self.cs("hook", "--dry-run", env={MODE: "save"}).rc, 0)
+        self.assertFalse(os.path.exists(self.state))
+        self.assertStates([pid], "running")
+        self.assertDataOk([pid])
+
+    def test_plan_in_an_existing_state_directory_leaves_no_trace(self):
+        cg = self.cgroups.make("roomy")
+        pids = self.start_in(cg, "--spawn", "1", "--mem", "8", expect=2)
+        cg.set_room(256 * MIB)
+        self.assertEqual(self.cs("lock").rc, 0)
+        self.assertEqual(self.cs("unlock").rc, 0)
+        self.assertTrue(os.path.isdir(self.state))
+        r, _ = self.plan()
+        self.assertEqual(r.rc, 0, r)
+        self.assertNothingHeld()
+        self.assertStates(pids, "running")
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        man = os.path.join(self.state, "manifest.json")
+        with open(man) as f:
+            before = f.read()
+        r = self.cs("restore", "--dry-run", "--json")
+        self.assertEqual((r.rc, r.obj["go"]), (0, True), r)
+        self.assertEqual(sorted(p["pid"] for p in r.obj["processes"] if p["target"]), pids)
+        with open(man) as f:
+            self.assertEqual(f.read(), before)
+        self.assertEqual(os.listdir(os.path.join(self.state, "claims")), [])
+        self.assertStates(pids, "checkpointed")
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertDataOk(pids)
+
+
+class ExactFigures(MemoryCase):
+    """In the initial PID namespace NVML names each process with its own
+    memory: two processes of one cgroup that fit one at a time but not
+    together are refused together, and each goes through alone. NVML's
+    figure includes each process's context (FAKECUDA_CONTEXT_MIB), which
+    makes a large need out of little real memory."""
+
+    CONTEXT_MIB = 200
+
+    def setUp(self):
+        super().setUp()
+        if not initial_pidns():
+            self.skipTest("needs NVML's per-process figures: runs without isolate.sh (integration-memory-host)")
+        self.env["FAKECUDA_CONTEXT_MIB"] = str(self.CONTEXT_MIB)
+
+    def state_of(self, pid):
+        """From the drop-in: ps would ask about every process of the machine."""
+        r = self.cc("--get-state", "--pid", pid)
+        self.assertEqual(r.rc, 0, r)
+        return r.out.strip()
+
+    def test_two_that_fit_one_at_a_time(self):
+        cg = self.cgroups.make("pair")
+        pids = [self.start_in(cg, "--mem", "8")[0] for _ in range(2)]
+        gpu = (8 + self.CONTEXT_MIB) * MIB
+        need = host_need(gpu)
+        # Room for one need and a half: one fits, two do not.
+        limit = cg.set_room(need * 3 // 2)
+        r = self.cs("checkpoint", "--cgroup", cg.path, "--dry-run", "--json")
+        self.assertEqual(r.rc, 1, r)
+        procs = {p["pid"]: p for p in r.obj["processes"]}
+        self.assertEqual(sorted(procs), pids)
+        for pid in pids:
+            self.assertEqual((procs[pid]["memory"]["gpu_bytes_known"], procs[pid]["memory"]["gpu_bytes"]),
+                             ("exact", gpu), r)
+        r = self.cs("checkpoint", "--cgroup", cg.path, "--json")
+        self.assertEqual(r.rc, 2, r)
+        for pid in pids:
+            self.assertRefusalNames(r.err, pid, cg, need, limit, bound=False)
+        self.assertIn(f"with the 1 other processes of that cgroup {gib(2 * need)}", r.err)
+        self.assertIn("or checkpoint fewer of its processes at once (1 of the 2 fit)", r.obj["error"]["hint"])
+        self.assertEqual([self.state_of(p) for p in pids], ["running"] * 2)
+        self.assertDataOk(pids)
+        for pid in pids:
+            r = self.cs("checkpoint", "--pid", str(pid))
+            self.assertEqual(r.rc, 0, r)
+            self.assertEqual(self.state_of(pid), "checkpointed")
+            r = self.cs("restore", "--pid", str(pid))
+            self.assertEqual(r.rc, 0, r)
+        self.assertEqual([self.state_of(p) for p in pids], ["running"] * 2)
+        self.assertDataOk(pids)
+
+
+if __name__ == "__main__":
+    assert APP, "FAKE_APP is not set"
+    unittest.main(verbosity=2)
