@@ -70,7 +70,7 @@ class MemoryCase(Case):
         files = "|".join(map(re.escape, sorted(cg.limit_files())))
         m = re.search(f"process {pid} \\(fakecuda-app\\) refused: it needs {'up to ' if bound else ''}"
                       f"{re.escape(gib(need))} of host memory in cgroup {re.escape(cg.path)} "
-                      r"\([^)]*\)(?:; with the \d+ other processes of that cgroup \d+\.\d\d GiB)?; "
+                      r"\([^)]*\)(?:; with the \d+ other process(?:es)? of that cgroup \d+\.\d\d GiB)?; "
                       r"the cgroup has (\d+\.\d\d) GiB left under its "
                       f"({files}) of {re.escape(gib(limit))}", text)
         self.assertTrue(m, f"refusal of {pid} not named as expected in:\n{text}")
@@ -348,7 +348,7 @@ class ExactFigures(MemoryCase):
         self.assertEqual(r.rc, 2, r)
         for pid in pids:
             self.assertRefusalNames(r.err, pid, cg, need, limit, bound=False)
-        self.assertIn(f"with the 1 other processes of that cgroup {gib(2 * need)}", r.err)
+        self.assertIn(f"with the 1 other process of that cgroup {gib(2 * need)}", r.err)
         self.assertIn("or checkpoint fewer of its processes at once (1 of the 2 fit)", r.obj["error"]["hint"])
         self.assertEqual([self.state_of(p) for p in pids], ["running"] * 2)
         self.assertDataOk(pids)

@@ -368,8 +368,8 @@ class Claims(Neighbours):
                 self.assertEqual(r.rc, 0, r)
                 for pid in pids:
                     self.assertIn(f"warning: process {pid} (fakecuda-app) was left {state} by pid {first.p.pid}, "
-                                  f"'checkpoint', which ended in the middle of an operation; recover it with "
-                                  f"'cudasnap {recover} --pid {pid}'", r.err)
+                                  f"'checkpoint', which ended in the middle of an operation; this {recover} "
+                                  "acts on it", r.err)
                 self.assertStates(pids + [other], "running")
                 self.assertDataOk(pids + [other])
                 self.assertEqual(os.listdir(os.path.join(self.state, "claims")), [])
