@@ -27,8 +27,9 @@ static void usage(FILE *f)
 	txn_cli_deadline_help(f);
 	fprintf(f,
 		"\nEnvironment: CUDASNAP_STATE_DIR (default /run/cudasnap), CUDASNAP_LIBCUDA.\n"
-		"Exit status: 0 done; 1 failed, everything rolled back; 2 usage or environment\n"
-		"error (nothing changed); 3 failed and rollback incomplete (named on stderr).\n");
+		"Exit status: 0 done; 1 failed, every process still there rolled back; 2 usage\n"
+		"or environment error, or refused (nothing changed); 3 failed and rollback\n"
+		"incomplete, or a process LOST (named on stderr).\n");
 }
 
 int cmd_checkpoint(int argc, char **argv)

@@ -19,8 +19,9 @@ static void usage_for(FILE *f, bool lock)
 		"  -h, --help        show this help\n");
 	txn_cli_deadline_help(f);
 	fprintf(f,
-		"\nExit status: 0 done; 1 failed, everything rolled back; 2 usage or environment\n"
-		"error; 3 failed and rollback incomplete.\n");
+		"\nExit status: 0 done; 1 failed, every process still there rolled back; 2 usage\n"
+		"or environment error, or refused (nothing changed); 3 failed and rollback\n"
+		"incomplete.\n");
 }
 
 static void lock_usage(FILE *f)

@@ -26,8 +26,9 @@ static void usage(FILE *f)
 	txn_cli_checks_help(f, CS_OP_RESTORE);
 	txn_cli_deadline_help(f);
 	fprintf(f,
-		"\nExit status: 0 done; 1 failed, everything rolled back; 2 usage or environment\n"
-		"error (nothing changed); 3 failed and rollback incomplete.\n");
+		"\nExit status: 0 done; 1 failed, every process still there rolled back; 2 usage\n"
+		"or environment error, or refused (nothing changed); 3 failed and rollback\n"
+		"incomplete, or a process LOST (named on stderr).\n");
 }
 
 int cmd_restore(int argc, char **argv)
