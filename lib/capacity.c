@@ -171,7 +171,7 @@ static void refuse(cs_fit *f, size_t n, const cs_memcg_node *node, unsigned long
 			 (double)x->gpu / GIB, x->known == CS_GPU_AT_MOST ? " in use on the GPUs it sees" : "", with,
 			 (double)(room > 0 ? room : 0) / GIB, which, (double)limit / GIB);
 		snprintf(x->fix, sizeof(x->fix),
-			 "Raise %s of %.200s by at least %.2f GiB (to %.2f GiB or more), free memory in that cgroup%s. The "
+			 "Raise %s of %.200s by at least %.2f GiB (to %.2f GiB or more), or free memory in that cgroup%s. The "
 			 "checkpoint's copy is charged to the process's own cgroup, and the kernel kills it when it "
 			 "does not fit.",
 			 which, node->path, (double)(sum - (unsigned long long)(room > 0 ? room : 0)) / GIB,

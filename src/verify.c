@@ -88,7 +88,10 @@ int cmd_verify(int argc, char **argv)
 	size_t n = 0;
 	int status;
 	/* A list that could not be made says nothing: never report it as clean. */
-	if (cs_discover(NULL, d, &t, &err) < 0 || cs_verify(&t, &l, &n, &err) < 0) {
+	/* A process another operation holds is not asked: the question would
+	 * wait behind that operation's calls. */
+	cs_scan_opts opts = { .skip_busy = true };
+	if (cs_discover(&opts, d, &t, &err) < 0 || cs_verify(&t, &l, &n, &err) < 0) {
 		cli_error(&err);
 		status = cli_exit_for(&err);
 	} else {
