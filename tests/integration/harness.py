@@ -132,3 +132,29 @@ class Case(unittest.TestCase):
 
     def assertStates(self, pids, state):
         self.assertEqual(self.states(pids), {p: state for p in pids})
+
+
+def path_trusted(path):
+    """Whether only root and this user can change any directory of path: the
+    settings file is refused below any other (/tmp, whoever can write it)."""
+    parts = os.path.realpath(path).split("/")
+    for i in range(1, len(parts) + 1):
+        st = os.lstat("/".join(parts[:i]) or "/")
+        if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
+            return False
+    return True
+
+
+def trusted_tmpdir(test, prefix):
+    """A fresh directory (mode 0755) where a settings file is trusted, removed
+    at the test's cleanup: below the build directory (meson's
+    CS_TEST_TRUSTED_DIR) when its path is trusted, else below /var/lib (a
+    checkout under /tmp); the test is skipped, saying why, when neither is."""
+    for base in (os.environ.get("CS_TEST_TRUSTED_DIR", ""), "/var/lib"):
+        if base and os.path.isdir(base) and os.access(base, os.W_OK) and path_trusted(base):
+            d = tempfile.mkdtemp(prefix=prefix, dir=base)
+            os.chmod(d, 0o755)
+            test.addCleanup(shutil.rmtree, d, ignore_errors=True)
+            return d
+    test.skipTest("no directory whose every parent only root or this user can change (CS_TEST_TRUSTED_DIR, "
+                  "/var/lib): a settings file would be refused")

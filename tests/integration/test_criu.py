@@ -29,7 +29,7 @@ import unittest
 
 import criu_rpc
 from containers import find_criu, loopback_up
-from harness import APP, GPU0, GPU1, Case
+from harness import APP, GPU0, GPU1, Case, trusted_tmpdir
 
 PLUGIN = os.environ.get("CUDASNAP_PLUGIN", "")
 SANITIZE = os.environ.get("CUDASNAP_SANITIZE", "none")
@@ -514,9 +514,7 @@ class Criu(Case):
                             for line in r.cudasnap_lines()), r)
         self.assertRunningAndOk(pids)
         # The settings file is read only where nobody but root can have put it: not below /tmp.
-        confdir = tempfile.mkdtemp(prefix="criu-settings-", dir=os.environ["CS_TEST_TRUSTED_DIR"])
-        os.chmod(confdir, 0o755)
-        self.addCleanup(shutil.rmtree, confdir, ignore_errors=True)
+        confdir = trusted_tmpdir(self, "criu-settings-")
         conf = os.path.join(confdir, "cudasnap.conf")
         with open(conf, "w") as f:
             f.write(f"CUDASNAP_STATE_DIR={self.state}\n")
@@ -589,10 +587,8 @@ class Criu(Case):
     def test_device_map_from_the_settings_file(self):
         pids = self.tree("--mem", "4", expect=1, env={"FAKECUDA_GPUS": f"{GPU0},{GPU1}"})
         self.assertDumped(pids)
-        # Below the build directory: below /tmp, which anyone can write, the file would be refused.
-        confdir = tempfile.mkdtemp(prefix="criu-settings-", dir=os.environ["CS_TEST_TRUSTED_DIR"])
-        self.addCleanup(shutil.rmtree, confdir, ignore_errors=True)
-        os.chmod(confdir, 0o755)
+        # Below /tmp, which anyone can write, the file would be refused.
+        confdir = trusted_tmpdir(self, "criu-settings-")
         conf = os.path.join(confdir, "cudasnap.conf")
         with open(conf, "w") as f:
             f.write(f"# what a node without environment passing says\nCUDASNAP_DEVICE_MAP={GPU0}={GPU1},{GPU1}={GPU0}\n")

@@ -20,6 +20,8 @@ import tempfile
 import time
 import unittest
 
+from harness import trusted_tmpdir
+
 EXE = os.environ.get("CUDASNAP_EXE", "")
 LIBCUDA = os.environ.get("CUDASNAP_LIBCUDA", "")
 LIBNVML = os.environ.get("CUDASNAP_LIBNVML", "")
@@ -363,19 +365,7 @@ class Environment(unittest.TestCase):
         self.assertEqual(r["environment"]["overrides"], [])
 
 
-TRUSTED = os.environ.get("CS_TEST_TRUSTED_DIR", "")
 NO_DRIVER = {"CUDASNAP_LIBCUDA": "/nonexistent/libcuda.so.1", "CUDASNAP_LIBNVML": "/nonexistent/nvml.so"}
-
-
-def path_trusted(path):
-    """Whether only root and this user can change any directory of path: the
-    settings file is refused below any other."""
-    parts = os.path.realpath(path).split("/")
-    for i in range(1, len(parts) + 1):
-        st = os.lstat("/".join(parts[:i]) or "/")
-        if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
-            return False
-    return True
 
 
 @unittest.skipUnless(EXE, "CUDASNAP_EXE is not set")
@@ -386,12 +376,7 @@ class Settings(unittest.TestCase):
     would be refused."""
 
     def setUp(self):
-        if not TRUSTED or not path_trusted(TRUSTED):
-            self.skipTest(f"{TRUSTED or 'CS_TEST_TRUSTED_DIR'}: not below directories only root "
-                          "or this user can change")
-        self.dir = tempfile.mkdtemp(prefix="settings-", dir=TRUSTED)
-        os.chmod(self.dir, 0o755)
-        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+        self.dir = trusted_tmpdir(self, "settings-")
 
     def conf(self, text, rel="cudasnap.conf", mode=0o644):
         path = os.path.join(self.dir, rel)
