@@ -692,6 +692,57 @@ class Criu(Case):
             self.assertEqual(r.rc, 0, r)
         self.assertRunningAndOk(a + b)
 
+    def test_criu_killed_in_the_middle_of_a_dump(self):
+        """An engine kills CRIU on a timeout while the plugin's checkpoint is
+        in flight: the checkpoint completes inside the processes, which go on
+        running on the CPU but checkpointed on the GPU. ps names each, with
+        who left it and the command that recovers it; the next dump names
+        them in its log; cudasnap restore brings them back, data intact, and
+        the records go."""
+        pids = self.tree("--spawn", "1", "--mem", "4", expect=2)
+        self.fault("* checkpoint delay=2000")
+        log = os.path.join(self.images, "dump.log")
+        p = subprocess.Popen([CRIU, "dump", "-t", str(self.root), "-D", self.images, "-L", self.plugins, "-v4", "-o",
+                              "dump.log"], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+
+        def logged():
+            try:
+                with open(log, errors="replace") as f:
+                    return f.read()
+            except FileNotFoundError:
+                return ""
+        # both locked at PAUSE_DEVICES, then into the checkpoint's 2 s
+        while time.monotonic() < deadline and logged().count(" locked in ") < 2:
+            time.sleep(0.02)
+        time.sleep(0.7)
+        p.kill()
+        p.wait()
+        self.reap()
+        time.sleep(2.5)  # the driver's calls complete inside the processes
+        os.unlink(self.faults)
+        ps = self.cs("ps", "--json")
+        left = {x["pid"]: x for x in ps.obj["left_behind"]}
+        self.assertEqual(sorted(left), sorted(pids), ps)
+        for pid in pids:
+            self.assertIn("'criu", left[pid]["holder"])
+            self.assertEqual(left[pid]["recovery"], f"cudasnap restore --pid {pid}")
+        self.assertStates(pids, "checkpointed")
+        human = self.cs("ps").out
+        for pid in pids:
+            self.assertIn(f"LEFT BEHIND: {pid} ", human)
+        # The next dump of another tree names them in its log.
+        other = self.tree("--mem", "4", expect=1)
+        r = self.criu("dump", "-t", str(self.root), "-D", self.images, "-L", self.plugins, "-R", log="next.log")
+        self.assertEqual(r.rc, 0, r)
+        for pid in pids:
+            self.assertTrue(any(f"process {pid} " in l and "may be left locked or checkpointed" in l
+                                for l in r.cudasnap_lines()), r)
+        r = self.cs("restore", *[x for pid in pids for x in ("--pid", str(pid))])
+        self.assertEqual(r.rc, 0, r)
+        self.assertRunningAndOk(pids + other)
+        self.assertEqual(self.cs("ps", "--json").obj["left_behind"], [])
+
     def test_a_process_in_use_fails_the_dump_and_leaves_the_rest_running(self):
         pids = self.tree("--spawn", "2", "--mem", "4", expect=3)
         busy = pids[2]
