@@ -251,7 +251,8 @@ static int scan(pid_t pid, cs_proc *p, cs_stat *st)
 	if (pdir < 0 || cs_proc_read_stat(pdir, st) < 0)
 		return -1;
 	memcpy(p->comm, st->comm, sizeof(p->comm));
-	cs_proc_scan_gpu(pdir, cs_dev_dir(), p);
+	if (cs_proc_scan_gpu(pdir, cs_dev_dir(), p) == 0)
+		cs_proc_scan_ipc(pdir, p);
 	return 0;
 }
 

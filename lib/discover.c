@@ -14,18 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-const char *cs_dev_dir(void)
-{
-	const char *e = cs_env("CUDASNAP_DEV_DIR");
-	return e ? e : "/dev";
-}
-
-const char *cs_proc_dir(void)
-{
-	const char *e = cs_env("CUDASNAP_PROC_DIR");
-	return e ? e : "/proc";
-}
-
 const char *cs_class_name(int cls)
 {
 	switch (cls) {

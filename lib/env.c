@@ -232,3 +232,15 @@ bool cs_env_is_ignored(const char *name)
 {
 	return name && cs_env_secure() && is_documented(name) && is_set(name);
 }
+
+const char *cs_dev_dir(void)
+{
+	const char *e = cs_env("CUDASNAP_DEV_DIR");
+	return e ? e : "/dev";
+}
+
+const char *cs_proc_dir(void)
+{
+	const char *e = cs_env("CUDASNAP_PROC_DIR");
+	return e ? e : "/proc";
+}

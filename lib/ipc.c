@@ -11,15 +11,8 @@
 #include <limits.h>
 #include <stdio.h>
 
-#define IPC_PREFIX "/dev/shm/cuda.shm."
 /* Files held open that are looked up; a process holds one or two. */
 #define HELD_MAX 16
-
-bool cs_path_is_cuda_ipc(const char *path, size_t len)
-{
-	size_t plen = sizeof(IPC_PREFIX) - 1;
-	return len > plen && memcmp(path, IPC_PREFIX, plen) == 0;
-}
 
 typedef struct held {
 	char path[HELD_MAX][96];

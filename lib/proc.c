@@ -316,6 +316,12 @@ bool cs_path_is_libcuda(const char *path, size_t len)
 	return basename_starts(path, len, "libcuda.so");
 }
 
+bool cs_path_is_cuda_ipc(const char *path, size_t len)
+{
+	static const char prefix[] = "/dev/shm/cuda.shm.";
+	return len > sizeof(prefix) - 1 && memcmp(path, prefix, sizeof(prefix) - 1) == 0;
+}
+
 bool cs_path_is_nvml(const char *path, size_t len)
 {
 	return basename_starts(path, len, "libnvidia-ml.so");
@@ -530,8 +536,6 @@ int cs_proc_scan_gpu(int pdir, const char *devdir, cs_proc *p)
 {
 	int rf = cs_proc_scan_fds(pdir, devdir, p);
 	int rm = cs_proc_scan_maps(pdir, devdir, p);
-	if (rf == 0 && rm == 0)
-		cs_proc_scan_ipc(pdir, p);
 	return rf < 0 ? rf : rm;
 }
 

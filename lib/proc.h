@@ -62,8 +62,7 @@ int cs_proc_read_stat(int pdir, cs_stat *out);
 int cs_proc_scan_fds(int pdir, const char *devdir, cs_proc *p);
 int cs_proc_scan_maps(int pdir, const char *devdir, cs_proc *p);
 /* Both scans: the device references and driver mappings of the process,
- * from /proc alone (no driver call), and what it shares through CUDA IPC
- * (cs_proc_scan_ipc). Returns the first error, or 0. */
+ * from /proc alone (no driver call). Returns the first error, or 0. */
 int cs_proc_scan_gpu(int pdir, const char *devdir, cs_proc *p);
 /* After both scans counted CUDA IPC mappings (p->ipc_maps): finds one such
  * mapped file that no fd of the process holds (p->ipc_import), the mark of

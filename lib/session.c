@@ -18,17 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cs_session_warn(const cs_session *s, const char *fmt, ...)
-{
-	if (!s->o->warn)
-		return;
-	char line[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	s->o->warn(s->o->warn_ctx, line);
-}
 
 /* An override from the environment or the settings file, for callers that
  * cannot pass options (the CRIU plugin, the gVisor hook, the drop-in). */

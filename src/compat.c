@@ -8,21 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void compat_fail_line(const compat_args *a, cs_call call, const char *text)
-{
-	int pid = (int)a->pid;
-	switch (a->op) {
-	case COMPAT_GET_STATE: compat_fail("Error getting process state for process ID %d: \"%s\"", pid, text); break;
-	case COMPAT_GET_TID:
-		/* No public source shows NVIDIA's wording for this one; it follows
-		 * the get-state line. */
-		compat_fail("Error getting restore thread ID for process ID %d: \"%s\"", pid, text);
-		break;
-	case COMPAT_TOGGLE: compat_fail("Error toggling CUDA in process ID %d: \"%s\"", pid, text); break;
-	default: compat_fail("Could not %s on process ID %d: \"%s\"", cs_call_name(call), pid, text);
-	}
-}
-
 /* A failed driver call: NVIDIA's line, then cudasnap's hint. */
 static int call_failed(cs_driver *d, const compat_args *a, cs_call call, int res)
 {

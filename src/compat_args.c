@@ -61,6 +61,21 @@ int compat_fail(const char *fmt, ...)
 	return EXIT_FAILED;
 }
 
+void compat_fail_line(const compat_args *a, cs_call call, const char *text)
+{
+	int pid = (int)a->pid;
+	switch (a->op) {
+	case COMPAT_GET_STATE: compat_fail("Error getting process state for process ID %d: \"%s\"", pid, text); break;
+	case COMPAT_GET_TID:
+		/* No public source shows NVIDIA's wording for this one; it follows
+		 * the get-state line. */
+		compat_fail("Error getting restore thread ID for process ID %d: \"%s\"", pid, text);
+		break;
+	case COMPAT_TOGGLE: compat_fail("Error toggling CUDA in process ID %d: \"%s\"", pid, text); break;
+	default: compat_fail("Could not %s on process ID %d: \"%s\"", cs_call_name(call), pid, text);
+	}
+}
+
 /* NVIDIA's binary answers every usage error with its line, an empty line
  * and the whole help on stderr, exit status 1; scripts written against it
  * may match that shape. */
