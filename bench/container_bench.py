@@ -5,6 +5,8 @@ after each --leave-running checkpoint:
   plugin   cudasnap_plugin.so alone in CRIU's plugin directory
   nvidia   CRIU's own cuda_plugin.so calling NVIDIA's cuda-checkpoint
   dropin   CRIU's own cuda_plugin.so calling cudasnap's cuda-checkpoint drop-in
+  baseline cudasnap_plugin.so built from another commit (--baseline-plugin),
+           to measure what a change costs side by side
 
 runc runs `criu swrk` and sends its options over CRIU's RPC, as under
 containerd, CRI-O and Podman. Each container has its own PID, mount, IPC and
@@ -29,6 +31,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +51,8 @@ class Tools:
         self.libs = os.path.join(a.tools, "lib")
         self.cudasnap = os.path.abspath(a.cudasnap)
         self.plugin = os.path.abspath(a.plugin)
+        base = getattr(a, "baseline_plugin", None)
+        self.baseline = base and os.path.abspath(base)
 
 
 def make_way(t, base, name):
@@ -58,8 +63,8 @@ def make_way(t, base, name):
     os.makedirs(bindir)
     os.symlink(t.runc, os.path.join(bindir, "runc"))
     os.symlink(t.criu, os.path.join(bindir, "criu"))
-    if name == "plugin":
-        shutil.copy(t.plugin, plugins)
+    if name in ("plugin", "baseline"):
+        shutil.copy(t.plugin if name == "plugin" else t.baseline, os.path.join(plugins, "cudasnap_plugin.so"))
     else:
         shutil.copy(t.cuda_plugin, plugins)
         os.symlink(t.nvidia if name == "nvidia" else t.cudasnap, os.path.join(bindir, "cuda-checkpoint"))
@@ -378,6 +383,23 @@ def pair(a, t, base, nprocs):
     return row
 
 
+def side_by_side(rows):
+    """Medians of the rounds that went through, this plugin over the
+    baseline's, per number of processes."""
+    print("\n| processes | step | plugin median | baseline median | plugin / baseline |")
+    print("|---:|---|---:|---:|---:|")
+    for n in sorted({r["procs"] for r in rows}):
+        for k in ("leave_running_s", "checkpoint_s", "restore_s"):
+            med = {}
+            for way in ("plugin", "baseline"):
+                got = [r[k] for r in rows if r["procs"] == n and r["way"] == way and isinstance(r.get(k), float)
+                       and r.get(k.replace("_s", "_rc")) == 0]
+                med[way] = statistics.median(got) if got else None
+            if med["plugin"] and med["baseline"]:
+                print(f"| {n} | {k[:-2]} | {med['plugin']:.2f} s | {med['baseline']:.2f} s | "
+                      f"{med['plugin'] / med['baseline']:.3f} |")
+
+
 def main():
     global TOOLS
     ap = argparse.ArgumentParser()
@@ -390,11 +412,14 @@ def main():
     ap.add_argument("--gib", type=float, default=1)
     ap.add_argument("--procs", default="2,8")
     ap.add_argument("--ways", default="plugin,nvidia,dropin")
+    ap.add_argument("--baseline-plugin", help="cudasnap_plugin.so of another commit, the way 'baseline'")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--show-log", action="store_true")
     ap.add_argument("--pair", type=int, default=0, help="also two containers of N processes at once (plugin)")
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args()
+    if "baseline" in a.ways.split(",") and not a.baseline_plugin:
+        ap.error("the way 'baseline' needs --baseline-plugin")
     if a.workload:
         a.workload = os.path.abspath(a.workload)
     TOOLS = t = Tools(a)
@@ -426,6 +451,8 @@ def main():
                 f"failed ({r.get(k.replace('_s', '_rc'))})" if k in r else "-"
         print(f"| {r['round'] + 1} | {r['procs']} | {r['way']} | {s('leave_running_s')} | {s('checkpoint_s')} | {s('restore_s')} | "
               f"{r.get('data_before')} / {r.get('data_after_leave_running')} / {r.get('data_after_restore')} |")
+    if a.baseline_plugin:
+        side_by_side(rows_table)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

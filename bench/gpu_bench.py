@@ -7,10 +7,18 @@ order of CRIU's plugin); one `cuda-checkpoint --toggle` process per target,
 all at once (runsc's and Modal's way, through cudasnap's drop-in); plus the
 copy ceilings of the machine, measured in the same run.
 
+With --baseline BIN (cudasnap built from another commit), both binaries
+checkpoint and restore the same processes in turns, --rounds times, the
+order swapped every round; the medians and their ratio tell what a change
+costs, measured side by side.
+
 Usage: bench/gpu_bench.py --cudasnap BUILD/src/cudasnap --workload PATH --ceiling PATH [--shapes 1x16,4x4,8x2]
+       bench/gpu_bench.py --cudasnap BIN --baseline OLD_BIN --workload PATH [--shapes 4x4] [--rounds 5]
 """
 import argparse
+import copy
 import datetime
+import statistics
 import os
 import subprocess
 import sys
@@ -55,13 +63,56 @@ def shape(env, procs, gib):
     return {"par": par, "seq": seq, "tog": tog, "ok": ok, "gib": procs * gib}
 
 
+def versus(env, baseline, procs, gib, rounds):
+    """This build and the baseline in turns on the same processes: the
+    whole command's wall time, and what it spends beside the slowest
+    process's own driver calls (discovery, checks, records)."""
+    pids = []
+    for _ in range(procs):
+        pids += env.workload_proc(gib)[1]
+    old = copy.copy(env)
+    old.cudasnap = baseline
+    got = {"new": [], "old": []}
+    for r in range(rounds):
+        order = (("new", env), ("old", old)) if r % 2 == 0 else (("old", old), ("new", env))
+        for name, e in order:
+            got[name].append(cudasnap_cycle(e, []))
+    dry = [env.cs("checkpoint", "--dry-run").wall for _ in range(rounds)]
+    data = env.verify_data(pids)
+    ok = len(data) == len(pids) and all(v.startswith("ok") for v in data.values())
+    suite.stop_all()
+
+    def med(k, i, j=None):
+        return statistics.median(c[i] - (c[j] if j is not None else 0) for c in got[k])
+    print(f"| {procs}x{gib:g} GiB | {rounds} | {med('new', 0):.3f} | {med('old', 0):.3f} | "
+          f"{med('new', 0) / med('old', 0):.3f} | {med('new', 1):.3f} | {med('old', 1):.3f} | "
+          f"{med('new', 1) / med('old', 1):.3f} | {'ok' if ok else 'CORRUPT'} |", flush=True)
+    print(f"| beside the driver | | {med('new', 0, 3):.3f} | {med('old', 0, 3):.3f} | | {med('new', 1, 4):.3f} | "
+          f"{med('old', 1, 4):.3f} | | checkpoint --dry-run median {statistics.median(dry):.3f} s |", flush=True)
+    return {"shape": f"{procs}x{gib:g}", "rounds": got, "dry_run": dry, "data_ok": ok}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cudasnap", required=True)
     ap.add_argument("--workload", required=True)
-    ap.add_argument("--ceiling", required=True)
+    ap.add_argument("--ceiling")
     ap.add_argument("--shapes", default="1x16,4x4,8x2")
+    ap.add_argument("--baseline", help="cudasnap built from another commit, run in turns with --cudasnap")
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
+    if args.baseline:
+        env = suite.Env(os.path.abspath(args.cudasnap), args.workload)
+        print(f"\n{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, medians of whole-command wall "
+              f"seconds, this build (new) and {args.baseline} (old) in turns")
+        print("| shape | rounds | checkpoint new | old | new / old | restore new | old | new / old | data |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for s in args.shapes.split(","):
+            n, g = s.split("x")
+            versus(env, os.path.abspath(args.baseline), int(n), float(g), args.rounds)
+        return
+    if not args.ceiling:
+        ap.error("--ceiling is needed unless --baseline is given")
     ceil = subprocess.run([args.ceiling, "4"], capture_output=True, text=True).stdout.split()
     c = {k: float(v) for k, v in (kv.split("=") for kv in ceil[1:]) if k != "bytes"}
     env = suite.Env(os.path.abspath(args.cudasnap), args.workload)
