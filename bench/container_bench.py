@@ -33,7 +33,6 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -348,7 +347,8 @@ def pair(a, t, base, nprocs):
         cs.append(c)
     row = {"pair": nprocs, "way": "plugin"}
     try:
-        pids = [c.host_pids(nprocs) for c in cs]
+        for c in cs:  # every process ready before the dump
+            c.host_pids(nprocs)
         dirs = []
         for c in cs:
             img, work = os.path.join(base, "img-" + c.name), os.path.join(base, "work-" + c.name)

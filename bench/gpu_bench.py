@@ -121,8 +121,8 @@ def main():
     print(f"\n{datetime.date.today()}, {smi}")
     print(f"copy ceilings GB/s: pinned D2H {c['pinned_d2h']:.1f}, H2D {c['pinned_h2d']:.1f}; "
           f"pageable D2H {c['pageable_d2h']:.1f}, H2D {c['pageable_h2d']:.1f}")
-    print(f"| shape | way | checkpoint s | restore s | ckpt GB/s | restore GB/s | ckpt / pageable D2H | "
-          f"restore / pageable H2D |")
+    print("| shape | way | checkpoint s | restore s | ckpt GB/s | restore GB/s | ckpt / pageable D2H | "
+          "restore / pageable H2D |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for s in args.shapes.split(","):
         n, g = s.split("x")

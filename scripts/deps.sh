@@ -7,8 +7,8 @@ set -eu
 # runc, podman: the container engines of tests/integration/test_containers.py
 # (Podman as root with vfs storage: no uidmap or fuse-overlayfs); iptables:
 # iptables-restore, which CRIU's network lock runs in a container's network
-# namespace.
-pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc bash-completion cppcheck clang-tidy clang-format valgrind libcap2-bin runc podman iptables"
+# namespace. pyflakes3: the lint of the Python in tests/ and bench/.
+pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc bash-completion cppcheck clang-tidy clang-format pyflakes3 valgrind libcap2-bin runc podman iptables"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -253,7 +253,7 @@ class Compat(CompatCase):
         for args in (("--get-state", f"--pid={pid}"), ("--get-state", "-p", pid), ("--get-state", f"-p{pid}")):
             r = self.cc(*args)
             self.assertEqual((r.rc, r.out), (0, "running\n"), r)
-        self.assertQuiet(self.cc(f"--action=lock", "-p", pid, "-t", 1000))
+        self.assertQuiet(self.cc("--action=lock", "-p", pid, "-t", 1000))
         self.assertQuiet(self.cc("--action", "unlock", "-p", pid))
         r = self.cs("cuda-checkpoint", "--get-state", "--pid", str(pid))
         self.assertEqual((r.rc, r.out), (0, "running\n"), r)

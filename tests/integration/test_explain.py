@@ -2,7 +2,6 @@
 the regression tests named after the two public reports."""
 import os
 import shutil
-import stat
 import subprocess
 import unittest
 

@@ -113,7 +113,7 @@ class Transaction(Case):
 
     def test_sigint_during_checkpoint_rolls_back(self):
         pids = self.tree("1")
-        self.fault(f"* checkpoint delay=1500")
+        self.fault("* checkpoint delay=1500")
         p = subprocess.Popen([BIN, "checkpoint"], env=self.env, stderr=subprocess.PIPE, text=True)
         time.sleep(0.5)
         p.send_signal(signal.SIGINT)
