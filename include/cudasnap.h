@@ -387,6 +387,13 @@ CS_PUBLIC int cs_txn_run(cs_driver *d, const cs_txn_opts *opts, cs_target *targe
  * behind ("cudasnap restore --pid 12"...), written into buf. */
 CS_PUBLIC void cs_target_recovery(const cs_target *t, char *buf, size_t size);
 
+/* After a restore that failed because the driver can never restore one of its
+ * targets (unrestorable, e.g. a CUDA IPC importer) and returned the others to
+ * checkpointed: the command that restores those others without it
+ * ("cudasnap restore --pid 12 --pid 14"), written into buf. False, buf
+ * untouched, when there is no such target or no other. */
+CS_PUBLIC bool cs_txn_restore_others(const cs_target *t, size_t n, char *buf, size_t size);
+
 /* ---- sessions: what a command does, with every guarantee ---------------- */
 
 /* Which processes a session acts on; all empty: every CUDA process. */

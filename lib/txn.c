@@ -577,6 +577,32 @@ void cs_target_recovery(const cs_target *t, char *buf, size_t size)
 			 (int)t->pid, (int)t->pid);
 }
 
+/* Another restore would fail the same way for a target the driver can never
+ * restore; the others it returned to checkpointed come back without it. */
+static bool restorable_other(const cs_target *t)
+{
+	return !t->unrestorable && !t->skipped && !t->vanished && !t->exited && !t->abandoned && !t->halted &&
+		t->state == CS_STATE_CHECKPOINTED && t->initial_state == CS_STATE_CHECKPOINTED;
+}
+
+bool cs_txn_restore_others(const cs_target *t, size_t n, char *buf, size_t size)
+{
+	bool unrestorable = false, others = false;
+	for (size_t i = 0; i < n; i++) {
+		unrestorable |= t[i].unrestorable;
+		others |= restorable_other(&t[i]);
+	}
+	if (!unrestorable || !others || size == 0)
+		return false;
+	size_t len = (size_t)snprintf(buf, size, "cudasnap restore");
+	for (size_t i = 0; i < n && len < size; i++)
+		if (restorable_other(&t[i]))
+			len += (size_t)snprintf(buf + len, size - len, " --pid %d", (int)t[i].pid);
+	if (len >= size) /* too many to write out: the list above has them */
+		snprintf(buf, size, "cudasnap restore --pid N for each process listed as checkpointed above");
+	return true;
+}
+
 /* The first failure, in dispatch order, becomes the transaction's error. */
 static void first_error(run *r, cs_error *err)
 {

@@ -95,6 +95,18 @@ static void print_target_outcome(const cs_target *t)
 	}
 }
 
+/* The command that restores the targets a restore returned to checkpointed
+ * because of one the driver can never restore, with the caller's device map. */
+static bool restore_others(const txn_ctx *x, const cs_target *t, size_t n, char *buf, size_t size)
+{
+	if (x->c->op != CS_OP_RESTORE || !cs_txn_restore_others(t, n, buf, size))
+		return false;
+	size_t len = strlen(buf);
+	if (x->c->device_map && len < size)
+		snprintf(buf + len, size - len, " --device-map %s", x->c->device_map);
+	return true;
+}
+
 static const char *failure_headline(const cs_txn_result *r, const cs_target *t, size_t n)
 {
 	size_t exited = 0;
@@ -137,6 +149,9 @@ void txn_print_human(const txn_ctx *x, const cs_target *t, size_t n, const cs_tx
 	for (size_t i = 0; i < n; i++)
 		if (!t[i].skipped && !t[i].vanished)
 			print_target_outcome(&t[i]);
+	char others[1024];
+	if (restore_others(x, t, n, others, sizeof(others)))
+		cli_msg("to restore the others, without what the driver cannot restore: %s", others);
 }
 
 static json_object *target_json(const cs_target *t)
@@ -207,6 +222,8 @@ void txn_print_json(const txn_ctx *x, const cs_target *t, size_t n, const cs_txn
 		json_object_array_add(arr, target_json(&t[i]));
 	json_object_object_add(o, "processes", arr);
 	json_object_object_add(o, "leftovers", leftovers_json(x));
+	char others[1024];
+	cs_json_add_str_or_null(o, "restore_others", restore_others(x, t, n, others, sizeof(others)) ? others : NULL);
 	json_object_object_add(o, "error", r->error.message[0] ? cs_json_error(&r->error) : NULL);
 	cs_json_print(o);
 }

@@ -127,10 +127,14 @@ class Ipc(Case):
                 self.assertIn(f"restore of process {self.importer} (fakecuda-app) failed", r.err)
                 self.assertIn("the driver cannot restore it; it must be restarted", r.err)
                 self.assertStates([self.importer], "checkpointed")
-                # The others come back without it.
+                # The others come back without it, by the command the report gives.
                 others = [self.exporter, self.plain]
-                for pid in others:
-                    self.assertEqual(self.cs("restore", "--pid", str(pid)).rc, 0)
+                cmd = r.obj["restore_others"]
+                self.assertEqual(cmd.split()[:2], ["cudasnap", "restore"], r)
+                self.assertEqual(sorted(int(w) for w in cmd.split()[2:] if w != "--pid"), sorted(others), r)
+                human = self.cs("restore")
+                self.assertIn("to restore the others, without what the driver cannot restore: " + cmd, human.err)
+                self.assertEqual(self.cs(*cmd.split()[1:]).rc, 0)
                 self.assertStates(others, "running")
                 self.assertDataOk(others)
                 # A second try fails the same way: nothing to retry.

@@ -258,6 +258,32 @@ static void test_reuse_during_restore(void **state)
 	assert_int_equal(driver_state(100), CS_STATE_RUNNING);
 }
 
+/* After a restore that failed for a target the driver can never restore:
+ * the command for the others names exactly those it left checkpointed, and
+ * falls back to a sentence when the list does not fit. */
+static void test_restore_others(void **state)
+{
+	(void)state;
+	cs_target t[5] = { 0 };
+	for (int i = 0; i < 5; i++)
+		t[i] = (cs_target){ .pid = 10 + i,
+				    .state = CS_STATE_CHECKPOINTED,
+				    .initial_state = CS_STATE_CHECKPOINTED };
+	char buf[256] = "untouched";
+	assert_false(cs_txn_restore_others(t, 5, buf, sizeof(buf))); /* none unrestorable */
+	assert_string_equal(buf, "untouched");
+	t[1].unrestorable = t[1].failed = true;
+	t[2].vanished = true;
+	t[3].abandoned = true; /* its state is unknown: not a restore to suggest */
+	assert_true(cs_txn_restore_others(t, 5, buf, sizeof(buf)));
+	assert_string_equal(buf, "cudasnap restore --pid 10 --pid 14");
+	char small[24];
+	assert_true(cs_txn_restore_others(t, 5, small, sizeof(small)));
+	assert_string_equal(small, "cudasnap restore --pid ");
+	t[0].state = t[4].state = CS_STATE_RUNNING; /* nobody left to restore */
+	assert_false(cs_txn_restore_others(t, 5, buf, sizeof(buf)));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -273,6 +299,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_reuse_during_restore, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_zombie_is_exited, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exiting_is_exited, setup, teardown),
+		cmocka_unit_test(test_restore_others),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
