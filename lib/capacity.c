@@ -1,5 +1,4 @@
 #include "capacity.h"
-#include "devmap.h"
 #include "nvml.h"
 #include "util.h"
 
@@ -54,27 +53,61 @@ static void exact_bytes(cs_fit *f, size_t n, const cs_fit_env *env)
 
 static const cs_memcg_node *node_in(const cs_fit *f, const cs_memcg_node *node);
 
-/* Elsewhere, the memory in use on the GPUs a process sees bounds its own. */
-static void bounded_bytes(cs_fit *f, size_t n, const char *const *visible, cs_fit_env *env)
+/* The minor number of a GPU's device file, /dev/nvidia<minor>; -1 for any
+ * other file (nvidiactl, nvidia-uvm, nvidia-caps/...). */
+static int gpu_minor(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	if (strncmp(b, "nvidia", 6) != 0 || b[6] == '\0')
+		return -1;
+	int minor = 0;
+	for (const char *c = b + 6; *c; c++) {
+		if (*c < '0' || *c > '9' || minor > 255)
+			return -1;
+		minor = minor * 10 + (*c - '0');
+	}
+	return minor;
+}
+
+/* The GPUs (bit = NVML index) whose device file the process holds open or
+ * mapped: the ones it uses. Its CUDA_VISIBLE_DEVICES is not asked: /proc
+ * shows the environment it started with, which a program may change before
+ * it initialises CUDA. None found (a process that holds none under the
+ * device directory cudasnap reads): every GPU. */
+static uint64_t used_gpus(const cs_proc *p, const cs_nvml_gpu *gpus, size_t ngpus)
+{
+	uint64_t mask = 0;
+	for (size_t r = 0; p && r < p->nrefs; r++) {
+		int minor = gpu_minor(p->refs[r].path);
+		for (size_t g = 0; minor >= 0 && g < ngpus && g < 64; g++)
+			mask |= gpus[g].minor == minor ? 1ULL << g : 0;
+	}
+	for (size_t g = 0; !mask && g < ngpus && g < 64; g++)
+		mask |= 1ULL << g;
+	return mask;
+}
+
+/* Elsewhere, the memory in use on the GPUs a process uses bounds its own. */
+static void bounded_bytes(cs_fit *f, size_t n, const cs_proc *const *procs, cs_fit_env *env)
 {
 	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
 	cs_nvml_list(&gpus, &ngpus);
 	for (size_t g = 0; g < ngpus && g < CS_ARRAY_SIZE(env->gpu_used); g++)
 		env->gpu_used[g] = gpus[g].memory_used;
-	for (size_t i = 0; ngpus && i < n; i++) {
+	/* past 64 GPUs a bound could miss the one a process uses */
+	for (size_t i = 0; ngpus && ngpus <= 64 && i < n; i++) {
 		if (f[i].known != CS_GPU_UNKNOWN)
 			continue;
-		const cs_nvml_gpu *seen[64];
-		size_t k = cs_visible_gpus(visible ? visible[i] : "", gpus, ngpus, seen, CS_ARRAY_SIZE(seen));
-		bool all_known = k > 0;
+		uint64_t mask = used_gpus(procs ? procs[i] : NULL, gpus, ngpus);
+		bool all_known = true;
 		unsigned long long used = 0;
-		uint64_t mask = 0;
-		for (size_t j = 0; j < k; j++) {
-			size_t g = (size_t)(seen[j] - gpus);
-			all_known &= seen[j]->memory_known && g < 64;
-			used += seen[j]->memory_used;
-			mask |= g < 64 ? 1ULL << g : 0;
+		for (size_t g = 0; g < ngpus; g++) {
+			if (!(mask >> g & 1))
+				continue;
+			all_known &= gpus[g].memory_known;
+			used += gpus[g].memory_used;
 		}
 		if (all_known) {
 			f[i].gpu = used;
@@ -106,10 +139,10 @@ static unsigned long long group_need(const cs_fit *f, size_t n, const cs_fit_env
 	return bounded ? sum + cs_checkpoint_host_need(used) + NEED_FIXED * (bounded - 1) : sum;
 }
 
-void cs_fit_measure(cs_fit *f, size_t n, const char *const *visible, cs_fit_env *env)
+void cs_fit_measure(cs_fit *f, size_t n, const cs_proc *const *procs, cs_fit_env *env)
 {
 	exact_bytes(f, n, env);
-	bounded_bytes(f, n, visible, env);
+	bounded_bytes(f, n, procs, env);
 	for (size_t i = 0; i < n; i++) {
 		f[i].need = f[i].known ? cs_checkpoint_host_need(f[i].gpu) : 0;
 		if (cs_memcg_read(env->procdir, f[i].pid, &env->mounts, &f[i].cg) < 0)

@@ -33,7 +33,7 @@ typedef struct cs_fit {
 	unsigned long long gpu; /* GPU memory it holds; with CS_GPU_AT_MOST a bound */
 	int known; /* cs_gpu_known */
 	unsigned long long need; /* host memory its checkpoint charges */
-	uint64_t seen; /* CS_GPU_AT_MOST: the GPUs it sees (bit = NVML index), whose use bounds its own */
+	uint64_t seen; /* CS_GPU_AT_MOST: the GPUs it uses (bit = NVML index), whose use bounds its own */
 	cs_memcg cg; /* its memory cgroup chain before anything changed */
 	bool refused;
 	char why[640]; /* why it does not fit: the cgroup, the bytes, the room, the limit */
@@ -54,10 +54,11 @@ typedef struct cs_fit_env {
 void cs_fit_env_read(cs_fit_env *env, bool host_pidns);
 
 /* Fills each entry (pid and comm set) with its GPU memory (NVML's figure
- * for the process where NVML names this namespace's PIDs; else the use of
- * the GPUs its CUDA_VISIBLE_DEVICES lets it see, as a bound; else unknown)
- * and its cgroup chain. visible[i] is entry i's CUDA_VISIBLE_DEVICES. */
-void cs_fit_measure(cs_fit *f, size_t n, const char *const *visible, cs_fit_env *env);
+ * for the process where NVML names this namespace's PIDs; else, as a bound,
+ * the memory in use on the GPUs whose device files procs[i] holds, or on
+ * every GPU when it holds none that NVML names; else unknown) and its cgroup
+ * chain. procs[i] is entry i's process as /proc showed it (NULL: unknown). */
+void cs_fit_measure(cs_fit *f, size_t n, const cs_proc *const *procs, cs_fit_env *env);
 
 /* The node of f's chain with the least room under a limit (NULL when none
  * has a limit), with that room, the limit and its file. */

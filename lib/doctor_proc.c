@@ -430,9 +430,8 @@ static int check_memory(cs_doctor_report *r, const cs_ptable *t)
 	for (size_t i = 0; i < t->n; i++)
 		n += checkpointable(&t->procs[i]);
 	_cleanup_free_ cs_fit *f = calloc(n + 1, sizeof(*f));
-	_cleanup_free_ char(*vis)[128] = calloc(n + 1, sizeof(*vis));
-	_cleanup_free_ const char **visp = calloc(n + 1, sizeof(*visp));
-	if (!f || !vis || !visp)
+	_cleanup_free_ const cs_proc **procs = calloc(n + 1, sizeof(const cs_proc *));
+	if (!f || !procs)
 		return -ENOMEM;
 	for (size_t i = 0, k = 0; i < t->n; i++) {
 		const cs_proc *p = &t->procs[i];
@@ -440,14 +439,12 @@ static int check_memory(cs_doctor_report *r, const cs_ptable *t)
 			continue;
 		f[k] = (cs_fit){ .pid = p->pid };
 		memcpy(f[k].comm, p->comm, sizeof(f[k].comm));
-		cs_visible_devices(p->pid, vis[k], sizeof(vis[k]));
-		visp[k] = vis[k];
-		k++;
+		procs[k++] = p;
 	}
 	cs_fit_env env;
 	cs_fit_env_read(&env, r->env.pid_ns == CS_PIDNS_HOST);
 	env.mem_available = r->mem.mem_available; /* the doctor's root (CUDASNAP_ROOT) */
-	cs_fit_measure(f, n, visp, &env);
+	cs_fit_measure(f, n, procs, &env);
 	size_t unknown, refused = cs_fit_judge(f, n, &env, &unknown);
 	for (size_t i = 0; i < n; i++)
 		memory_line(r, &f[i]);

@@ -108,8 +108,8 @@ static void check_halt(const cs_proc *p, cs_plan_entry *e)
 static void check_memory(cs_session *s, cs_plan_entry *e, size_t n)
 {
 	_cleanup_free_ cs_fit *f = calloc(n + 1, sizeof(*f));
-	_cleanup_free_ const char **vis = calloc(n + 1, sizeof(*vis));
-	if (!f || !vis)
+	_cleanup_free_ const cs_proc **procs = calloc(n + 1, sizeof(const cs_proc *));
+	if (!f || !procs)
 		return;
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -117,13 +117,10 @@ static void check_memory(cs_session *s, cs_plan_entry *e, size_t n)
 			continue;
 		f[m] = (cs_fit){ .pid = e[i].pid };
 		memcpy(f[m].comm, e[i].comm, sizeof(f[m].comm));
-		const cs_target *t = NULL;
-		for (size_t k = 0; k < s->n && !t; k++)
-			t = s->t[k].pid == e[i].pid ? &s->t[k] : NULL;
-		vis[m++] = t ? t->visible_devices : "";
+		procs[m++] = cs_ptable_find(&s->table, e[i].pid);
 	}
 	cs_fit_env_read(&s->fitenv, s->sandbox.pid_ns == CS_PIDNS_HOST);
-	cs_fit_measure(f, m, vis, &s->fitenv);
+	cs_fit_measure(f, m, procs, &s->fitenv);
 	size_t unknown;
 	cs_fit_judge(f, m, &s->fitenv, &unknown);
 	for (size_t i = 0, k = 0; i < n; i++) {
