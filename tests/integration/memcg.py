@@ -31,11 +31,11 @@ def _mounts():
     return found
 
 
-def _own_paths():
-    """This process's cgroup in v1's memory hierarchy and in v2, as
-    /proc/self/cgroup names them (None where it has none)."""
+def _own_paths(pid="self"):
+    """The cgroup of a process (this one) in v1's memory hierarchy and in
+    v2, as /proc/PID/cgroup names them (None where it has none)."""
     v1 = v2 = None
-    with open("/proc/self/cgroup") as f:
+    with open(f"/proc/{pid}/cgroup") as f:
         for line in f.read().splitlines():
             hid, ctl, path = line.split(":", 2)
             if hid == "0" and ctl == "":
@@ -124,6 +124,36 @@ class Cgroup:
         return ["sh", "-c", f'echo $$ > "{self.file("cgroup.procs")}" && exec "$@"', "sh"]
 
 
+def _directory(mount, path):
+    """Where the cgroup that /proc/PID/cgroup names path lies under mount
+    (its point and root), or None when the mount does not show it."""
+    point, root = mount
+    if root != "/" and not (path == root or path.startswith(root + "/")):
+        return None
+    rel = path[len(root):] if root != "/" else path
+    return os.path.normpath(point + "/" + rel.lstrip("/"))
+
+
+class _Version:
+    def __init__(self, version):
+        self.version = version
+
+
+def cgroup_of(pid):
+    """The memory cgroup that pid is in (v1's memory controller first, as on
+    a hybrid host), as a Cgroup that the caller does not own: one a
+    container engine made. None where this process cannot see it."""
+    mounts = _mounts()
+    v1, v2 = _own_paths(pid)
+    for version, key, path in ((1, "v1", v1), (2, "v2", v2)):
+        if path is None or key not in mounts:
+            continue
+        d = _directory(mounts[key], path)
+        if d and os.path.isdir(d):
+            return Cgroup(_Version(version), path, d)
+    return None
+
+
 class Cgroups:
     """A parent cgroup of the test's own, with children made on demand."""
 
@@ -144,13 +174,11 @@ class Cgroups:
             self._make_parent(2, mounts["v2"], [v2, "/"])
 
     def _make_parent(self, version, mount, bases):
-        point, root = mount
         name = f"cudasnap-it-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         for base in bases:
-            if root != "/" and not (base == root or base.startswith(root + "/")):
+            base_dir = _directory(mount, base)
+            if base_dir is None:
                 continue
-            rel = base[len(root):] if root != "/" else base
-            base_dir = os.path.normpath(point + "/" + rel.lstrip("/"))
             try:
                 # v2: a cgroup that holds processes cannot give its children
                 # controllers (but the root can): then the root is tried.

@@ -36,6 +36,7 @@ import time
 import unittest
 
 import containers
+import memcg
 from containers import APP, Machine, Podman, Runc, machine_env, reap, run
 from harness import BIN, GPU0, GPU1, LIBCUDA, LIBNVML
 from harness import APP as BUILT_APP
@@ -223,6 +224,37 @@ class Cases:
         self.assertRunningAndOk(c, f"after checkpoint --leave-running:\n{r}")
         # the images restore too, once the original is gone
         self.engine.stop(c)
+        r, n = self.restore(c)
+        self.assertEqual(r.rc, 0, r)
+        self.assertRunningAndOk(n, f"after the restore:\n{r}")
+
+    def test_memory_limit_too_small_refuses_checkpoint_and_leave_running(self):
+        """A container whose memory limit leaves less room than its
+        checkpoint's copy needs (the limit set on the cgroup the engine made,
+        as `runc update --memory` or a pod's limit does): both checkpoints
+        refused at once, naming the cgroup; every process runs on with its
+        data, none OOM-killed. With room, the same container goes through."""
+        MACHINE.fakecuda({"FAKECUDA_GPUS": GPU0})  # the containers' GPU is the machine's
+        c = self.container("--spawn", "1", "--mem", "64", expect=2)
+        cg = memcg.cgroup_of(c.pids()[c.ready_pids()[0]])
+        if cg is None:
+            self.skipTest("the container's memory cgroup is not visible here")
+        cg.set_room(40 * 1024 * 1024)
+        ooms = cg.oom_kills()
+        before = c.pids()
+        for extra in ((), ("--leave-running",)):
+            with self.subTest(extra=extra):
+                r = self.checkpoint(c, *extra)
+                self.assertNotEqual(r.rc, 0, r)
+                self.assertLess(r.wall, 10, r)
+                self.assertLogNames(r, r"refused: it needs (up to )?\d+\.\d\d GiB of host memory in cgroup "
+                                    + re.escape(cg.path), "the refusal and the container's cgroup")
+                self.assertEqual(c.pids(), before, "the container lost processes")
+                self.assertRunningAndOk(c, f"after the refused checkpoint:\n{r}")
+                self.assertEqual(cg.oom_kills(), ooms, "a process was OOM-killed")
+        cg.set_room(512 * 1024 * 1024)
+        r = self.checkpoint(c)  # the engine removes the cgroup with the container
+        self.assertEqual(r.rc, 0, r)
         r, n = self.restore(c)
         self.assertEqual(r.rc, 0, r)
         self.assertRunningAndOk(n, f"after the restore:\n{r}")
