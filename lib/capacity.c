@@ -201,7 +201,7 @@ static void refuse(cs_fit *f, size_t n, const cs_memcg_node *node, unsigned long
 			 "needs %s%.2f GiB of host memory in cgroup %.200s (%.2f GiB of GPU memory%s, plus the driver's "
 			 "own)%s; the cgroup has %.2f GiB left under its %s of %.2f GiB",
 			 x->known == CS_GPU_AT_MOST ? "up to " : "", (double)x->need / GIB, node->path,
-			 (double)x->gpu / GIB, x->known == CS_GPU_AT_MOST ? " in use on the GPUs it sees" : "", with,
+			 (double)x->gpu / GIB, x->known == CS_GPU_AT_MOST ? " in use on the GPUs it uses" : "", with,
 			 (double)(room > 0 ? room : 0) / GIB, which, (double)limit / GIB);
 		snprintf(x->fix, sizeof(x->fix),
 			 "Raise %s of %.200s by at least %.2f GiB (to %.2f GiB or more), or free memory in that cgroup%s. The "

@@ -18,7 +18,7 @@
 /* How the GPU memory of a process is known. */
 typedef enum cs_gpu_known {
 	CS_GPU_UNKNOWN = 0, /* no NVML, or nothing it could tell */
-	CS_GPU_AT_MOST, /* NVML's use of the GPUs it sees: its processes are not named in this PID namespace */
+	CS_GPU_AT_MOST, /* NVML's use of the GPUs it uses: its processes are not named in this PID namespace */
 	CS_GPU_EXACT, /* NVML's figure for the process */
 } cs_gpu_known;
 

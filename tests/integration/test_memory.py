@@ -11,7 +11,7 @@ second copy, and one that has none gets the process OOM-killed for real.
 
 Most cases run in a PID namespace of their own (tests/integration/isolate.sh),
 where NVML cannot name the process and cudasnap counts the memory in use on
-the GPUs it sees as an upper bound. ExactFigures runs in the initial PID
+the GPUs it uses as an upper bound. ExactFigures runs in the initial PID
 namespace (registered without isolate.sh), where NVML's figure for each
 process is exact, and selects its processes by --pid and --cgroup only."""
 import os
