@@ -235,3 +235,13 @@ class Cgroups:
                         raise
                     time.sleep(0.05)
         self.children, self.parent = [], None
+
+
+def for_test(case):
+    """Cgroups for a unittest case, removed at its end; the case is skipped,
+    saying why, where none can be made."""
+    cgroups = Cgroups()
+    case.addCleanup(cgroups.remove)
+    if not cgroups.parent:
+        case.skipTest(cgroups.why)
+    return cgroups

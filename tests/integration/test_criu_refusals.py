@@ -16,8 +16,8 @@ without room would end with the OOM killer for real."""
 import os
 import re
 
+import memcg
 from criu_case import RECORD, CriuCase, main
-from memcg import Cgroups
 
 MIB = 1 << 20
 
@@ -25,11 +25,7 @@ MIB = 1 << 20
 class Memory(CriuCase):
     def setUp(self):
         super().setUp()
-        self.cgroups = Cgroups()
-        self.addCleanup(self.cgroups.remove)
-        if not self.cgroups.parent:
-            self.skipTest(self.cgroups.why)
-        self.cg = self.cgroups.make("tree")
+        self.cg = memcg.for_test(self).make("tree")
 
     def tree_in_cgroup(self):
         """Two processes of 64 MiB of device memory each in self.cg."""

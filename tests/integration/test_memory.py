@@ -21,7 +21,8 @@ import time
 import unittest
 
 from harness import APP, BIN, Case, Result
-from memcg import Cgroups, initial_pidns
+import memcg
+from memcg import initial_pidns
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -40,10 +41,7 @@ def gib(b):
 class MemoryCase(Case):
     def setUp(self):
         super().setUp()
-        self.cgroups = Cgroups()
-        self.addCleanup(self.cgroups.remove)
-        if not self.cgroups.parent:
-            self.skipTest(self.cgroups.why)
+        self.cgroups = memcg.for_test(self)
         self.cc_path = os.path.join(self.tmp, "cuda-checkpoint")
         os.symlink(os.path.abspath(BIN), self.cc_path)
 
