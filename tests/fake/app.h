@@ -25,6 +25,7 @@ struct app_opts {
 	int ipc_export;
 	unsigned int ipc_import; /* pid of the exporter, 0: none */
 	int child;
+	const char *set_visible; /* CUDA_VISIBLE_DEVICES set before cuInit, or NULL */
 	const char *ready_dir;
 };
 

@@ -42,6 +42,8 @@ static CUresult share_memory(struct app *a)
 static int init_cuda(struct app *a)
 {
 	CUdevice dev;
+	if (a->o.set_visible && setenv("CUDA_VISIBLE_DEVICES", a->o.set_visible, 1) != 0)
+		return -1;
 	CUresult rc = cuInit(0);
 	if (rc == CUDA_SUCCESS)
 		rc = cuDeviceGet(&dev, 0);

@@ -24,6 +24,9 @@ static const char usage_text[] =
 	"                       file <shmdir>/cuda.shm.<uid>.<pid in hex>.1\n"
 	"  --ipc-import PID     map the device memory that process PID exports (and\n"
 	"                       its shared file, without an fd); verify checks it too\n"
+	"  --set-visible LIST   set CUDA_VISIBLE_DEVICES to LIST before cuInit, as a\n"
+	"                       program that changes its own environment does\n"
+	"                       (/proc/PID/environ keeps what it started with)\n"
 	"  --ready-dir DIR      each process writes DIR/<pid>.ready once set up:\n"
 	"                       pid=<pid> ppid=<ppid> role=<role> tid=<restore tid>\n"
 	"                       role is parent, spawned, forked, device, nvml or plain\n"
@@ -56,7 +59,8 @@ enum {
 	OPT_READY,
 	OPT_CHILD,
 	OPT_EXPORT,
-	OPT_IMPORT
+	OPT_IMPORT,
+	OPT_VISIBLE
 };
 
 static const struct option longopts[] = {
@@ -71,6 +75,7 @@ static const struct option longopts[] = {
 	{ "no-init", no_argument, NULL, 'i' },
 	{ "ipc-export", no_argument, NULL, OPT_EXPORT },
 	{ "ipc-import", required_argument, NULL, OPT_IMPORT },
+	{ "set-visible", required_argument, NULL, OPT_VISIBLE },
 	{ "child", no_argument, NULL, OPT_CHILD }, /* set on spawned children */
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -88,6 +93,7 @@ static int one(struct app_opts *o, int c)
 	case OPT_CHILD: o->child = 1; return 0;
 	case OPT_EXPORT: o->ipc_export = 1; return 0;
 	case OPT_IMPORT: return number(optarg, 1, 1u << 22, &o->ipc_import);
+	case OPT_VISIBLE: o->set_visible = optarg; return 0;
 	case 'd': o->open_device = 1; return 0;
 	case 'n': o->nvml_only = 1; return 0;
 	case 'i': o->no_init = 1; return 0;

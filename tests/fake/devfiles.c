@@ -18,13 +18,24 @@ struct map_slot {
 	void *addr;
 };
 
+/* A CUDA process's GPU file is the one of the GPU it uses (CUDA's device 0):
+ * /dev/nvidia<minor>, the minor being the GPU's index in the machine's list,
+ * as the fake NVML numbers them. */
+#define GPU_FILE NULL
+static char gpu_file[16] = "nvidia0";
+
+void fc_devfiles_set_gpu(int index)
+{
+	snprintf(gpu_file, sizeof(gpu_file), "nvidia%d", index);
+}
+
 /* Far fewer than the real driver's 23 fds and 31 mappings, but the same three
  * files and the same mix: some fds mapped, some mapped more than once, some
  * never mapped. NVML clients only hold fds. */
 static struct fd_slot fds[] = {
 	{ "nvidiactl", FC_LEVEL_CUDA, -1 },  { "nvidiactl", FC_LEVEL_CUDA, -1 },
-	{ "nvidia0", FC_LEVEL_CUDA, -1 },    { "nvidia0", FC_LEVEL_CUDA, -1 },
-	{ "nvidia0", FC_LEVEL_CUDA, -1 },    { "nvidia-uvm", FC_LEVEL_CUDA, -1 },
+	{ GPU_FILE, FC_LEVEL_CUDA, -1 },     { GPU_FILE, FC_LEVEL_CUDA, -1 },
+	{ GPU_FILE, FC_LEVEL_CUDA, -1 },     { "nvidia-uvm", FC_LEVEL_CUDA, -1 },
 	{ "nvidia-uvm", FC_LEVEL_CUDA, -1 }, { "nvidiactl", FC_LEVEL_NVML, -1 },
 	{ "nvidiactl", FC_LEVEL_NVML, -1 },  { "nvidiactl", FC_LEVEL_NVML, -1 },
 	{ "nvidia0", FC_LEVEL_NVML, -1 },    { "nvidia0", FC_LEVEL_NVML, -1 },
@@ -55,12 +66,17 @@ static void create_missing(const char *devdir, const char *name)
 	}
 }
 
+static const char *slot_name(const struct fd_slot *s)
+{
+	return s->name ? s->name : gpu_file;
+}
+
 static int open_slot(const char *devdir, int create, struct fd_slot *s)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/%s", devdir, s->name);
+	snprintf(path, sizeof(path), "%s/%s", devdir, slot_name(s));
 	if (create)
-		create_missing(devdir, s->name);
+		create_missing(devdir, slot_name(s));
 	s->fd = open(path, O_RDWR | O_CLOEXEC);
 	return s->fd < 0 ? -1 : 0;
 }
@@ -84,7 +100,7 @@ int fc_devfiles_present(const char *devdir, int level)
 {
 	char path[PATH_MAX];
 	for (int i = 0; i < N_FDS; i++) {
-		snprintf(path, sizeof(path), "%s/%s", devdir, fds[i].name);
+		snprintf(path, sizeof(path), "%s/%s", devdir, slot_name(&fds[i]));
 		if (fds[i].level == level && access(path, R_OK | W_OK) != 0)
 			return 0;
 	}

@@ -51,6 +51,9 @@ CUresult fc_gate_enter(void);
 void fc_gate_leave(void);
 
 /* devfiles.c: create makes the missing files (empty, mode 0666) */
+/* The GPU whose device file a CUDA process opens: its index in the machine's
+ * list (the fake NVML's minor number). */
+void fc_devfiles_set_gpu(int index);
 int fc_devfiles_present(const char *devdir, int level);
 int fc_devfiles_open(const char *devdir, int create, int level);
 void fc_devfiles_close(int leak_fd, int leak_map);

@@ -100,6 +100,7 @@ static int compute_map(const CUcheckpointGpuPair *pairs, unsigned int n, int *ma
 /* map: the GPUs the process will see, as compute_map gives them */
 static CUresult bring_back(const int *map)
 {
+	fc_devfiles_set_gpu(map[0]);
 	if (fc_devfiles_reopen(fc_tgt.devdir, fc_tgt.devdir_set) != 0) {
 		fc_devfiles_close(0, 0);
 		return CUDA_ERROR_OPERATING_SYSTEM;

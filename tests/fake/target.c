@@ -56,6 +56,7 @@ static CUresult first_attach(int level)
 	fc_tgt.gpus = g;
 	fc_tgt.ndev = ndev;
 	memcpy(fc_tgt.map, map, sizeof(map));
+	fc_devfiles_set_gpu(map[0]);
 	snprintf(fc_tgt.devdir, sizeof(fc_tgt.devdir), "%s", explicit_dir ? set : "/dev");
 	fc_tgt.devdir_set = explicit_dir;
 	pthread_mutex_unlock(&fc_tgt.mu);

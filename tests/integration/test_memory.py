@@ -20,7 +20,7 @@ import subprocess
 import time
 import unittest
 
-from harness import APP, BIN, Case, Result
+from harness import APP, BIN, GPU0, GPU1, Case, Result
 import memcg
 from memcg import initial_pidns
 
@@ -305,6 +305,45 @@ class DryRun(MemoryCase):
         self.assertStates(pids, "checkpointed")
         self.assertEqual(self.cs("restore").rc, 0)
         self.assertDataOk(pids)
+
+
+class BoundByDeviceFiles(MemoryCase):
+    """Where NVML cannot name a process, the use of the GPUs whose device
+    files it holds bounds its GPU memory: not the CUDA_VISIBLE_DEVICES that
+    /proc shows, which is what the program started with."""
+
+    gpus = f"{GPU0},{GPU1}"
+
+    def setUp(self):
+        super().setUp()
+        if initial_pidns():
+            self.skipTest("NVML names every process here: run it through isolate.sh")
+
+    def test_a_program_that_changed_its_visible_devices(self):
+        # /proc says GPU 1, idle; the program set GPU 0 itself and filled 64 MiB there.
+        cg = self.cgroups.make("changed")
+        pid, = self.start_in(cg, "--mem", "64", "--set-visible", "0", env={"CUDA_VISIBLE_DEVICES": "1"})
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            self.assertIn(b"CUDA_VISIBLE_DEVICES=1\0", f.read())
+        limit = cg.set_room(40 * MIB)
+        ooms = cg.oom_kills()
+        # Bounded by GPU 0's use (by its environment, GPU 1's: nothing, and
+        # the checkpoint would go ahead into the OOM killer) ...
+        r, procs = self.plan("--pid", str(pid))
+        mem = procs[pid]["memory"]
+        self.assertEqual((mem["gpu_bytes_known"], mem["gpu_bytes"]), ("at-most", 64 * MIB), r)
+        # ... and a neighbour on GPU 1 does not count against it.
+        other, = self.start("--mem", "256", env={"CUDA_VISIBLE_DEVICES": "1"})
+        r, procs = self.plan("--pid", str(pid))
+        mem = procs[pid]["memory"]
+        self.assertEqual((mem["gpu_bytes_known"], mem["gpu_bytes"]), ("at-most", 64 * MIB), r)
+        r = self.cs("checkpoint", "--pid", str(pid))
+        self.assertEqual(r.rc, 2, r)
+        self.assertRefusalNames(r.err, pid, cg, host_need(64 * MIB), limit)
+        self.assertStates([pid, other], "running")
+        self.assertDataOk([pid, other])
+        self.assertEqual(cg.oom_kills(), ooms)
+        self.assertNoManifest()
 
 
 class ExactFigures(MemoryCase):
