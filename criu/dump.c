@@ -71,11 +71,7 @@ static int state_open_writable(cs_error *err)
  * passes it no environment. */
 static int state_unusable(pid_t pid, const char *comm, const char *why)
 {
-	const char *set[CS_ENV_COUNT];
-	size_t n = cs_env_overrides(set, CS_ARRAY_SIZE(set));
-	bool from_env = false;
-	for (size_t i = 0; i < n && i < CS_ARRAY_SIZE(set); i++)
-		from_env |= strcmp(set[i], "CUDASNAP_STATE_DIR") == 0;
+	bool from_env = cs_env_is_given("CUDASNAP_STATE_DIR");
 	plog(CS_CRIU_LOG_ERROR,
 	     "process %d (%s) maps the GPU driver, so the dump needs cudasnap's state directory, but %s. Fix: set "
 	     "CUDASNAP_STATE_DIR=<a directory owned by root, mode 0700, on a writable filesystem> in %s (container "
@@ -83,12 +79,6 @@ static int state_unusable(pid_t pid, const char *comm, const char *why)
 	     (int)pid, comm, why, cs_config_path(),
 	     from_env ? " and drop it from CRIU's environment, which wins over the file" : "", cs_state_dir());
 	return -1;
-}
-
-static bool setting_on(const char *name)
-{
-	const char *v = cs_env(name);
-	return v && strcmp(v, "1") == 0;
 }
 
 /* The driver would checkpoint it, but could never restore it: the dump is
@@ -323,7 +313,7 @@ int dump_pause(int pid)
 	if (!p.maps_libcuda && !p.maps_nvml)
 		return p.device_fds || p.device_maps ? refuse_holder(pid, &p, st.ppid) : 0;
 	int go = dump_gpu_start(pid, &p);
-	if (go > 0 && p.ipc_import[0] && !setting_on("CUDASNAP_ALLOW_UNRESTORABLE"))
+	if (go > 0 && p.ipc_import[0] && !cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE"))
 		return refuse_importer(pid, &p);
 	return go <= 0 ? go : lock_task(pid, &p, st.ppid);
 }

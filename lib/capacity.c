@@ -1,5 +1,6 @@
 #include "capacity.h"
 #include "nvml.h"
+#include "proc.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -53,23 +54,6 @@ static void exact_bytes(cs_fit *f, size_t n, const cs_fit_env *env)
 
 static const cs_memcg_node *node_in(const cs_fit *f, const cs_memcg_node *node);
 
-/* The minor number of a GPU's device file, /dev/nvidia<minor>; -1 for any
- * other file (nvidiactl, nvidia-uvm, nvidia-caps/...). */
-static int gpu_minor(const char *path)
-{
-	const char *b = strrchr(path, '/');
-	b = b ? b + 1 : path;
-	if (strncmp(b, "nvidia", 6) != 0 || b[6] == '\0')
-		return -1;
-	int minor = 0;
-	for (const char *c = b + 6; *c; c++) {
-		if (*c < '0' || *c > '9' || minor > 255)
-			return -1;
-		minor = minor * 10 + (*c - '0');
-	}
-	return minor;
-}
-
 /* The GPUs (bit = NVML index) whose device file the process holds open or
  * mapped: the ones it uses. Its CUDA_VISIBLE_DEVICES is not asked: /proc
  * shows the environment it started with, which a program may change before
@@ -79,7 +63,7 @@ static uint64_t used_gpus(const cs_proc *p, const cs_nvml_gpu *gpus, size_t ngpu
 {
 	uint64_t mask = 0;
 	for (size_t r = 0; p && r < p->nrefs; r++) {
-		int minor = gpu_minor(p->refs[r].path);
+		int minor = cs_path_gpu_minor(p->refs[r].path);
 		for (size_t g = 0; minor >= 0 && g < ngpus && g < 64; g++)
 			mask |= gpus[g].minor == minor ? 1ULL << g : 0;
 	}

@@ -82,10 +82,16 @@ static bool maps_gpu_memory(const cs_proc *p)
 		const char *b = strrchr(p->refs[i].path, '/');
 		b = b ? b + 1 : p->refs[i].path;
 		if (p->refs[i].kind == CS_REF_MAP &&
-		    (strcmp(b, "nvidia-uvm") == 0 || (strncmp(b, "nvidia", 6) == 0 && b[6] >= '0' && b[6] <= '9')))
+		    (strcmp(b, "nvidia-uvm") == 0 || cs_path_gpu_minor(p->refs[i].path) >= 0))
 			return true;
 	}
 	return false;
+}
+
+/* A monitor: it maps NVML and holds device files, but no GPU memory. */
+static bool is_nvml_only(const cs_proc *p)
+{
+	return p->maps_nvml && p->device_fds > 0 && !maps_gpu_memory(p);
 }
 
 /* Reads one process; returns 1 when kept, 0 when skipped, <0 on fatal error. */
@@ -126,7 +132,7 @@ static int scan_one(scan_ctx *c, int procfd, const char *name, pid_t pid)
 	if (rf == 0 && rm == 0)
 		cs_proc_scan_ipc(pdir, &p);
 	p.tool = is_tool(c, pdir, p.comm);
-	p.nvml_only = p.maps_nvml && p.device_fds > 0 && !maps_gpu_memory(&p);
+	p.nvml_only = is_nvml_only(&p);
 	if (cs_grow(&t->procs, &c->cap, t->n + 1, sizeof(p)) < 0)
 		return -ENOMEM;
 	t->procs[t->n++] = TAKE_STRUCT(p);
@@ -268,7 +274,7 @@ static void reread_starting(cs_proc *p, const cs_scan_opts *opts)
 	p->device_fds = now.device_fds;
 	p->device_maps = now.device_maps;
 	link_refs(p);
-	p->nvml_only = p->maps_nvml && p->device_fds > 0 && !maps_gpu_memory(p);
+	p->nvml_only = is_nvml_only(p);
 }
 
 void cs_classify(cs_ptable *t, cs_driver *d, const cs_scan_opts *opts)

@@ -14,7 +14,6 @@
 
 enum { PASS = CS_CHECK_PASS, WARN = CS_CHECK_WARN, FAIL = CS_CHECK_FAIL };
 
-
 /* ---- driver and NVML -------------------------------------------------- */
 
 /* The file the dynamic linker actually chose for name. */

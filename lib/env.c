@@ -233,6 +233,17 @@ bool cs_env_is_ignored(const char *name)
 	return name && cs_env_secure() && is_documented(name) && is_set(name);
 }
 
+bool cs_env_is_given(const char *name)
+{
+	return name && !cs_env_secure() && is_documented(name) && is_set(name);
+}
+
+bool cs_env_on(const char *name)
+{
+	const char *v = cs_env(name);
+	return v && strcmp(v, "1") == 0;
+}
+
 const char *cs_dev_dir(void)
 {
 	const char *e = cs_env("CUDASNAP_DEV_DIR");

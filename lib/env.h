@@ -77,4 +77,13 @@ size_t cs_env_ignored(const char **names, size_t max);
  * looked for is missing. */
 bool cs_env_is_ignored(const char *name);
 
+/* Whether the environment itself gives name (non-empty) and it is honoured:
+ * it then wins over the settings file. */
+bool cs_env_is_given(const char *name);
+
+/* A switch from the environment or the settings file: whether cs_env(name)
+ * is "1". For callers that cannot pass options (the CRIU plugin, the gVisor
+ * hook, the drop-in). */
+bool cs_env_on(const char *name);
+
 #endif

@@ -322,6 +322,21 @@ bool cs_path_is_cuda_ipc(const char *path, size_t len)
 	return len > sizeof(prefix) - 1 && memcmp(path, prefix, sizeof(prefix) - 1) == 0;
 }
 
+int cs_path_gpu_minor(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	if (strncmp(b, "nvidia", 6) != 0 || b[6] == '\0')
+		return -1;
+	int minor = 0;
+	for (const char *c = b + 6; *c; c++) {
+		if (*c < '0' || *c > '9' || minor > 255)
+			return -1;
+		minor = minor * 10 + (*c - '0');
+	}
+	return minor;
+}
+
 bool cs_path_is_nvml(const char *path, size_t len)
 {
 	return basename_starts(path, len, "libnvidia-ml.so");

@@ -53,6 +53,10 @@ bool cs_path_is_nvml(const char *path, size_t len);
 /* A file the driver shares device memory through between processes (CUDA
  * IPC): /dev/shm/cuda.shm.* as the process's own mount namespace names it. */
 bool cs_path_is_cuda_ipc(const char *path, size_t len);
+/* The minor number of a GPU's device file, /dev/nvidia<minor> (by its name,
+ * in whatever directory); -1 for any other file (nvidiactl, nvidia-uvm,
+ * nvidia-caps/...). */
+int cs_path_gpu_minor(const char *path);
 
 /* Opens procdir/PID as a directory (O_CLOEXEC); -errno on failure. */
 int cs_proc_open(const char *procdir, pid_t pid);

@@ -13,19 +13,9 @@
 #include "util.h"
 
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-
-/* An override from the environment or the settings file, for callers that
- * cannot pass options (the CRIU plugin, the gVisor hook, the drop-in). */
-static bool setting_on(const char *name)
-{
-	const char *v = cs_env(name);
-	return v && strcmp(v, "1") == 0;
-}
 
 int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs_error *err)
 {
@@ -43,8 +33,8 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 	*s = (cs_session){ .d = d,
 			   .o = o,
 			   .state_fd = -1,
-			   .ignore_memory = o->ignore_memory || setting_on("CUDASNAP_IGNORE_MEMORY"),
-			   .allow_unrestorable = o->allow_unrestorable || setting_on("CUDASNAP_ALLOW_UNRESTORABLE") };
+			   .ignore_memory = o->ignore_memory || cs_env_on("CUDASNAP_IGNORE_MEMORY"),
+			   .allow_unrestorable = o->allow_unrestorable || cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE") };
 	cs_claims_init(&s->claims);
 	cs_sandbox_detect(NULL, &s->sandbox);
 	/* A plan changes nothing, not even by creating the state directory. */
@@ -230,11 +220,8 @@ static void name_left_behind(cs_session *s)
 		const cs_proc *p = cs_ptable_find(&s->table, b->pid);
 		int st = p ? p->state : CS_STATE_UNKNOWN;
 		const char *how = recovery_of(st);
-		bool here = false;
-		for (size_t k = 0; k < s->n; k++)
-			here |= s->t[k].pid == b->pid;
 		char fix[96];
-		if (here)
+		if (is_target(s, NULL, b->pid))
 			snprintf(fix, sizeof(fix), "this %s acts on it", s->o->command);
 		else
 			snprintf(fix, sizeof(fix),
