@@ -85,6 +85,21 @@ class Case(unittest.TestCase):
             time.sleep(0.02)
         self.fail(f"fake app {args} not ready")
 
+    @property
+    def cc_path(self):
+        """cudasnap as cuda-checkpoint: callers run the binary by that name,
+        and argv[0] picks the mode (a symlink in the test's directory)."""
+        path = os.path.join(self.tmp, "cuda-checkpoint")
+        if not os.path.lexists(path):
+            os.symlink(os.path.abspath(BIN), path)
+        return path
+
+    def cc(self, *args, env=None, timeout=60):
+        t0 = time.monotonic()
+        p = subprocess.run([self.cc_path, *map(str, args)], capture_output=True, text=True,
+                           env=dict(self.env, **(env or {})), timeout=timeout)
+        return Result(p, time.monotonic() - t0)
+
     def role(self, pid):
         with open(os.path.join(self.ready, f"{pid}.ready")) as f:
             return dict(kv.split("=", 1) for kv in f.read().split())["role"]

@@ -7,25 +7,13 @@ import subprocess
 import time
 import unittest
 
-from harness import APP, BIN, GPU0, GPU1, LIBCUDA_LEGACY, Case, Result
+from harness import APP, GPU0, GPU1, LIBCUDA_LEGACY, Case
 
 OS_TEXT = "OS call failed or operation not supported on this OS"
 STATE_TEXT = "the operation cannot be performed in the present state"
 
 
 class CompatCase(Case):
-    def setUp(self):
-        super().setUp()
-        # Callers run the binary by this name; argv[0] picks the mode.
-        self.cc_path = os.path.join(self.tmp, "cuda-checkpoint")
-        os.symlink(os.path.abspath(BIN), self.cc_path)
-
-    def cc(self, *args, env=None, timeout=60):
-        t0 = time.monotonic()
-        p = subprocess.run([self.cc_path, *map(str, args)], capture_output=True, text=True,
-                           env=dict(self.env, **(env or {})), timeout=timeout)
-        return Result(p, time.monotonic() - t0)
-
     def popen(self, *args):
         return subprocess.Popen([self.cc_path, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=self.env)

@@ -5,11 +5,9 @@ and the cuda-checkpoint drop-in, unless told to go on (--allow-unrestorable),
 and then reports its restore as failed for good. The exporter alone
 round-trips, while its importer keeps reading its memory."""
 import os
-import subprocess
-import time
 import unittest
 
-from harness import APP, BIN, Case, Result
+from harness import APP, Case
 
 MODE = "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE"
 TEXT = "it maps device memory that another process shares with it (CUDA IPC, {shm}): the driver"
@@ -24,14 +22,6 @@ class Ipc(Case):
         self.all = sorted([self.exporter, self.importer, self.plain])
         # As driver 580 names a torch.multiprocessing exporter's file.
         self.shm = f"/dev/shm/cuda.shm.{os.geteuid()}.{self.exporter:x}.1"
-        self.cc_path = os.path.join(self.tmp, "cuda-checkpoint")
-        os.symlink(os.path.abspath(BIN), self.cc_path)
-
-    def cc(self, *args, env=None):
-        t0 = time.monotonic()
-        p = subprocess.run([self.cc_path, *map(str, args)], capture_output=True, text=True,
-                           env=dict(self.env, **(env or {})), timeout=60)
-        return Result(p, time.monotonic() - t0)
 
     def refusal(self, pid):
         return f"process {pid} (fakecuda-app) refused: " + TEXT.format(shm=self.shm)

@@ -16,11 +16,9 @@ namespace (registered without isolate.sh), where NVML's figure for each
 process is exact, and selects its processes by --pid and --cgroup only."""
 import os
 import re
-import subprocess
-import time
 import unittest
 
-from harness import APP, BIN, GPU0, GPU1, Case, Result
+from harness import APP, GPU0, GPU1, Case
 import memcg
 from memcg import initial_pidns
 
@@ -42,17 +40,9 @@ class MemoryCase(Case):
     def setUp(self):
         super().setUp()
         self.cgroups = memcg.for_test(self)
-        self.cc_path = os.path.join(self.tmp, "cuda-checkpoint")
-        os.symlink(os.path.abspath(BIN), self.cc_path)
 
     def start_in(self, cg, *args, **kw):
         return self.start(*args, wrap=cg.enter_argv(), **kw)
-
-    def cc(self, *args, env=None):
-        t0 = time.monotonic()
-        p = subprocess.run([self.cc_path, *map(str, args)], capture_output=True, text=True,
-                           env=dict(self.env, **(env or {})), timeout=60)
-        return Result(p, time.monotonic() - t0)
 
     def plan(self, *args, env=None):
         r = self.cs("checkpoint", "--dry-run", "--json", *args, env=env)

@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 
-from harness import APP, BIN, LIBNVML, Case, Result
+from harness import APP, BIN, LIBNVML, Case
 from test_hostile import sanitizer_preload
 
 # An NVML client that maps the library at once and initializes it later:
@@ -77,17 +77,6 @@ class Held:
 
 
 class Neighbours(Case):
-    def setUp(self):
-        super().setUp()
-        self.cc_path = os.path.join(self.tmp, "cuda-checkpoint")
-        os.symlink(os.path.abspath(BIN), self.cc_path)
-
-    def cc(self, *args, env=None):
-        t0 = time.monotonic()
-        p = subprocess.run([self.cc_path, *map(str, args)], capture_output=True, text=True,
-                           env=dict(self.env, **(env or {})), timeout=60)
-        return Result(p, time.monotonic() - t0)
-
     def held(self, *args, argv0=BIN):
         h = Held([argv0, *map(str, args)], self.env)
         self.addCleanup(h.kill)
