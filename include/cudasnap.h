@@ -82,6 +82,9 @@ enum {
 	 * a worker thread, and may still complete in the target. */
 	CS_CU_TIMED_OUT = -2, /* its deadline passed */
 	CS_CU_INTERRUPTED = -3, /* a signal asked the command to end */
+	/* Not asked at all: the GPU had no room for the process's restore,
+	 * which the driver would have answered by destroying its state. */
+	CS_CU_NO_ROOM = -4,
 };
 
 /* The checkpoint API appeared in R570 (CUDA 12.8); GPU remapping in R580. */
@@ -125,6 +128,8 @@ CS_PUBLIC const cs_limits *cs_driver_limits(const cs_driver *d);
 /* No process holds more GPU memory than this; a record that says more is
  * wrong, and the size counts as unknown. */
 #define CS_GPU_BYTES_MAX (16ULL << 40)
+/* The longest wait for GPU memory before a restore, in seconds. */
+#define CS_WAIT_MEMORY_MAX 86400
 /* No deadline of a checkpoint or restore is longer, whatever a record or an
  * option says. */
 #define CS_MOVE_DEADLINE_MAX 7200.0
@@ -291,6 +296,15 @@ CS_PUBLIC const char *cs_op_name(cs_op op);
 typedef enum cs_step { CS_STEP_LOCK, CS_STEP_CHECKPOINT, CS_STEP_RESTORE, CS_STEP_UNLOCK, CS_STEP_COUNT } cs_step;
 CS_PUBLIC const char *cs_step_name(cs_step s);
 
+/* Most GPUs one process's record names. */
+#define CS_TARGET_GPUS 16
+
+/* A GPU a process used when it was checkpointed, as its record keeps it. */
+typedef struct cs_gpu_use {
+	char uuid[48]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+	unsigned long long bytes; /* its GPU memory there; 0: not known apart (all of cs_target.bytes may be there) */
+} cs_gpu_use;
+
 /* One process of a transaction. Fill pid, start_time, comm and order; the
  * engine fills the rest. */
 typedef struct cs_target {
@@ -330,6 +344,19 @@ typedef struct cs_target {
 	/* A restore failed in a way the driver does not retry (it imported
 	 * another process's device memory, say): it must be restarted. */
 	bool unrestorable;
+	/* The GPUs it used at its checkpoint (the device files it held), each
+	 * with its memory there when that was known apart; use_known: the list
+	 * is known (an empty one: it used no GPU's memory). Filled before a
+	 * checkpoint, and from the record before a restore. */
+	cs_gpu_use use[CS_TARGET_GPUS];
+	unsigned nuse;
+	bool use_known;
+	/* Restore: the GPU memory its restore needs on each GPU it restores
+	 * onto (after the device map), as judged before the driver is asked;
+	 * need_bound: known only as a bound (its record has no size). */
+	cs_gpu_use need[CS_TARGET_GPUS];
+	unsigned nneed;
+	bool need_bound;
 } cs_target;
 
 typedef enum cs_outcome {
@@ -362,6 +389,15 @@ typedef struct cs_txn_opts {
 	void (*watch)(void *ctx, const cs_target *targets, size_t n, cs_step step, double elapsed);
 	void *watch_ctx;
 	double watch_s;
+	/* Called from a worker thread right before the driver is asked to
+	 * restore a target (forward, or to roll its checkpoint back): a
+	 * restore that runs out of GPU memory destroys the process's state, so
+	 * returning <0 (err filled) fails that target without asking the
+	 * driver. restored() follows every call that before_restore let
+	 * through, with the driver's answer. */
+	int (*before_restore)(void *ctx, cs_target *t, bool rollback, cs_error *err);
+	void (*restored)(void *ctx, cs_target *t, int res);
+	void *restore_ctx;
 } cs_txn_opts;
 
 typedef struct cs_txn_result {
@@ -447,6 +483,14 @@ typedef struct cs_session_opts {
 	 * restore (one that imported another process's device memory through
 	 * CUDA IPC); the setting CUDASNAP_ALLOW_UNRESTORABLE=1 does the same. */
 	bool allow_unrestorable;
+	/* Restore: how long to wait, at most, for the GPUs to have room for
+	 * the processes (0: refuse at once); the setting CUDASNAP_WAIT_MEMORY
+	 * gives it when this is 0. At most CS_WAIT_MEMORY_MAX. */
+	double wait_memory_s;
+	/* Restore: ask the driver even where the GPU has too little free memory
+	 * for a process (the driver then destroys its state); the setting
+	 * CUDASNAP_IGNORE_GPU_MEMORY=1 does the same. */
+	bool ignore_gpu_memory;
 	/* Take no claim: a plan only (cs_session_plan); another operation's
 	 * processes are found busy and not asked. */
 	bool dry_run;

@@ -109,6 +109,27 @@ static json_object *fit_json(const cs_fit *f)
 	return o;
 }
 
+/* Restore: what each process needs on the GPUs it restores onto. */
+static json_object *restore_json(const cs_plan_entry *e)
+{
+	json_object *o = json_object_new_object();
+	bool known = e->fit.known != CS_GPU_UNKNOWN;
+	json_object_object_add(o, "gpu_bytes_known", json_object_new_string(known_words[e->fit.known % 3]));
+	cs_json_add_int_or_null(o, "gpu_bytes_needed", (long long)e->fit.gpu, known);
+	json_object *arr = json_object_new_array();
+	for (unsigned k = 0; k < e->ngpu; k++) {
+		const cs_plan_gpu *g = &e->gpu[k];
+		json_object *x = json_object_new_object();
+		json_object_object_add(x, "uuid", json_object_new_string(g->uuid));
+		cs_json_add_int_or_null(x, "index", g->index, g->index >= 0);
+		cs_json_add_int_or_null(x, "bytes_needed", (long long)g->need, g->need > 0);
+		cs_json_add_int_or_null(x, "free_bytes", (long long)g->free, g->free_known);
+		json_object_array_add(arr, x);
+	}
+	json_object_object_add(o, "gpus", arr);
+	return o;
+}
+
 static const char *verdict(const cs_plan_entry *e)
 {
 	return e->blocked ? "refused" : e->target ? "ok" : "left-alone";
@@ -132,6 +153,8 @@ json_object *cs_json_plan(const cs_plan *p)
 		json_object_object_add(x, "verdict", json_object_new_string(verdict(e)));
 		if (e->target && (p->op == CS_OP_CHECKPOINT || p->op == CS_OP_CHECKPOINT_LOCKED))
 			json_object_object_add(x, "memory", fit_json(&e->fit));
+		if (e->target && p->op == CS_OP_RESTORE)
+			json_object_object_add(x, "gpu_memory", restore_json(e));
 		json_object *rs = json_object_new_array();
 		for (size_t k = 0; k < e->nreasons; k++) {
 			json_object *r = json_object_new_object();

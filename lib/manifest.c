@@ -39,6 +39,14 @@ static json_object *entry_json(const cs_target *t, int order)
 	}
 	json_object_object_add(o, "gpus", gpus);
 	json_object_object_add(o, "bytes", json_object_new_uint64(t->bytes));
+	json_object *used = t->use_known ? json_object_new_array() : NULL;
+	for (unsigned k = 0; used && k < t->nuse; k++) {
+		json_object *u = json_object_new_object();
+		json_object_object_add(u, "uuid", json_object_new_string(t->use[k].uuid));
+		json_object_object_add(u, "bytes", t->use[k].bytes ? json_object_new_uint64(t->use[k].bytes) : NULL);
+		json_object_array_add(used, u);
+	}
+	json_object_object_add(o, "used_gpus", used);
 	json_object *tm = json_object_new_object();
 	for (int s = 0; s < CS_STEP_COUNT; s++)
 		if (t->done[s])
@@ -126,6 +134,34 @@ static int get_gpus(json_object *o, char *dst, size_t size)
 	return 0;
 }
 
+/* "used_gpus": absent or null (not recorded), or an array of {"uuid": a GPU
+ * UUID, "bytes": a size or null}; anything else makes the entry malformed. */
+static int get_used(json_object *o, cs_manifest_entry *e)
+{
+	json_object *arr;
+	e->nuse = 0;
+	e->use_known = false;
+	if (!json_object_object_get_ex(o, "used_gpus", &arr) || json_object_is_type(arr, json_type_null))
+		return 0;
+	if (!json_object_is_type(arr, json_type_array) || json_object_array_length(arr) > CS_TARGET_GPUS)
+		return -1;
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *u = json_object_array_get_idx(arr, i), *b;
+		uint8_t uuid[16];
+		char text[CS_GPU_UUID_STRLEN];
+		if (!get_str(u, "uuid", text, sizeof(text), false) || cs_gpu_uuid_parse(text, uuid) < 0)
+			return -1;
+		long long bytes = 0;
+		bool null = !json_object_object_get_ex(u, "bytes", &b) || json_object_is_type(b, json_type_null);
+		if (!null && !get_int(u, "bytes", 0, (long long)CS_GPU_BYTES_MAX, &bytes))
+			bytes = 0; /* a size no GPU holds: unknown, as an absent one */
+		cs_gpu_uuid_format(uuid, e->use[e->nuse].uuid);
+		e->use[e->nuse++].bytes = (unsigned long long)bytes;
+	}
+	e->use_known = true;
+	return 0;
+}
+
 static int parse_entry(json_object *o, cs_manifest_entry *e)
 {
 	long long pid, order, start;
@@ -141,6 +177,8 @@ static int parse_entry(json_object *o, cs_manifest_entry *e)
 	/* Records travel between machines: a size no process can have is unknown. */
 	e->bytes = get_int(o, "bytes", 0, (long long)CS_GPU_BYTES_MAX, &bytes) ? (unsigned long long)bytes : 0;
 	e->nspid = get_int(o, "nspid", 1, INT_MAX, &nspid) ? (pid_t)nspid : 0;
+	if (get_used(o, e) < 0)
+		return -1;
 	return get_gpus(o, e->gpus, sizeof(e->gpus));
 }
 
@@ -209,8 +247,16 @@ void cs_manifest_free(cs_manifest *m)
 	memset(m, 0, sizeof(*m));
 }
 
-static bool restored(json_object *e, const cs_target *t, size_t n)
+typedef struct targets {
+	const cs_target *t;
+	size_t n;
+} targets;
+
+static bool restored(json_object *e, const void *ctx)
 {
+	const targets *x = ctx;
+	const cs_target *t = x->t;
+	size_t n = x->n;
 	long long pid, start;
 	if (!get_int(e, "pid", 1, INT_MAX, &pid) || !get_int(e, "start_time", 0, LLONG_MAX, &start))
 		return false;
@@ -221,7 +267,9 @@ static bool restored(json_object *e, const cs_target *t, size_t n)
 	return false;
 }
 
-char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t n, size_t *left)
+/* The manifest text without the entries for which gone() holds. */
+static char *without(const char *buf, size_t len, bool (*gone)(json_object *e, const void *ctx), const void *ctx,
+		     size_t *left)
 {
 	_cleanup_(cs_manifest_freep) cs_manifest check = { 0 };
 	if (cs_manifest_parse(buf, len, &check, NULL) < 0)
@@ -233,12 +281,31 @@ char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t 
 	json_object *keep = json_object_new_array();
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		json_object *e = json_object_array_get_idx(arr, i);
-		if (!restored(e, t, n))
+		if (!gone(e, ctx))
 			json_object_array_add(keep, json_object_get(e));
 	}
 	*left = json_object_array_length(keep);
 	json_object_object_add(root, "processes", keep);
 	return strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
+}
+
+char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t n, size_t *left)
+{
+	targets x = { .t = t, .n = n };
+	return without(buf, len, restored, &x, left);
+}
+
+static bool is_target(json_object *e, const void *ctx)
+{
+	const cs_target *t = ctx;
+	long long pid, start;
+	return get_int(e, "pid", 1, INT_MAX, &pid) && get_int(e, "start_time", 0, LLONG_MAX, &start) && pid == t->pid &&
+		(unsigned long long)start == t->start_time;
+}
+
+char *cs_manifest_forget(const char *buf, size_t len, const cs_target *t, size_t *left)
+{
+	return without(buf, len, is_target, t, left);
 }
 
 /* Whether an entry of an older manifest still describes a checkpointed

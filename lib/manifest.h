@@ -19,6 +19,11 @@ typedef struct cs_manifest_entry {
 	char gpus[512]; /* UUIDs of the GPUs it saw, comma-separated, "" when not recorded */
 	unsigned long long bytes;
 	double seconds[CS_STEP_COUNT];
+	/* "used_gpus": the GPUs it used, with its memory on each when known
+	 * apart; use_known false when the record does not say. */
+	cs_gpu_use use[CS_TARGET_GPUS];
+	unsigned nuse;
+	bool use_known;
 } cs_manifest_entry;
 
 typedef struct cs_manifest {
@@ -40,11 +45,37 @@ CS_DEFINE_CLEANUP_STRUCT(cs_manifest, cs_manifest_free)
  * to running; *left is how many entries remain. NULL when buf does not parse. */
 char *cs_manifest_prune(const char *buf, size_t len, const cs_target *t, size_t n, size_t *left);
 
+/* The manifest text without the entry of t's process (pid and start
+ * time); the rest as cs_manifest_prune. */
+char *cs_manifest_forget(const char *buf, size_t len, const cs_target *t, size_t *left);
+
 /* The manifest after checkpoint fresh (rendered from targets t): the
  * entries of the older manifest old (len bytes; NULL or unparsable: none)
  * whose processes are alive and not among t, then fresh's, ordered so.
  * Checkpoints of other processes may have run beside this one. Returns a
  * malloc'd string or NULL. */
 char *cs_manifest_merge(const char *old, size_t len, const char *fresh, const cs_target *t, size_t n);
+
+/* Merges the entries of targets t[0..n) that a checkpoint left
+ * checkpointed into the state directory's manifest, under its lock (other
+ * operations may update it at the same time). Fills err and returns <0
+ * when it could not. */
+int cs_manifest_record(int statefd, const char *command, const cs_target *t, size_t n, const cs_driver *d, double wall,
+		       cs_error *err);
+
+/* Removes t's entry (its process restored outside a session) from the
+ * state directory's manifest, under its lock; the file goes with the last
+ * entry. Fills err and returns <0 when it could not. */
+int cs_manifest_drop(int statefd, const char *command, const cs_target *t, cs_error *err);
+
+/* What a record says of a process, read before and after its checkpoint:
+ * the GPUs it sees (t->gpus, from its CUDA_VISIBLE_DEVICES), and the GPUs
+ * it uses (t->use: those whose device file p holds, with NVML's figure for
+ * each where exact, i.e. NVML's pids are this namespace's). */
+struct cs_nvml;
+struct cs_nvml_gpu;
+void cs_target_note_gpus(cs_target *t, const struct cs_nvml_gpu *gpus, size_t ngpus);
+void cs_target_note_use(cs_target *t, const cs_proc *p, struct cs_nvml *nv, const struct cs_nvml_gpu *gpus,
+			size_t ngpus, bool exact);
 
 #endif

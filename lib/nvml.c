@@ -13,7 +13,6 @@
 typedef int nvml_ret;
 typedef struct nvml_device_st *nvml_device;
 typedef struct {
-	/* cppcheck-suppress unusedStructMember ; NVML fills it, only total and used are read */
 	unsigned long long total, free, used;
 } nvml_memory_v1;
 typedef struct {
@@ -224,6 +223,7 @@ static void read_memory(cs_nvml *n, nvml_device dev, cs_nvml_gpu *g)
 			g->memory_known = true;
 			g->memory_total = m.total;
 			g->memory_used = m.used;
+			g->memory_free = m.free;
 			return;
 		}
 	}
@@ -234,7 +234,16 @@ static void read_memory(cs_nvml *n, nvml_device dev, cs_nvml_gpu *g)
 		g->memory_known = true;
 		g->memory_total = m.total;
 		g->memory_used = m.used;
+		g->memory_free = m.free;
 	}
+}
+
+void cs_nvml_gpu_memory(cs_nvml *n, cs_nvml_gpu *g)
+{
+	nvml_device dev = NULL;
+	g->memory_known = false;
+	if (cs_nvml_present(n) && n->by_index(g->index, &dev) == NVML_OK)
+		read_memory(n, dev, g);
 }
 
 static void read_gpu(cs_nvml *n, unsigned i, cs_nvml_gpu *g)
@@ -335,6 +344,47 @@ static int add_procs(cs_nvml *n, nvml_device dev, cs_nvml_proc **out, size_t *co
 		(*out)[k].bytes += v[i].used;
 	}
 	return 1;
+}
+
+/* NVML's list of one GPU's processes into *v (malloc'd), *c of them; the
+ * NVML result. */
+static nvml_ret list_procs(cs_nvml *n, nvml_device dev, nvml_proc_info **v, unsigned *c)
+{
+	unsigned cap = 64;
+	nvml_ret ret = NVML_ERR_INSUFFICIENT_SIZE;
+	*v = NULL;
+	for (int tries = 0; tries < 4 && ret == NVML_ERR_INSUFFICIENT_SIZE; tries++) {
+		free(*v);
+		*v = calloc(cap, sizeof(**v));
+		if (!*v)
+			return NVML_ERR_INSUFFICIENT_SIZE;
+		unsigned got = cap;
+		ret = n->procs(dev, &got, *v);
+		cap = ret == NVML_ERR_INSUFFICIENT_SIZE ? got + 16 : got;
+	}
+	*c = cap;
+	return ret;
+}
+
+int cs_nvml_holders(cs_nvml *n, unsigned idx, cs_nvml_proc **out, size_t *count)
+{
+	*out = NULL;
+	*count = 0;
+	nvml_device dev = NULL;
+	if (!cs_nvml_present(n) || !n->procs || n->by_index(idx, &dev) != NVML_OK)
+		return -ENOENT;
+	_cleanup_free_ nvml_proc_info *v = NULL;
+	unsigned c = 0;
+	if (list_procs(n, dev, &v, &c) != NVML_OK)
+		return -EIO;
+	cs_nvml_proc *p = calloc(c + 1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	for (unsigned i = 0; i < c; i++)
+		p[i] = (cs_nvml_proc){ .pid = (pid_t)v[i].pid, .bytes = v[i].used };
+	*out = p;
+	*count = c;
+	return 0;
 }
 
 bool cs_nvml_proc_list(cs_nvml_proc **out, size_t *count)

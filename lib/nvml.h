@@ -30,7 +30,7 @@ typedef struct cs_nvml_gpu {
 	int mig; /* 1 enabled, 0 disabled, -1 unknown or no MIG */
 	int minor; /* its device file is /dev/nvidia<minor>; -1 unknown */
 	bool memory_known;
-	unsigned long long memory_total, memory_used; /* bytes */
+	unsigned long long memory_total, memory_used, memory_free; /* bytes */
 	int error; /* first NVML error met on this GPU, 0 if none */
 } cs_nvml_gpu;
 
@@ -55,6 +55,9 @@ const char *cs_nvml_strerror(const cs_nvml *n, int ret);
 /* Every GPU NVML reports, in index order; *gpus is malloc'ed (free it).
  * Per-GPU failures are recorded in each entry, not returned. */
 int cs_nvml_gpus(cs_nvml *n, cs_nvml_gpu **gpus, size_t *count, cs_error *err);
+/* Reads again the memory figures of the GPU of NVML index g->index into g
+ * (memory_known false when NVML does not answer). */
+void cs_nvml_gpu_memory(cs_nvml *n, cs_nvml_gpu *g);
 /* Opens NVML, lists the GPUs and closes it again: an empty list (*gpus NULL)
  * when NVML is absent or does not answer. */
 void cs_nvml_list(cs_nvml_gpu **gpus, size_t *count);
@@ -71,6 +74,15 @@ typedef struct cs_nvml_proc {
  * missing from the list holds no GPU memory); the list is empty when NVML is
  * absent, too old or does not answer. */
 bool cs_nvml_proc_list(cs_nvml_proc **out, size_t *count);
+
+/* NVML_VALUE_NOT_AVAILABLE: the used memory of a process NVML may not see. */
+#define CS_NVML_NOT_AVAILABLE (~0ULL)
+
+/* The processes that hold memory on the GPU of NVML index idx, each with
+ * its memory there (CS_NVML_NOT_AVAILABLE where NVML does not say); their
+ * pids are the initial PID namespace's. *out is malloc'd. 0, or <0 when
+ * NVML did not answer (*out NULL). */
+int cs_nvml_holders(cs_nvml *n, unsigned idx, cs_nvml_proc **out, size_t *count);
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (hex in either case, nothing
  * before or after) -> 16 bytes. Returns 0, or -EINVAL for anything else. */

@@ -214,7 +214,7 @@ static void totals(cs_plan *p)
 		p->targets++;
 		p->gpu_bytes += e->fit.gpu;
 		p->host_bytes += e->fit.need;
-		p->unknown_memory += checkpoints(p->op) && !e->fit.known;
+		p->unknown_memory += (checkpoints(p->op) || p->op == CS_OP_RESTORE) && !e->fit.known;
 	}
 	p->seconds = expected_seconds(p);
 }
@@ -243,9 +243,10 @@ int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err)
 	}
 	if (checkpoints(s->o->op))
 		check_memory(s, out->e, out->n);
-	/* Restore's own checks: the manifest (PID reuse), the device map. */
-	if (s->o->op == CS_OP_RESTORE && s->o->dry_run && s->n)
-		cs_session_plan_restore(s, &out->problem);
+	/* Restore's own checks: the manifest (PID reuse), the device map, then
+	 * the GPU memory each restore needs. */
+	if (s->o->op == CS_OP_RESTORE && s->n && cs_session_plan_restore(s, &out->problem) == 0)
+		cs_plan_restore_room(s, out->e, out->n);
 	totals(out);
 	out->go &= out->problem.status == 0;
 	return 0;
@@ -255,7 +256,11 @@ int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err)
  * and frozen processes itself, and the claims keep other operations out. */
 static bool refused_here(const cs_reason *r)
 {
-	return r->blocks && (strcmp(r->code, "memory") == 0 || strcmp(r->code, "ipc-import") == 0);
+	static const char *const codes[] = { "memory", "ipc-import", "gpu-memory", "gpu-absent" };
+	for (size_t i = 0; r->blocks && i < CS_ARRAY_SIZE(codes); i++)
+		if (strcmp(r->code, codes[i]) == 0)
+			return true;
+	return false;
 }
 
 /* Keeps each target's figures: its deadline, and why it might be lost. */
@@ -277,11 +282,16 @@ static int keep_fits(cs_session *s, const cs_plan *p)
 
 int cs_session_check(cs_session *s, cs_error *err)
 {
-	if (!checkpoints(s->o->op))
+	bool restore = s->o->op == CS_OP_RESTORE;
+	if (!checkpoints(s->o->op) && !restore)
 		return 0;
 	_cleanup_(cs_plan_freep) cs_plan p = { 0 };
 	int r = cs_session_plan(s, false, &p, err);
-	if (r == 0 && keep_fits(s, &p) < 0)
+	if (r == 0 && restore && p.problem.status)
+		*err = p.problem, r = -p.problem.status;
+	if (r == 0 && restore && s->wait_memory_s > 0)
+		r = cs_plan_wait_room(s, &p, err);
+	if (r == 0 && !restore && keep_fits(s, &p) < 0)
 		r = cs_error_set(err, CS_ESYS, NULL, "out of memory");
 	if (r < 0)
 		return r;
@@ -340,4 +350,19 @@ void cs_session_name_lost(cs_session *s)
 			break;
 		}
 	}
+}
+
+cs_reason *cs_plan_add_reason(cs_plan_entry *e, const char *code, bool blocks, const char *fmt, ...)
+{
+	char text[sizeof(((cs_reason *)0)->text)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	return add_reason(e, code, blocks, "%s", text);
+}
+
+void cs_plan_set_fix(cs_reason *r, const char *fix)
+{
+	set_fix(r, fix);
 }

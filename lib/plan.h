@@ -18,13 +18,24 @@ typedef struct cs_reason {
 	char fix[720]; /* what to do about it, "" when nothing needs doing */
 } cs_reason;
 
+/* Restore: one GPU a process restores onto, and its room. */
+typedef struct cs_plan_gpu {
+	char uuid[48];
+	int index; /* NVML's, -1 when not on this machine */
+	unsigned long long need; /* 0: unknown */
+	unsigned long long free; /* as NVML last read it; with free_known */
+	bool free_known;
+} cs_plan_gpu;
+
 typedef struct cs_plan_entry {
 	pid_t pid;
 	char comm[64];
 	int cls; /* cs_class */
 	int state; /* cs_state, CS_STATE_UNKNOWN when not asked */
 	bool target; /* the operation would act on it */
-	cs_fit fit; /* checkpoint: its memory and cgroup */
+	cs_fit fit; /* checkpoint: its memory and cgroup; restore: gpu is what it needs */
+	cs_plan_gpu gpu[CS_TARGET_GPUS]; /* restore: the GPUs it restores onto */
+	unsigned ngpu;
 	cs_reason reason[CS_PLAN_REASONS];
 	size_t nreasons;
 	bool blocked; /* one of its reasons blocks the operation */
@@ -56,6 +67,19 @@ int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err)
  * each refused process through the warning callback. Keeps what it measured
  * for cs_session_name_lost. */
 int cs_session_check(cs_session *s, cs_error *err);
+
+/* A reason added to e (a spare when e is full), and its fix. */
+cs_reason *cs_plan_add_reason(cs_plan_entry *e, const char *code, bool blocks, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void cs_plan_set_fix(cs_reason *r, const char *fix);
+
+/* Restore: each target entry's GPU memory need against the free memory of
+ * the GPUs it restores onto (fills the targets' need), as reasons. */
+void cs_plan_restore_room(cs_session *s, cs_plan_entry *e, size_t n);
+/* Restore with a wait for memory: plans again every half second while a
+ * process's restore finds no room, until the session's wait is over or a
+ * signal came; *p is the last plan. */
+int cs_plan_wait_room(cs_session *s, cs_plan *p, cs_error *err);
 
 /* After the transaction: why each lost target was lost (the OOM killer of
  * its cgroup, when that cgroup's count of OOM kills went up). */

@@ -6,7 +6,9 @@
 #include "session_int.h"
 #include "devmap.h"
 #include "env.h"
+#include "gpuroom.h"
 #include "plan.h"
+#include "pool.h"
 #include "discover.h"
 #include "select.h"
 #include "state.h"
@@ -25,6 +27,9 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 	int r = cs_selection_check(&o->sel, err);
 	if (r == 0 && o->device_map && o->op == CS_OP_RESTORE)
 		r = cs_devmap_check(o->device_map, err);
+	double wait_s = o->wait_memory_s > CS_WAIT_MEMORY_MAX ? CS_WAIT_MEMORY_MAX : o->wait_memory_s;
+	if (r == 0 && o->op == CS_OP_RESTORE && !(wait_s > 0))
+		r = cs_wait_memory_setting(&wait_s, err);
 	if (r < 0)
 		return r;
 	_cleanup_(cs_session_freep) cs_session *s = calloc(1, sizeof(*s));
@@ -34,7 +39,9 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 			   .o = o,
 			   .state_fd = -1,
 			   .ignore_memory = o->ignore_memory || cs_env_on("CUDASNAP_IGNORE_MEMORY"),
-			   .allow_unrestorable = o->allow_unrestorable || cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE") };
+			   .allow_unrestorable = o->allow_unrestorable || cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE"),
+			   .ignore_gpu_memory = o->ignore_gpu_memory || cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY"),
+			   .wait_memory_s = wait_s };
 	cs_claims_init(&s->claims);
 	cs_sandbox_detect(NULL, &s->sandbox);
 	/* A plan changes nothing, not even by creating the state directory. */
@@ -314,6 +321,30 @@ static void settle_claims(cs_session *s)
 			cs_claims_settled(&s->claims, s->t[i].pid);
 }
 
+/* Right before each restore the driver is asked for: room on its GPUs. */
+static int before_restore(void *ctx, cs_target *t, bool rollback, cs_error *err)
+{
+	cs_session *s = ctx;
+	if (rollback && !t->nneed) /* a checkpoint's rollback: what it just moved */
+		cs_restore_needs(t, t->bytes ? t->bytes : t->gpu_bytes, NULL, 0, NULL, 0);
+	return cs_gpu_ledger_take(&s->ledger, t, rollback, err);
+}
+
+static void restored(void *ctx, cs_target *t, int res)
+{
+	cs_session *s = ctx;
+	(void)res;
+	cs_gpu_ledger_give(&s->ledger, t);
+}
+
+/* Restore's checks before the first driver call: the manifest, the device
+ * map, and GPU memory for every process (waiting for it when asked). */
+static int check_restore(cs_session *s, cs_error *err)
+{
+	int r = cs_session_plan_restore(s, err);
+	return r < 0 ? r : cs_session_check(s, err);
+}
+
 int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
 {
 	const cs_session_opts *o = s->o;
@@ -336,13 +367,23 @@ int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
 		int r = cs_session_check(s, err);
 		if (r < 0)
 			return r;
+		cs_session_note_use(s);
 	}
 	if (o->op == CS_OP_RESTORE) {
-		int r = cs_session_plan_restore(s, err);
+		int r = check_restore(s, err);
 		if (r < 0)
 			return r;
 		t.pairs = s->pairs;
 		t.npairs = s->npairs;
+	}
+	if (!s->ignore_gpu_memory) {
+		double left = s->wait_until - cs_now();
+		cs_gpu_ledger_init(&s->ledger, cs_now() + (left > 0 ? left : 0), o->interrupted,
+				   s->sandbox.pid_ns == CS_PIDNS_HOST, o->warn, o->warn_ctx);
+		s->ledger_used = true;
+		t.before_restore = before_restore;
+		t.restored = restored;
+		t.restore_ctx = s;
 	}
 	int rc = cs_txn_run(s->d, &t, s->t, s->n, res); /* clears res first */
 	res->ran = true;
@@ -385,6 +426,8 @@ void cs_session_free(cs_session *s)
 	free(s->left);
 	cs_ptable_free(&s->table);
 	cs_ptable_free(&s->after);
+	if (s->ledger_used)
+		cs_gpu_ledger_fini(&s->ledger);
 	cs_claims_release(&s->claims);
 	if (s->state_fd >= 0)
 		close(s->state_fd);

@@ -5,6 +5,7 @@
 #include "cudasnap.h"
 #include "capacity.h"
 #include "claim.h"
+#include "gpuroom.h"
 #include "sandbox.h"
 #include "verify.h"
 
@@ -18,6 +19,14 @@ struct cs_session {
 	pid_t *cand; /* what the selection may act on, from /proc: the driver is asked about these only */
 	size_t ncand;
 	bool ignore_memory, allow_unrestorable; /* the options, or the settings */
+	bool ignore_gpu_memory; /* restore: the option, or the setting */
+	double wait_memory_s; /* restore: the option, or the setting */
+	bool restore_planned; /* cs_session_plan_restore ran, with this result: */
+	int restore_rc;
+	cs_error restore_err;
+	double wait_until; /* restore: waiting for GPU memory ends then (cs_now's clock) */
+	cs_gpu_ledger ledger; /* the room restores in flight take on each GPU */
+	bool ledger_used;
 	cs_fit *fit; /* checkpoint: each target's memory and cgroup before it */
 	size_t nfit;
 	cs_fit_env fitenv;
@@ -46,5 +55,9 @@ void cs_session_save_manifest(cs_session *s, const cs_txn_result *r);
 void cs_session_prune_manifest(cs_session *s);
 /* The UUIDs of the GPUs each target sees (t->gpus), after a checkpoint. */
 void cs_session_note_gpus(cs_session *s);
+/* Before a checkpoint: the GPUs each target uses (the device files it
+ * holds), with its memory on each where NVML names this namespace's
+ * processes (t->use). */
+void cs_session_note_use(cs_session *s);
 
 #endif

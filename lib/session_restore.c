@@ -52,8 +52,11 @@ static int apply_manifest(cs_session *s, const cs_manifest *m, cs_error *err)
 		cs_target *x = find_target(s->t, s->n, e->pid);
 		if (x) {
 			x->order = e->order;
-			x->gpu_bytes = e->bytes; /* what it moved at the checkpoint: its deadline and progress */
+			x->gpu_bytes = e->bytes; /* what it moved at the checkpoint: its deadline, progress and need */
 			memcpy(x->gpus, e->gpus, sizeof(x->gpus)); /* what a device map must cover */
+			memcpy(x->use, e->use, sizeof(x->use)); /* where its restore needs GPU memory */
+			x->nuse = e->nuse;
+			x->use_known = e->use_known;
 		}
 	}
 	return 0;
@@ -112,7 +115,8 @@ static void init_if_needed(cs_session *s, const cs_nvml_gpu *gpus, size_t ngpus)
 				cs_cu_name(s->d, r));
 }
 
-int cs_session_plan_restore(cs_session *s, cs_error *err)
+/* The preparation itself, once: plan_restore keeps its result. */
+static int prepare(cs_session *s, cs_error *err)
 {
 	if (s->o->manifest) {
 		int r = apply_manifest(s, s->o->manifest, err);
@@ -134,4 +138,15 @@ int cs_session_plan_restore(cs_session *s, cs_error *err)
 	if (!s->o->dry_run)
 		init_if_needed(s, gpus, ngpus);
 	return 0;
+}
+
+int cs_session_plan_restore(cs_session *s, cs_error *err)
+{
+	if (!s->restore_planned) {
+		s->restore_planned = true;
+		s->restore_rc = prepare(s, &s->restore_err);
+	}
+	if (s->restore_rc < 0 && err)
+		*err = s->restore_err;
+	return s->restore_rc;
 }

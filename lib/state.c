@@ -44,6 +44,12 @@ int cs_state_open(cs_error *err)
 	const char *path = cs_state_dir();
 	if (mkdir(path, 0700) < 0 && errno != EEXIST)
 		return cs_error_errno(err, CS_ESTATE, errno, HINT_STATE, "cannot create state directory %s", path);
+	return cs_state_open_existing(err);
+}
+
+int cs_state_open_existing(cs_error *err)
+{
+	const char *path = cs_state_dir();
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return cs_error_errno(err, CS_ESTATE, errno == ELOOP || errno == ENOTDIR ? ELOOP : errno, HINT_STATE,

@@ -12,6 +12,8 @@ const char *cs_state_dir(void);
  * group- or world-writable, or owned by another user than root or us.
  * Returns an O_DIRECTORY fd or <0 with err filled. */
 int cs_state_open(cs_error *err);
+/* The same, but only when the directory exists already (nothing is created). */
+int cs_state_open_existing(cs_error *err);
 /* Takes the exclusive lock of the manifest, waiting at most wait_s seconds
  * for its holder. On success returns the lock fd, which holds the lock
  * until closed. When another cudasnap keeps it longer, fails naming that

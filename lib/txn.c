@@ -201,6 +201,15 @@ static void fail_target(run *r, cs_target *t, cs_step s, int res, bool fwd, bool
 		.mapped = fwd && r->o->npairs,
 	};
 	cs_explain(r->d, &c, res, &t->error);
+	/* A restore that ran out of GPU memory destroyed the checkpointed state
+	 * (driver 580: every later restore answers 304): the process lives on,
+	 * its GPU state does not. */
+	if (!t->exited && s == CS_STEP_RESTORE && res == CS_CU_OUT_OF_MEMORY) {
+		t->lost = t->unrestorable = true;
+		snprintf(t->lost_why, sizeof(t->lost_why),
+			 "the driver ran out of GPU memory during its restore, which destroys a process's checkpointed "
+			 "state (every later restore fails)");
+	}
 	/* The driver answers an importer of another process's memory so at
 	 * every restore (INVALID_VALUE for a cudaIpcOpenMemHandle import,
 	 * NOT_SUPPORTED for a VMM handle, driver 580): nothing to retry. */
@@ -269,6 +278,23 @@ static int moving_call(run *r, cs_target *t, cs_step s)
 	return res;
 }
 
+/* Whether the GPUs t restores onto have room for it now; when not, t
+ * fails (forward) or is left as it is (rollback) without a driver call. */
+static bool room_for(run *r, cs_target *t, bool rollback)
+{
+	if (!r->o->before_restore)
+		return true;
+	cs_error e = { 0 };
+	if (r->o->before_restore(r->o->restore_ctx, t, rollback, &e) == 0)
+		return true;
+	t->error = e;
+	if (rollback)
+		t->rollback_failed = true;
+	else
+		t->failed = true;
+	return false;
+}
+
 static void do_step(void *ctx, size_t i)
 {
 	run *r = ctx;
@@ -293,9 +319,15 @@ static void do_step(void *ctx, size_t i)
 		fail_halted(t, &h, cs_step_name(s));
 		atomic_store(&r->abort, 1);
 		return;
+	} else if (s == CS_STEP_RESTORE && !room_for(r, t, false)) {
+		report(r, t, s, false, CS_CU_NO_ROOM, 0);
+		atomic_store(&r->abort, 1);
+		return;
 	} else if (moves_memory(s)) {
 		called = true;
 		res = moving_call(r, t, s);
+		if (s == CS_STEP_RESTORE && r->o->restored)
+			r->o->restored(r->o->restore_ctx, t, res);
 	} else {
 		called = true;
 		res = call_step(r, t, s, true);
@@ -364,8 +396,16 @@ static void rollback(run *r)
 			cs_halt_error(&t->error, t->pid, t->comm, &h, doing);
 			continue;
 		}
+		/* A rollback's restore needs room on the GPU as much as any. */
+		bool checked = u == CS_STEP_RESTORE && alive(t);
+		if (checked && !room_for(r, t, true)) {
+			report(r, t, u, true, CS_CU_NO_ROOM, 0);
+			continue;
+		}
 		double t0 = cs_now();
 		int res = alive(t) ? call_step(r, t, u, false) : CS_CU_OPERATING_SYSTEM;
+		if (checked && r->o->restored)
+			r->o->restored(r->o->restore_ctx, t, res);
 		report(r, t, u, true, res, cs_now() - t0);
 		if (res == CS_CU_SUCCESS) {
 			t->state = step_result_state(u);

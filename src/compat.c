@@ -3,6 +3,7 @@
 #include "compat.h"
 #include "devmap.h"
 #include "persist.h"
+#include "pool.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -68,8 +69,10 @@ static int device_pairs(cs_driver *d, const compat_args *a, const cs_nvml_gpu *g
 }
 
 /* The GPU list serves two things at restore: indices in --device-map, and
- * whether cuInit is needed (persistence mode off). */
-static int restore(cs_driver *d, const compat_args *a)
+ * whether cuInit is needed (persistence mode off). Before the driver is
+ * asked, the GPU must have room for the process: a restore that runs out of
+ * GPU memory destroys its checkpointed state. */
+static int restore(cs_driver *d, const compat_args *a, pid_t tgid)
 {
 	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
@@ -77,10 +80,14 @@ static int restore(cs_driver *d, const compat_args *a)
 	unsigned npairs = 0;
 	cs_nvml_list(&gpus, &ngpus);
 	int status = device_pairs(d, a, gpus, ngpus, &pairs, &npairs);
+	if (status == CLI_GO_ON && tgid > 0)
+		status = compat_check(d, a, tgid, CS_OP_RESTORE, CS_CALL_RESTORE);
 	if (status == CLI_GO_ON) {
 		cs_restore_init(d, gpus, ngpus);
 		int r = cs_cu_restore(d, a->pid, pairs, npairs);
 		status = r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, CS_CALL_RESTORE, r);
+		if (r == CS_CU_SUCCESS)
+			compat_forget(tgid);
 	}
 	return status;
 }
@@ -97,14 +104,26 @@ static int refused_checkpoint(cs_driver *d, const compat_args *a, int state)
 	return EXIT_FAILED;
 }
 
+/* The driver's checkpoint, recorded when it succeeds. */
+static int checkpoint_call(cs_driver *d, const compat_args *a, pid_t tgid)
+{
+	cs_target rec;
+	compat_note_before(tgid, &rec);
+	double t0 = cs_now();
+	int r = cs_cu_checkpoint(d, a->pid);
+	if (r != CS_CU_SUCCESS)
+		return call_failed(d, a, CS_CALL_CHECKPOINT, r);
+	compat_record(d, &rec, cs_now() - t0);
+	return EXIT_DONE;
+}
+
 static int checkpoint(cs_driver *d, const compat_args *a, pid_t tgid)
 {
 	int state = CS_STATE_UNKNOWN;
 	if (tgid > 0 && cs_cu_get_state(d, a->pid, &state) == CS_CU_SUCCESS &&
 	    compat_check_checkpoint(d, a, tgid, state) != CLI_GO_ON)
 		return refused_checkpoint(d, a, state);
-	int r = cs_cu_checkpoint(d, a->pid);
-	return r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, CS_CALL_CHECKPOINT, r);
+	return checkpoint_call(d, a, tgid);
 }
 
 static int action(cs_driver *d, const compat_args *a, pid_t tgid)
@@ -113,7 +132,7 @@ static int action(cs_driver *d, const compat_args *a, pid_t tgid)
 	switch (a->action) {
 	case CS_CALL_LOCK: r = cs_cu_lock(d, a->pid, a->timeout_ms); break;
 	case CS_CALL_CHECKPOINT: return checkpoint(d, a, tgid);
-	case CS_CALL_RESTORE: return restore(d, a);
+	case CS_CALL_RESTORE: return restore(d, a, tgid);
 	default: r = cs_cu_unlock(d, a->pid); break;
 	}
 	return r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, a->action, r);
@@ -121,15 +140,13 @@ static int action(cs_driver *d, const compat_args *a, pid_t tgid)
 
 /* Running -> locked -> checkpointed; a failed checkpoint is unlocked again so
  * that the caller's failure leaves the process running, as it found it. */
-static int toggle_out(cs_driver *d, const compat_args *a)
+static int toggle_out(cs_driver *d, const compat_args *a, pid_t tgid)
 {
 	int r = cs_cu_lock(d, a->pid, a->timeout_ms);
 	if (r != CS_CU_SUCCESS)
 		return call_failed(d, a, CS_CALL_LOCK, r);
-	r = cs_cu_checkpoint(d, a->pid);
-	if (r == CS_CU_SUCCESS)
+	if (checkpoint_call(d, a, tgid) == EXIT_DONE)
 		return EXIT_DONE;
-	call_failed(d, a, CS_CALL_CHECKPOINT, r);
 	int u = cs_cu_unlock(d, a->pid);
 	if (u == CS_CU_SUCCESS)
 		return EXIT_FAILED;
@@ -142,9 +159,9 @@ static int toggle_out(cs_driver *d, const compat_args *a)
 
 /* Checkpointed -> locked -> running. A failed restore leaves the process
  * checkpointed, where a later toggle can retry. */
-static int toggle_in(cs_driver *d, const compat_args *a)
+static int toggle_in(cs_driver *d, const compat_args *a, pid_t tgid)
 {
-	int status = restore(d, a);
+	int status = restore(d, a, tgid);
 	if (status != EXIT_DONE)
 		return status;
 	int r = cs_cu_unlock(d, a->pid);
@@ -160,9 +177,9 @@ static int toggle(cs_driver *d, const compat_args *a, pid_t tgid)
 	if (state == CS_STATE_RUNNING && tgid > 0 && compat_check_checkpoint(d, a, tgid, state) != CLI_GO_ON)
 		return EXIT_FAILED;
 	if (state == CS_STATE_RUNNING)
-		return toggle_out(d, a);
+		return toggle_out(d, a, tgid);
 	if (state == CS_STATE_CHECKPOINTED)
-		return toggle_in(d, a);
+		return toggle_in(d, a, tgid);
 	/* Locked or failed: neither direction is defined, and guessing one
 	 * could undo what another caller is in the middle of. */
 	compat_fail_line(a, CS_CALL_GET_STATE, cs_cu_string(d, CS_CU_ILLEGAL_STATE));

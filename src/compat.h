@@ -43,6 +43,22 @@ int compat_claim(const compat_args *a, cs_claims *c, pid_t *tgid);
  * never restore it (said in NVIDIA's format, with the numbers and the fix). */
 int compat_check_checkpoint(cs_driver *d, const compat_args *a, pid_t tgid, int state);
 
+/* The checks made before op (a checkpoint, or a restore with a->device_map)
+ * of tgid, whose driver call is call: CLI_GO_ON, or EXIT_FAILED when they
+ * refuse it (said in NVIDIA's format, with the numbers and the fix): a
+ * checkpoint whose copy would not fit in host memory or that the driver
+ * could never restore, a restore whose GPU has no room for it. */
+int compat_check(cs_driver *d, const compat_args *a, pid_t tgid, cs_op op, cs_call call);
+
+/* Before a checkpoint of tgid: what its record needs to know (its identity,
+ * the GPUs it sees and uses, its resident memory); after the checkpoint
+ * succeeded in seconds: the record, merged into the state directory's
+ * manifest (silently skipped when that cannot be written). */
+void compat_note_before(pid_t tgid, cs_target *t);
+void compat_record(const cs_driver *d, cs_target *t, double seconds);
+/* After tgid's restore: its record goes (its GPU memory is back). */
+void compat_forget(pid_t tgid);
+
 /* One error line in NVIDIA's wording; exits 1 when returned. */
 int compat_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* After a failed driver call: one more stderr line with cudasnap's hint. */

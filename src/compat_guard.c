@@ -38,49 +38,8 @@ int compat_claim(const compat_args *a, cs_claims *c, pid_t *tgid)
 	return EXIT_FAILED;
 }
 
-/* The check's own lines, held until NVIDIA's line is out: callers of
- * NVIDIA's binary take the first line of stderr as the reason. */
-typedef struct held_lines {
-	char text[8192];
-	size_t len;
-} held_lines;
-
-static void hold_line(void *ctx, const char *line)
-{
-	held_lines *h = ctx;
-	size_t left = sizeof(h->text) - h->len;
-	int n = snprintf(h->text + h->len, left, "cuda-checkpoint: %s\n", line);
-	if (n > 0)
-		h->len += (size_t)n < left ? (size_t)n : left - 1;
-}
-
 int compat_check_checkpoint(cs_driver *d, const compat_args *a, pid_t tgid, int state)
 {
-	held_lines held = { .len = 0 };
-	cs_session_opts o = {
-		.op = state == CS_STATE_LOCKED ? CS_OP_CHECKPOINT_LOCKED : CS_OP_CHECKPOINT,
-		.command = COMMAND,
-		.sel = { .pids = &tgid, .npids = 1 },
-		.only_selected = true,
-		.claimed = true,
-		.dry_run = true,
-		.no_manifest = true,
-		.warn = hold_line,
-		.warn_ctx = &held,
-	};
-	_cleanup_(cs_session_freep) cs_session *s = NULL;
-	cs_error err = { 0 };
-	int r = cs_session_open(&s, d, &o, &err);
-	if (r == 0)
-		r = cs_session_select(s, &err);
-	if (r == 0)
-		r = cs_session_check(s, &err);
-	if (r == 0 || err.status != CS_EPROC) {
-		fputs(held.text, stderr);
-		return CLI_GO_ON; /* what the check could not read, the driver's own call will tell */
-	}
-	compat_fail_line(a, CS_CALL_CHECKPOINT, err.message);
-	fputs(held.text, stderr);
-	fprintf(stderr, "cuda-checkpoint: hint: %s\n", err.hint);
-	return EXIT_FAILED;
+	return compat_check(d, a, tgid, state == CS_STATE_LOCKED ? CS_OP_CHECKPOINT_LOCKED : CS_OP_CHECKPOINT,
+			    CS_CALL_CHECKPOINT);
 }

@@ -36,6 +36,22 @@ static void print_memory(const cs_plan_entry *e)
 		cli_msg("    note: %s", f->cg.problem);
 }
 
+static void print_gpus(const cs_plan_entry *e)
+{
+	for (unsigned k = 0; k < e->ngpu; k++) {
+		const cs_plan_gpu *g = &e->gpu[k];
+		char need[32], gpu[80], free[48] = "";
+		bytes_text(need, sizeof(need), g->need, g->need > 0, e->fit.known == CS_GPU_AT_MOST);
+		if (g->index >= 0)
+			snprintf(gpu, sizeof(gpu), "GPU %d (%s)", g->index, g->uuid);
+		else
+			snprintf(gpu, sizeof(gpu), "%s (not on this machine)", g->uuid);
+		if (g->free_known)
+			snprintf(free, sizeof(free), "; %.2f GiB free", (double)g->free / GIB);
+		cli_msg("    GPU memory: %s, restore needs %s%s", gpu, need, free);
+	}
+}
+
 static void print_entry(const cs_plan *p, const cs_plan_entry *e)
 {
 	const char *state = cs_state_name(e->state);
@@ -45,6 +61,8 @@ static void print_entry(const cs_plan *p, const cs_plan_entry *e)
 				    "left alone");
 	if (e->target && (p->op == CS_OP_CHECKPOINT || p->op == CS_OP_CHECKPOINT_LOCKED))
 		print_memory(e);
+	if (e->target && p->op == CS_OP_RESTORE)
+		print_gpus(e);
 	for (size_t k = 0; k < e->nreasons; k++) {
 		cli_msg("    %s %s: %s", e->reason[k].blocks ? "!" : "-", e->reason[k].code, e->reason[k].text);
 		if (e->reason[k].fix[0])

@@ -22,6 +22,8 @@ enum {
 	OPT_DRY_RUN,
 	OPT_IGNORE_MEMORY,
 	OPT_ALLOW_UNRESTORABLE,
+	OPT_WAIT_MEMORY,
+	OPT_IGNORE_GPU_MEMORY,
 };
 
 void txn_cli_selection_help(FILE *f)
@@ -51,6 +53,26 @@ void txn_cli_deadline_help(FILE *f)
 		"behind is named with the command that recovers it.\n");
 }
 
+static void restore_checks_help(FILE *f)
+{
+	fprintf(f,
+		"      --wait-memory SEC  when a GPU has too little free memory for the restore,\n"
+		"                    wait up to SEC seconds (at most 86400) for room, saying what\n"
+		"                    it waits for; refused (exit 2) when the time runs out\n"
+		"      --ignore-gpu-memory  restore even where a GPU has too little free memory\n"
+		"                    (the driver then destroys the process's checkpointed state)\n"
+		"\nBefore anything changes, each process is refused (exit 2, naming it, its GPU,\n"
+		"the numbers, who holds the GPU's memory and the fix) when a GPU it restores onto\n"
+		"(after --device-map) has too little free memory for it: what its checkpoint\n"
+		"moved plus 144 MiB, as its record says (processes restored onto one GPU add\n"
+		"up; without a record, up to its resident memory). A restore that runs out of GPU\n"
+		"memory destroys the process's checkpointed state for good (driver 580), so it is\n"
+		"never asked of the driver; each process is checked again right before its own\n"
+		"restore, and one that the driver still answers CUDA_ERROR_OUT_OF_MEMORY is\n"
+		"reported LOST (exit 3). CUDASNAP_WAIT_MEMORY=SEC and CUDASNAP_IGNORE_GPU_MEMORY=1\n"
+		"(in the environment or the settings file) do what the two options do.\n");
+}
+
 void txn_cli_checks_help(FILE *f, cs_op op)
 {
 	fprintf(f,
@@ -58,6 +80,8 @@ void txn_cli_checks_help(FILE *f, cs_op op)
 		"                    would fail, changing nothing (no claim, no state-changing\n"
 		"                    driver call); with --json one object; exit 0 when it would\n"
 		"                    go through, 1 when not\n");
+	if (op == CS_OP_RESTORE)
+		restore_checks_help(f);
 	if (op != CS_OP_CHECKPOINT)
 		return;
 	fprintf(f,
@@ -135,6 +159,8 @@ static int parse_one(txn_cli *c, int opt, const char *arg)
 	case OPT_DRY_RUN: return set_flag(&c->dry_run);
 	case OPT_IGNORE_MEMORY: return set_flag(&c->ignore_memory);
 	case OPT_ALLOW_UNRESTORABLE: return set_flag(&c->allow_unrestorable);
+	case OPT_WAIT_MEMORY: return parse_uint(arg, "--wait-memory", 0, CS_WAIT_MEMORY_MAX, &c->wait_memory_s);
+	case OPT_IGNORE_GPU_MEMORY: return set_flag(&c->ignore_gpu_memory);
 	default: return EXIT_USAGE;
 	}
 }
@@ -161,6 +187,8 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 		{ "no-init", no_argument, NULL, OPT_NOINIT },
 		{ "ignore-manifest", no_argument, NULL, OPT_NOMANIFEST },
 		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+		{ "wait-memory", required_argument, NULL, OPT_WAIT_MEMORY },
+		{ "ignore-gpu-memory", no_argument, NULL, OPT_IGNORE_GPU_MEMORY },
 	};
 	struct option opts[CS_ARRAY_SIZE(common) + CS_ARRAY_SIZE(checkpoint) + CS_ARRAY_SIZE(restore) + 1];
 	size_t n = CS_ARRAY_SIZE(common);

@@ -25,6 +25,8 @@ typedef struct txn_cli {
 	bool dry_run;
 	bool ignore_memory;
 	bool allow_unrestorable;
+	unsigned wait_memory_s; /* restore */
+	bool ignore_gpu_memory; /* restore */
 	const char *device_map;
 	void (*usage)(FILE *f);
 } txn_cli;

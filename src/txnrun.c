@@ -111,6 +111,8 @@ int txn_cli_execute(txn_cli *c)
 		.dry_run = c->dry_run,
 		.ignore_memory = c->ignore_memory,
 		.allow_unrestorable = c->allow_unrestorable,
+		.wait_memory_s = c->wait_memory_s,
+		.ignore_gpu_memory = c->ignore_gpu_memory,
 		.interrupted = &interrupted,
 		.progress = txn_progress,
 		.progress_ctx = &x,

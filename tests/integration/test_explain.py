@@ -40,10 +40,24 @@ class Explanations(Case):
         hint, _ = self.failing("restore", "restore", 800, setup="checkpoint")
         self.assertIn("persistence mode", hint)
 
-    def test_out_of_memory_at_restore(self):
-        hint, _ = self.failing("restore", "restore", 2, setup="checkpoint")
-        self.assertIn("GPU memory", hint)
-        self.assertIn("--device-map", hint)
+    def test_out_of_memory_at_restore_is_lost(self):
+        """The driver destroys a process's checkpointed state when its
+        restore runs out of GPU memory: it is reported LOST (exit 3), never
+        back in its state."""
+        pid, = self.start("--mem", "1")
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        self.fault(f"{pid} restore error=2 1")
+        r = self.cs("restore", "--json")
+        self.assertEqual(r.rc, 3, r)
+        self.assertEqual(r.obj["outcome"], "incomplete", r)
+        self.assertEqual(r.obj["error"]["cuda_result"], 2)
+        self.assertIn("GPU memory", r.obj["error"]["hint"])
+        self.assertIn("LOST", r.err)
+        self.assertIn("destroys a process's checkpointed state", r.err)
+        self.assertNotIn("back in its state", r.err)
+        lost = [p for p in r.obj["processes"] if p["lost"]]
+        self.assertEqual([p["pid"] for p in lost], [pid])
+        self.assertTrue(lost[0]["unrestorable"])
 
     def test_not_initialized(self):
         hint, err = self.failing("checkpoint", "lock", 3)

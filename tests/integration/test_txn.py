@@ -351,7 +351,7 @@ class Transaction(Case):
     def test_rollback_incomplete_exits_3_and_names_the_process(self):
         pids = self.tree("1")
         # The last checkpoint fails; the rollback's restore of the first fails too.
-        self.fault(f"{pids[2]} checkpoint error=999 1", f"{pids[0]} restore error=2 1")
+        self.fault(f"{pids[2]} checkpoint error=999 1", f"{pids[0]} restore error=999 1")
         r = self.cs("checkpoint", "--sequential", "--json")
         self.assertEqual(r.rc, 3, r)
         self.assertEqual(r.obj["outcome"], "incomplete")
@@ -429,9 +429,18 @@ class DeviceMap(Case):
         self.assertEqual(r.rc, 0, r)
         self.assertStates([self.pid], "running")
 
-    def test_unknown_gpu_fails_in_the_driver_and_stays_checkpointed(self):
+    def test_unknown_gpu_is_refused_before_the_driver_and_stays_checkpointed(self):
         ghost = "GPU-99999999-9999-4999-8999-999999999999"
-        r = self.cs("restore", "--device-map", f"{GPU0}={ghost},{GPU1}={GPU1}")
+        r = self.cs("restore", "--device-map", f"{GPU0}={ghost},{GPU1}={GPU1}", "--json")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn(f"{ghost}, which is not a GPU of this machine", r.err)
+        self.assertNotIn("CUDA_ERROR", r.err)
+        self.assertStates([self.pid], "checkpointed")
+        self.assertEqual(self.cs("restore").rc, 0)
+
+    def test_unknown_gpu_fails_in_the_driver_when_told_to_ignore_gpu_memory(self):
+        ghost = "GPU-99999999-9999-4999-8999-999999999999"
+        r = self.cs("restore", "--device-map", f"{GPU0}={ghost},{GPU1}={GPU1}", "--ignore-gpu-memory")
         self.assertEqual(r.rc, 1, r)
         self.assertIn("CUDA_ERROR_INVALID_VALUE", r.err)
         self.assertStates([self.pid], "checkpointed")

@@ -1,0 +1,113 @@
+/* GPU memory before a restore.
+ *
+ * The driver restores a process's GPU memory onto the GPU it is restored
+ * onto; a restore that runs out of memory there answers
+ * CUDA_ERROR_OUT_OF_MEMORY and destroys the process's checkpointed state for
+ * good: every later restore answers CUDA_ERROR_OPERATING_SYSTEM (driver
+ * 580.159.04 on the H200, NVIDIA's own binary alike). Nothing but not asking
+ * protects it, so the driver is never asked to restore a process onto a GPU
+ * whose free memory cannot take it: the set is judged before anything
+ * changes (processes restored onto one GPU add up), and each process again
+ * right before its own call, against what the others in flight take. */
+#ifndef CS_GPUROOM_H
+#define CS_GPUROOM_H
+
+#include "cudasnap.h"
+#include "nvml.h"
+
+#include <pthread.h>
+
+/* What a restore needs on the GPU beyond what the checkpoint moved (the
+ * growth of the process's resident memory): on the H200 with driver
+ * 580.159.04 (2026-12-03, bench/gpu_restore_probe.py) the GPU's used memory
+ * after the restore, and its peak during it, exceeded what moved by 71.4 MiB
+ * for 1, 4 and 16 GiB alike; a restore with 52 MiB more free than moved ran
+ * out of memory, one with 244 MiB more went through. Counted twice: 144 MiB. */
+#define CS_RESTORE_EXTRA (144ULL << 20)
+
+/* Fills t->need, t->nneed and t->need_bound: for each GPU t used at its
+ * checkpoint (t->use; when its record does not say, each GPU it saw), the
+ * GPU it restores onto (through pairs) and what its restore needs there:
+ * its memory there, or when that is not known apart all of bytes (what
+ * its checkpoint moved), plus CS_RESTORE_EXTRA. bytes 0 (no record of its
+ * size): bounded by its resident and swapped memory now, which hold its
+ * checkpointed data (need_bound). */
+void cs_restore_needs(cs_target *t, unsigned long long bytes, const cs_gpu_pair *pairs, unsigned npairs,
+		      const cs_nvml_gpu *gpus, size_t ngpus);
+
+/* The GPU of gpus whose UUID is uuid (case-insensitive), or NULL. */
+const cs_nvml_gpu *cs_gpu_by_uuid(const cs_nvml_gpu *gpus, size_t n, const char *uuid);
+
+/* The judgement of one target against the GPUs of this machine. */
+typedef enum cs_room_verdict {
+	CS_ROOM_FITS = 0,
+	CS_ROOM_SHORT, /* a GPU it restores onto has too little free memory */
+	CS_ROOM_ABSENT, /* a GPU it restores onto is not on this machine */
+	CS_ROOM_UNKNOWN, /* no GPU list or memory figure: not judged */
+	CS_ROOM_NONE, /* it needs no GPU memory */
+} cs_room_verdict;
+
+typedef struct cs_room {
+	int verdict; /* cs_room_verdict */
+	char why[720];
+	char fix[720];
+} cs_room;
+
+/* Judges targets t[0..n) restored together: on every GPU, the needs of the
+ * targets restored onto it add up against its free memory (gpus, as NVML
+ * read it). Fills room[i] for each; nv (may be NULL) names who holds a GPU
+ * that is short, by process where host_pidns (NVML's pids are this
+ * namespace's). Returns how many are short or absent. */
+size_t cs_restore_judge(const cs_target *const *t, size_t n, const cs_nvml_gpu *gpus, size_t ngpus, cs_nvml *nv,
+			bool host_pidns, cs_room *room);
+
+/* Who holds a GPU's memory, for the words of a refusal: "pid 12 (python3)
+ * 3.20 GiB, ..." (host_pidns), else how many processes of other PID
+ * namespaces hold how much. "" when NVML does not say. */
+void cs_gpu_holders_text(cs_nvml *nv, const cs_nvml_gpu *g, bool host_pidns, char *buf, size_t size);
+
+/* CUDASNAP_WAIT_MEMORY (whole seconds, at most CS_WAIT_MEMORY_MAX) into
+ * *out when it is set; CS_EUSAGE (err filled) when it is not a number. */
+int cs_wait_memory_setting(double *out, cs_error *err);
+
+/* Before the processes of record m exist (the start of a CRIU restore): its
+ * entries' recorded sizes and GPUs, restored onto the GPUs pairs map them
+ * to, judged as cs_restore_judge judges; room has m->n entries. */
+struct cs_manifest;
+size_t cs_record_judge(const struct cs_manifest *m, const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus,
+		       size_t ngpus, cs_nvml *nv, bool host_pidns, cs_room *room);
+
+/* Each GPU's memory that restores in flight take, so that a process's
+ * check right before its own restore counts the others that the GPU's used
+ * memory does not show yet. */
+typedef struct cs_gpu_ledger {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool opened; /* NVML is read at the first restore, not before */
+	cs_nvml *nv;
+	double deadline; /* monotonic seconds: waiting for room ends then */
+	volatile int *interrupted;
+	bool host_pidns;
+	cs_nvml_gpu *gpus; /* this machine's, with their memory as last read */
+	unsigned long long *inflight; /* by GPU: the needs of the restores in flight */
+	size_t ngpus;
+	cs_warn_fn warn;
+	void *warn_ctx;
+	bool warned;
+} cs_gpu_ledger;
+
+/* deadline (cs_now's clock): until when a restore may wait for room that
+ * other processes took. Never fails. */
+void cs_gpu_ledger_init(cs_gpu_ledger *l, double deadline, volatile int *interrupted, bool host_pidns, cs_warn_fn warn,
+			void *warn_ctx);
+void cs_gpu_ledger_fini(cs_gpu_ledger *l);
+CS_DEFINE_CLEANUP_STRUCT(cs_gpu_ledger, cs_gpu_ledger_fini)
+/* Right before the driver restores t (t->need filled): takes its room on
+ * every GPU it restores onto, waiting while restores in flight hold what it
+ * needs and, until the deadline, while other processes do. <0 (err filled,
+ * CS_EPROC) when there is no room: the driver must not be asked. */
+int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_error *err);
+/* After the driver's answer: the room goes back to the GPU's own figures. */
+void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t);
+
+#endif

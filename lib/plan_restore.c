@@ -1,0 +1,140 @@
+/* The restore's part of a plan: what each process's restore needs on the
+ * GPUs it restores onto, against their free memory, before the driver is
+ * asked (a restore that runs out of GPU memory destroys the process's
+ * state); and the wait for room that --wait-memory asks for. */
+#include "gpuroom.h"
+#include "plan.h"
+#include "pool.h"
+#include "session_int.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GIB (1024.0 * 1024 * 1024)
+
+static cs_target *target_of(const cs_session *s, pid_t pid)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->t[i].pid == pid)
+			return &s->t[i];
+	return NULL;
+}
+
+static unsigned long long need_sum(const cs_target *t)
+{
+	unsigned long long sum = 0;
+	for (unsigned k = 0; k < t->nneed; k++)
+		sum += t->need[k].bytes;
+	return sum;
+}
+
+static void note_gpus(const cs_target *t, const cs_nvml_gpu *gpus, size_t ngpus, cs_plan_entry *e)
+{
+	e->ngpu = 0;
+	for (unsigned k = 0; k < t->nneed; k++) {
+		const cs_nvml_gpu *g = cs_gpu_by_uuid(gpus, ngpus, t->need[k].uuid);
+		cs_plan_gpu *x = &e->gpu[e->ngpu++];
+		*x = (cs_plan_gpu){ .index = g ? (int)g->index : -1,
+				    .need = t->need[k].bytes,
+				    .free = g ? g->memory_free : 0,
+				    .free_known = g && g->memory_known };
+		snprintf(x->uuid, sizeof(x->uuid), "%s", t->need[k].uuid);
+	}
+}
+
+static void add_room_reason(const cs_session *s, const cs_target *t, const cs_room *r, cs_plan_entry *e)
+{
+	e->fit.gpu = need_sum(t);
+	e->fit.known = r->verdict == CS_ROOM_UNKNOWN ? CS_GPU_UNKNOWN : t->need_bound ? CS_GPU_AT_MOST : CS_GPU_EXACT;
+	bool ignore = s->ignore_gpu_memory;
+	const char *allowed = ignore ? " (allowed by --ignore-gpu-memory: the driver may destroy its state)" : "";
+	switch (r->verdict) {
+	case CS_ROOM_SHORT:
+		cs_plan_set_fix(cs_plan_add_reason(e, "gpu-memory", !ignore, "%s%s", r->why, allowed), r->fix);
+		break;
+	case CS_ROOM_ABSENT:
+		cs_plan_set_fix(cs_plan_add_reason(e, "gpu-absent", !ignore, "%s%s", r->why, allowed), r->fix);
+		break;
+	case CS_ROOM_UNKNOWN:
+		cs_plan_add_reason(e, "gpu-memory-unknown", false,
+				   "whether its restore fits in GPU memory is not known: %s, so it is not checked",
+				   r->why);
+		break;
+	default: break;
+	}
+}
+
+void cs_plan_restore_room(cs_session *s, cs_plan_entry *e, size_t n)
+{
+	_cleanup_(cs_nvml_closep) cs_nvml *nv = NULL;
+	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
+	size_t ngpus = 0;
+	if (cs_nvml_open(&nv, NULL) < 0 || cs_nvml_gpus(nv, &gpus, &ngpus, NULL) < 0)
+		ngpus = 0;
+	/* t holds pointers: sizeof(*t) is one pointer's size, as meant. */
+	_cleanup_free_ const cs_target **t = calloc(n + 1, sizeof(*t)); // NOLINT(bugprone-sizeof-expression)
+	_cleanup_free_ cs_room *room = calloc(n + 1, sizeof(*room));
+	_cleanup_free_ size_t *at = calloc(n + 1, sizeof(*at));
+	if (!t || !room || !at)
+		return;
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		cs_target *x = e[i].target ? target_of(s, e[i].pid) : NULL;
+		if (!x)
+			continue;
+		cs_restore_needs(x, x->gpu_bytes, s->pairs, s->npairs, gpus, ngpus);
+		at[m] = i;
+		t[m++] = x;
+	}
+	cs_restore_judge(t, m, gpus, ngpus, nv, s->sandbox.pid_ns == CS_PIDNS_HOST, room);
+	for (size_t k = 0; k < m; k++) {
+		note_gpus(t[k], gpus, ngpus, &e[at[k]]);
+		add_room_reason(s, t[k], &room[k], &e[at[k]]);
+	}
+}
+
+/* ---- --wait-memory ------------------------------------------------------ */
+
+static const cs_reason *short_reason(const cs_plan *p, const cs_plan_entry **who)
+{
+	for (size_t i = 0; i < p->n; i++)
+		for (size_t k = 0; k < p->e[i].nreasons; k++)
+			if (p->e[i].reason[k].blocks && strcmp(p->e[i].reason[k].code, "gpu-memory") == 0) {
+				*who = &p->e[i];
+				return &p->e[i].reason[k];
+			}
+	return NULL;
+}
+
+static bool interrupted(const cs_session *s)
+{
+	return s->o->interrupted && *s->o->interrupted;
+}
+
+int cs_plan_wait_room(cs_session *s, cs_plan *p, cs_error *err)
+{
+	double said = -1e9;
+	s->wait_until = cs_now() + s->wait_memory_s;
+	for (;;) {
+		const cs_plan_entry *who = NULL;
+		const cs_reason *r = short_reason(p, &who);
+		double now = cs_now();
+		if (!r || now >= s->wait_until || interrupted(s))
+			return 0;
+		if (now - said >= 10) {
+			const char *end = strstr(r->text, ". A restore");
+			cs_session_warn(s, "waiting up to %.0f s more for GPU memory: process %d (%s) %.*s",
+					s->wait_until - now, (int)who->pid, who->comm,
+					(int)(end ? end - r->text : (long)strlen(r->text)), r->text);
+			said = now;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 500000000L }, NULL);
+		cs_plan_free(p);
+		int rc = cs_session_plan(s, false, p, err);
+		if (rc < 0)
+			return rc;
+	}
+}
