@@ -11,9 +11,11 @@
 #include "stages.h"
 #include "env.h"
 #include "gpumap.h"
+#include "gpuroom.h"
 #include "helper.h"
 #include "probe.h"
 #include "proc.h"
+#include "restore_room.h"
 #include "restore_thread.h"
 #include "session.h"
 #include "state.h"
@@ -54,6 +56,8 @@ int restore_init(void)
 		     err.hint);
 		return -1;
 	}
+	if (restore_room_check() < 0)
+		return -1;
 	cs_plugin.enabled = true;
 	plog(CS_CRIU_LOG_INFO, "enabled for the restore of %zu GPU process%s (driver %d)", cs_plugin.record.n,
 	     cs_plugin.record.n == 1 ? "" : "es", version);
@@ -216,6 +220,15 @@ static int restore_tasks(void *ctx, void **out, size_t *len)
 	return 0;
 }
 
+/* Whether every task came back on the GPU. */
+static bool all_done(const run_outcome *o)
+{
+	for (size_t i = 0; i < cs_plugin.ntasks; i++)
+		if (cs_plugin.tasks[i].result != 0)
+			return false;
+	return o && o->rc == 0;
+}
+
 static void report(const run_outcome *o)
 {
 	for (size_t i = 0; i < cs_plugin.ntasks; i++) {
@@ -272,13 +285,20 @@ static void restore_all(bool seized)
 		note_tids();
 	_cleanup_free_ void *buf = NULL;
 	size_t len = 0;
-	int rc = helper_run_resumed(seized ? any_task : NULL, "the GPU restore", restore_tasks, &c, bound_moves(), &buf,
-				    &len);
-	report(rc == 0 ? run_outcome_check(buf, len, "the GPU restore") : NULL);
+	double wait = 0;
+	cs_wait_memory_setting(&wait, NULL);
+	int rc = helper_run_resumed(seized ? any_task : NULL, "the GPU restore", restore_tasks, &c,
+				    bound_moves() + wait, &buf, &len);
+	const run_outcome *o = rc == 0 ? run_outcome_check(buf, len, "the GPU restore") : NULL;
+	report(o);
+	if (!all_done(o))
+		restore_give_up(o && o->message[0] ? o->message : "see the lines above", seized);
 }
 
 int restore_resume(int pid)
 {
+	if (!cs_plugin.root)
+		cs_plugin.root = pid; /* CRIU names the tree's root first */
 	if (!cs_plugin.restored) {
 		match(pid);
 		if (cs_plugin.matched == cs_plugin.record.n)

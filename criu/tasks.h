@@ -55,6 +55,7 @@ typedef struct plugin_state {
 	bool restored; /* the restore's transaction ran */
 	bool coexistence_checked;
 	cs_manifest record; /* restore: what the dump recorded */
+	pid_t root; /* restore: the first task RESUME_DEVICES_LATE named, the tree's root */
 	size_t matched; /* restore: entries of the record met among the restored tasks */
 } plugin_state;
 

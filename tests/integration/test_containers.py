@@ -504,15 +504,30 @@ class Cases:
                         f"CUDA_ERROR_UNKNOWN:\n{r}")
         self.assertRunningAndOk(c, f"after the failed {op}:\n{r}")
 
-    def fault_at_restore(self, c, op, victim):
-        """CRIU ignores the result of RESUME_DEVICES_LATE: the engine's
+    def fault_at_restore(self, c, op, victim, keep=False):
+        """CRIU ignores the result of RESUME_DEVICES_LATE: the plugin kills
+        the restored processes, so that the engine's restore fails and says
+        so, and the images restore again once the fault is gone. With
+        CUDASNAP_KEEP_FAILED_RESTORE=1 in the settings file the engine's
         restore succeeds, the GPU state stays checkpointed, and the log says
         what to run."""
         r = self.checkpoint(c)
         self.assertEqual(r.rc, 0, r)
         c.fault(f"{victim} {op} error=999 1")
+        MACHINE.cudasnap({"CUDASNAP_KEEP_FAILED_RESTORE": "1"} if keep else {})
         r, n = self.restore(c)
         n.clear_faults()
+        MACHINE.cudasnap({})
+        self.assertTrue(any("NOT restored" in line for line in r.cudasnap_lines()), r)
+        if not keep:
+            self.assertNotEqual(r.rc, 0, f"the engine took a failed GPU restore for a restored container:\n{r}")
+            self.assertIn("restored processes are killed", r.log, r)
+            if n.name != c.name:  # runc: a container of its own; Podman restores c again
+                self.engine.remove(n)
+            r, n = self.restore(c)
+            self.assertEqual(r.rc, 0, r)
+            self.assertRunningAndOk(n, f"restored again after a failed {op}:\n{r}")
+            return n
         self.assertEqual(r.rc, 0, r)
         self.assertStates(n, "checkpointed", f"after a failed {op}:\n{r}")
         host = n.pids()
@@ -536,17 +551,18 @@ class RuncCases(Cases, unittest.TestCase):
 
     def test_fault_at_each_step_of_each_process(self):
         """The whole matrix on one container of three processes: a failed dump
-        leaves it running, a restore with a failed step leaves it
-        checkpointed until the advice of the log is followed."""
+        leaves it running; a restore with a failed step fails, the images
+        restore again, or (kept, as the settings file asks) the container
+        stays checkpointed until the advice of the log is followed."""
         c = self.container("--spawn", "2", "--mem", "2", expect=3)
         for op in ("lock", "checkpoint"):
             for victim in c.ready_pids():
                 with self.subTest(op=op, victim=victim):
                     self.fault_at_dump(c, op, victim)
         for op in ("restore", "unlock"):
-            for victim in sorted(c.ready_pids()):
+            for i, victim in enumerate(sorted(c.ready_pids())):
                 with self.subTest(op=op, victim=victim):
-                    c = self.fault_at_restore(c, op, victim)
+                    c = self.fault_at_restore(c, op, victim, keep=i == 1)
 
 
 class PodmanCases(Cases, unittest.TestCase):
@@ -575,7 +591,7 @@ class PodmanCases(Cases, unittest.TestCase):
                 self.fault_at_dump(c, op, child if op == "lock" else 1)
         for op in ("restore", "unlock"):
             with self.subTest(op=op):
-                c = self.fault_at_restore(c, op, child if op == "restore" else 1)
+                c = self.fault_at_restore(c, op, child if op == "restore" else 1, keep=op == "unlock")
 
 
 if __name__ == "__main__":

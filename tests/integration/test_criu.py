@@ -81,27 +81,36 @@ class Criu(CriuCase):
                 else:
                     self.assertDumped(pids)
                     self.fault(f"{victim} {op} error=999 1")
-                    r = self.restore()
-                    # CRIU ignores the result of RESUME_DEVICES_LATE: the
-                    # tree runs, its GPU state stays checkpointed.
-                    self.assertEqual(r.rc, 0, r)
-                    os.unlink(self.faults)
-                    self.assertStates(pids, "checkpointed")
+                    keep = which == 1
+                    r = self.restore(env={"CUDASNAP_KEEP_FAILED_RESTORE": "1"} if keep else None)
                     for pid in pids:
                         self.assertTrue(any(f"process {pid} (" in line and "NOT restored" in line
                                             for line in r.cudasnap_lines()), f"{pid} not named: {r}")
                     self.assertIn("GPU restore FAILED", r.log, r)
-                    if which == 1:
-                        # what the log tells to run, one process at a time
+                    os.unlink(self.faults)
+                    if not keep:
+                        # CRIU ignores the result of RESUME_DEVICES_LATE: the
+                        # plugin kills the restored processes, CRIU then
+                        # fails the restore, and the images restore again.
+                        self.assertNotEqual(r.rc, 0, r)
+                        self.assertIn("restored processes are killed", r.log, r)
+                        self.assertGone(pids)
+                        r = self.restore(log="restore2.log")
+                        self.assertEqual(r.rc, 0, r)
+                        self.assertRunningAndOk(pids)
+                    else:
+                        # Kept as the settings ask: the tree runs, its GPU
+                        # state stays checkpointed, and the log says how to
+                        # restore each.
+                        self.assertEqual(r.rc, 0, r)
+                        self.assertIn("KEPT as CUDASNAP_KEEP_FAILED_RESTORE=1 asks", r.log, r)
+                        self.assertStates(pids, "checkpointed")
                         advice = re.findall(r"run '(cudasnap restore [^']*)'", r.log)
                         self.assertEqual(len(advice), len(pids), r)
                         for line in advice:
                             c = self.cs(*line.split()[1:])
                             self.assertEqual(c.rc, 0, c)
-                    else:
-                        c = self.cs("restore")
-                        self.assertEqual(c.rc, 0, c)
-                    self.assertRunningAndOk(pids)
+                        self.assertRunningAndOk(pids)
                 self.doCleanups()
                 self.setUp()
 
@@ -114,7 +123,7 @@ class Criu(CriuCase):
     def test_error_at_restore_leaves_the_tree_checkpointed(self):
         self.fault_matrix("restore", "restore")
 
-    def test_error_at_unlock_leaves_the_tree_checkpointed(self):
+    def test_error_at_unlock_kills_the_tree_or_keeps_it_checkpointed(self):
         self.fault_matrix("unlock", "restore")
 
     # CRIU itself fails after the GPU checkpoint: the exit hook gives the
