@@ -34,6 +34,9 @@ static int make_dirs(struct env *e)
 	unsetenv("FAKECUDA_GPU_USED_MIB");
 	unsetenv("FAKECUDA_CONTEXT_MIB");
 	unsetenv("FAKECUDA_HOST_PIDNS");
+	unsetenv("FAKECUDA_GPU_TOTAL_MIB");
+	unsetenv("FAKECUDA_OTHER_USED_MIB");
+	unsetenv("FAKECUDA_NVML_PROC_NA");
 	return 0;
 }
 
@@ -150,6 +153,7 @@ int main(int argc, char **argv)
 	test_legacy(&e);
 	test_persistence(&e, &d);
 	test_nvml(&e, &d);
+	test_gpu_memory(&e, &d);
 	apps_cleanup();
 	remove_tree(e.root);
 	dlclose(d.handle);
