@@ -1,4 +1,6 @@
-/* GPU memory as the double's NVML reports it. */
+/* GPU memory as the double's NVML reports it. Shared by NVML and by the
+ * driver's caller half, which judges a restore by the same figures, so that
+ * a tool that reads NVML before a restore and the driver agree. */
 #ifndef FAKECUDA_GPUMEM_H
 #define FAKECUDA_GPUMEM_H
 

@@ -53,7 +53,8 @@ nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, int *mode)
 	return NVML_SUCCESS;
 }
 
-/* Total, used and free as gpumem.c counts them. */
+/* Total, used and free as gpumem.c counts them, the figures that the driver
+ * judges a restore by. */
 static struct fc_gpu_memory memory_of(nvmlDevice_t device)
 {
 	struct fc_gpu_memory m[FC_MAX_GPUS];
