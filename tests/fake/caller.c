@@ -74,6 +74,8 @@ static CUresult call(int pid, struct fc_req *req, int32_t *value)
 		close(fd);
 		return CUDA_ERROR_NOT_PERMITTED;
 	}
+	if (req->op == FC_OP_RESTORE)
+		fc_measure_room(&req->room);
 	req->magic = FC_MAGIC;
 	/* a target that dies before answering closes the connection */
 	if (fc_write_all(fd, req, sizeof(*req)) != 0 || fc_read_all(fd, &rsp, sizeof(rsp)) != 0)

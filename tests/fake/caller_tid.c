@@ -1,7 +1,9 @@
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "proto.h"
@@ -11,17 +13,20 @@
  * by looking for the restore thread in /proc by its name, so this is the one
  * call that never goes through the target's socket. */
 
-static int is_restore_thread(int pid, int tid)
+/* Read relative to the task directory, without stdio: NVML and a restore
+ * ask this of every process that holds device memory. */
+static int is_restore_thread(int taskfd, const char *tid)
 {
-	char path[96], comm[32];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
+	char path[300], comm[32];
+	snprintf(path, sizeof(path), "%s/comm", tid);
+	int fd = openat(taskfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return 0;
-	int ok = fgets(comm, sizeof(comm), f) != NULL;
-	fclose(f);
-	if (!ok)
+	ssize_t n = read(fd, comm, sizeof(comm) - 1);
+	close(fd);
+	if (n <= 0)
 		return 0;
+	comm[n] = '\0';
 	comm[strcspn(comm, "\n")] = '\0';
 	return strcmp(comm, FC_RESTORE_THREAD_NAME) == 0;
 }
@@ -40,7 +45,7 @@ int fc_find_restore_tid(int pid)
 	 * directory's name, not the target's own gettid(). */
 	while (found == 0 && (de = readdir(d)) != NULL) {
 		int tid = atoi(de->d_name);
-		if (tid > 0 && is_restore_thread(pid, tid))
+		if (tid > 0 && is_restore_thread(dirfd(d), de->d_name))
 			found = tid;
 	}
 	closedir(d);

@@ -131,6 +131,11 @@ int fc_devmem_save(void)
 	return 0;
 }
 
+uint64_t fc_devmem_saved(void)
+{
+	return host_copy != NULL ? (uint64_t)total : 0;
+}
+
 int fc_devmem_restore(const CUuuid *gpu)
 {
 	if (host_copy == NULL)

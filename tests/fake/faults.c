@@ -17,7 +17,7 @@
 #define MAX_LINES 64
 #define MAX_BYTES 65536
 
-enum fault_kind { F_ERROR, F_DELAY, F_EXIT, F_LEAK_FD, F_LEAK_MAP };
+enum fault_kind { F_ERROR, F_DELAY, F_EXIT, F_LEAK_FD, F_LEAK_MAP, F_OOM };
 
 struct fault {
 	int pid; /* 0 = any */
@@ -35,8 +35,8 @@ static int fired[MAX_LINES];
 static int parse_action(const char *s, struct fault *f)
 {
 	static const char *const plain[] = { [F_EXIT] = "exit", [F_LEAK_FD] = "leak-fd",
-					     [F_LEAK_MAP] = "leak-map" };
-	for (int k = F_EXIT; k <= F_LEAK_MAP; k++) {
+					     [F_LEAK_MAP] = "leak-map", [F_OOM] = "oom" };
+	for (int k = F_EXIT; k <= F_OOM; k++) {
 		if (strcmp(s, plain[k]) == 0) {
 			f->kind = (enum fault_kind)k;
 			return 0;
@@ -80,6 +80,9 @@ static int parse_line(char *line, struct fault *f)
 	f->op = fc_op_from_name(tok[1]);
 	if (f->op < 0 || parse_action(tok[2], f) != 0)
 		return -1;
+	/* running out of GPU memory is what a restore does */
+	if (f->kind == F_OOM && f->op != FC_OP_RESTORE)
+		return -1;
 	if (n == 4 && parse_number(tok[3], &f->times) != 0)
 		return -1;
 	return 1;
@@ -103,6 +106,9 @@ static void apply(const struct fault *f, struct fc_fault_hit *hit)
 		break;
 	case F_LEAK_MAP:
 		hit->leak_map = 1;
+		break;
+	case F_OOM:
+		hit->oom = 1;
 		break;
 	}
 }

@@ -33,6 +33,9 @@ struct fc_target {
 	char devdir[PATH_MAX];
 	int devdir_set; /* named by CUDASNAP_DEV_DIR: missing files are created */
 	int ipc_imported; /* mapped another process's device memory: never restorable */
+	/* a restore ran out of GPU memory: the checkpointed state is gone, and
+	 * every later restore answers 304 (driver 580) */
+	int destroyed;
 };
 
 extern struct fc_target fc_tgt;
@@ -72,13 +75,17 @@ struct fc_region {
 };
 int fc_devmem_locate(uint64_t dptr, size_t bytes, struct fc_region *r);
 int fc_devmem_save(void);
+/* Bytes that the checkpoint copied to the host (0 when not checkpointed). */
+uint64_t fc_devmem_saved(void);
 int fc_devmem_restore(const CUuuid *gpu);
 void fc_devmem_forget(void);
 
 /* ops.c, run by the restore thread */
+struct fc_req;
 CUresult fc_op_lock(unsigned int timeout_ms);
 CUresult fc_op_checkpoint(int leak_fd, int leak_map);
-CUresult fc_op_restore(const CUcheckpointGpuPair *pairs, unsigned int n);
+/* oom: the fault that makes the restore run out of GPU memory */
+CUresult fc_op_restore(const struct fc_req *req, int oom);
 CUresult fc_op_unlock(void);
 
 /* faults.c */
@@ -88,6 +95,7 @@ struct fc_fault_hit {
 	int exit_now;
 	int leak_fd;
 	int leak_map;
+	int oom; /* restore only */
 };
 /* pid: the target's own pid (as its getpid() says), matched against the
  * lines; warn: report bad lines on stderr (targets only, so that a caller's
@@ -98,6 +106,11 @@ void fc_faults_check(int op, int pid, int warn, struct fc_fault_hit *hit);
  * in the caller's pid namespace), as the target itself numbers it; 0 if it
  * has none */
 int fc_find_restore_tid(int pid);
+
+/* caller_room.c: the free memory of every GPU, as the caller's NVML
+ * reports it now, for a restore to be judged by */
+struct fc_room;
+void fc_measure_room(struct fc_room *room);
 
 /* caller_sock.c: a connection to the restore thread of process pid (in the
  * caller's pid namespace; pidns and tgid as fc_sockaddr takes them), from

@@ -73,6 +73,11 @@ int fc_nvml_count(void)
 	return gpus.count;
 }
 
+const struct fc_gpus *fc_nvml_gpus(void)
+{
+	return &gpus;
+}
+
 nvmlDevice_t fc_nvml_device(int index)
 {
 	return &devices[index];

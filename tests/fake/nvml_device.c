@@ -2,11 +2,10 @@
 #include <string.h>
 
 #include "fakecuda.h"
+#include "gpumem.h"
 #include "nvml_api.h"
 #include "nvml_internal.h"
 #include "settings.h"
-
-#define TOTAL (141ull * 1024ull * 1024ull * 1024ull)
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
 {
@@ -54,14 +53,13 @@ nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, int *mode)
 	return NVML_SUCCESS;
 }
 
-/* FAKECUDA_GPU_USED_MIB when set, else what the processes use. */
-static unsigned long long used_bytes(nvmlDevice_t device)
+/* Total, used and free as gpumem.c counts them, the figures that the driver
+ * judges a restore by. */
+static struct fc_gpu_memory memory_of(nvmlDevice_t device)
 {
-	char buf[32];
-	const char *env = fc_setting("FAKECUDA_GPU_USED_MIB", buf, sizeof(buf));
-	unsigned long long used = env ? strtoull(env, NULL, 10) * 1024ull * 1024ull
-				      : fc_nvml_used(device);
-	return used < TOTAL ? used : TOTAL;
+	struct fc_gpu_memory m[FC_MAX_GPUS];
+	fc_gpu_memory(fc_nvml_gpus(), m);
+	return m[device->index];
 }
 
 static nvmlReturn_t device_arg(nvmlDevice_t device, const void *out)
@@ -86,9 +84,10 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 	nvmlReturn_t rc = device_arg(device, memory);
 	if (rc != NVML_SUCCESS)
 		return rc;
-	memory->total = TOTAL;
-	memory->used = used_bytes(device);
-	memory->free = TOTAL - memory->used;
+	struct fc_gpu_memory m = memory_of(device);
+	memory->total = m.total;
+	memory->used = m.used;
+	memory->free = m.free;
 	return NVML_SUCCESS;
 }
 
@@ -99,10 +98,11 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 		return rc;
 	if (memory->version != nvmlMemory_v2)
 		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-	memory->total = TOTAL;
+	struct fc_gpu_memory m = memory_of(device);
+	memory->total = m.total;
 	memory->reserved = 0;
-	memory->used = used_bytes(device);
-	memory->free = TOTAL - memory->used;
+	memory->used = m.used;
+	memory->free = m.free;
 	return NVML_SUCCESS;
 }
 

@@ -2,6 +2,7 @@
 #define FAKECUDA_NVML_INTERNAL_H
 
 #include "fakecuda.h"
+#include "gpus.h"
 #include "nvml_api.h"
 
 struct fc_nvml_device {
@@ -14,8 +15,7 @@ int fc_nvml_count(void);
 nvmlDevice_t fc_nvml_device(int index);
 /* Fails like NVML when not initialized or when buf is too short. */
 nvmlReturn_t fc_nvml_copy_out(const char *s, char *buf, unsigned int length);
-/* Bytes that the fake CUDA processes of the caller's /proc use on device
- * (their device memory and FAKECUDA_CONTEXT_MIB each). */
-unsigned long long fc_nvml_used(nvmlDevice_t device);
+/* The GPUs as nvmlInit_v2 found them; device index i is gpus->uuid[i]. */
+const struct fc_gpus *fc_nvml_gpus(void);
 
 #endif

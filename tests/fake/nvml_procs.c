@@ -1,76 +1,38 @@
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "internal.h"
+#include "gpumem.h"
 #include "nvml_internal.h"
-#include "procinfo.h"
 #include "settings.h"
 
-/* Which processes use a GPU, and how much of its memory: found in /proc
- * (procinfo.c), never by asking the processes, so that a stopped or frozen
- * one never blocks the call, as it does not block the real NVML. A process
- * counts when it is a fake CUDA process (its restore thread) holding device
- * memory on the GPU; a checkpointed one holds none, and an NVML-only one
- * has no context: neither is listed, as nvidia-smi lists neither. */
+/* Which processes use a GPU, and how much of its memory: the processes that
+ * gpumem.c finds in the caller's /proc. */
 
 #define PROC_PID_INIT_INO 0xEFFFFFFCul
 /* nvmlProcessInfo_t's instance ids without MIG */
 #define NOT_AVAILABLE 0xFFFFFFFFu
+/* NVML_VALUE_NOT_AVAILABLE, the usedGpuMemory of a process NVML may not see */
+#define VALUE_NOT_AVAILABLE (~0ull)
 
 struct scan {
 	const char *uuid;
-	unsigned long long context; /* bytes of a context */
+	int hide_memory; /* FAKECUDA_NVML_PROC_NA */
 	nvmlProcessInfo_t *infos;
 	unsigned int cap;
 	unsigned int found; /* also those beyond cap */
-	unsigned long long used;
 };
 
-static unsigned long long mib_setting(const char *name)
+static void list_one(const struct fc_gpu_user *u, void *arg)
 {
-	char buf[32];
-	const char *v = fc_setting(name, buf, sizeof(buf));
-	unsigned long long mib = v ? strtoull(v, NULL, 10) : 0;
-	/* more than any GPU has: the callers clamp to the total */
-	return mib < (1ull << 30) ? mib << 20 : 1ull << 50;
-}
-
-static void scan_one(int pid, struct scan *s)
-{
-	struct fc_devmem_info m;
-	if (fc_proc_devmem(pid, &m) != 0 || strcmp(m.uuid, s->uuid) != 0 ||
-	    fc_find_restore_tid(pid) == 0)
+	struct scan *s = arg;
+	if (strcmp(u->uuid, s->uuid) != 0)
 		return;
-	unsigned long long bytes = (unsigned long long)m.bytes + s->context;
+	unsigned long long bytes = s->hide_memory ? VALUE_NOT_AVAILABLE : u->bytes;
 	if (s->found < s->cap)
-		s->infos[s->found] = (nvmlProcessInfo_t){ (unsigned int)pid, bytes, NOT_AVAILABLE,
-							  NOT_AVAILABLE };
+		s->infos[s->found] = (nvmlProcessInfo_t){ (unsigned int)u->pid, bytes,
+							  NOT_AVAILABLE, NOT_AVAILABLE };
 	s->found++;
-	s->used += bytes;
-}
-
-/* Every process of the caller's /proc, named as it names them. */
-static void scan_all(struct scan *s)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	while (d != NULL && (de = readdir(d)) != NULL) {
-		char *end;
-		long pid = strtol(de->d_name, &end, 10);
-		if (pid > 0 && *end == '\0')
-			scan_one((int)pid, s);
-	}
-	if (d != NULL)
-		closedir(d);
-}
-
-unsigned long long fc_nvml_used(nvmlDevice_t device)
-{
-	struct scan s = { device->uuid, mib_setting("FAKECUDA_CONTEXT_MIB"), NULL, 0, 0, 0 };
-	scan_all(&s);
-	return s.used;
 }
 
 /* NVML names processes by their pids in the initial pid namespace, which the
@@ -86,6 +48,16 @@ static int in_host_pidns(void)
 	return stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == host;
 }
 
+/* The real NVML gives NVML_VALUE_NOT_AVAILABLE for processes it may not
+ * look into (some containers, vGPU); the device's used memory still counts
+ * them. */
+static int memory_hidden(void)
+{
+	char buf[32];
+	const char *v = fc_setting("FAKECUDA_NVML_PROC_NA", buf, sizeof(buf));
+	return v != NULL && atoi(v) != 0;
+}
+
 /* NVML's two calls: *count 0 and infos NULL (or any count too small) ->
  * NVML_ERROR_INSUFFICIENT_SIZE with the count needed (NVML_SUCCESS when
  * there is none), then a big enough array -> the processes and their count. */
@@ -98,8 +70,8 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (!in_host_pidns())
 		return NVML_ERROR_NOT_SUPPORTED;
-	struct scan s = { device->uuid, mib_setting("FAKECUDA_CONTEXT_MIB"), infos, *count, 0, 0 };
-	scan_all(&s);
+	struct scan s = { device->uuid, memory_hidden(), infos, *count, 0 };
+	fc_gpu_users(list_one, &s);
 	nvmlReturn_t rc = s.found > *count ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 	*count = s.found;
 	return rc;

@@ -1,6 +1,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "proto.h"
 
 /* The four transitions, run by the restore thread; a failed one leaves the
  * state as it was, as the real driver does. */
@@ -113,18 +114,51 @@ static CUresult bring_back(const int *map)
 	return CUDA_SUCCESS;
 }
 
-CUresult fc_op_restore(const CUcheckpointGpuPair *pairs, unsigned int n)
+/* What the process takes on the GPU it will use: the memory its checkpoint
+ * moved, with a context and what the driver needs beyond that while
+ * restoring; one that held no device memory needs none. The caller measured
+ * the free memory; a GPU it does not know (another FAKECUDA_GPUS) is not
+ * judged. */
+static int fits(int gpu, const struct fc_room *room)
+{
+	uint64_t saved = fc_devmem_saved();
+	if (saved == 0)
+		return 1;
+	uint64_t need = saved + room->context + room->extra;
+	for (uint32_t i = 0; i < room->ngpus && i < FC_MAX_GPUS; i++)
+		if (same_uuid(&room->gpu[i].uuid, &fc_tgt.gpus.uuid[gpu]))
+			return need <= room->gpu[i].bytes;
+	return 1;
+}
+
+/* Why a checkpointed process is not restored now, or CUDA_SUCCESS with the
+ * GPUs it will see in map. Measured (H200, driver 580.159.04): a process
+ * that imported another's device memory is refused in every order tried,
+ * for ever; a restore without room on the GPU answers 2 at once and the
+ * state is gone: every later restore answers 304 at once, whatever the
+ * free memory then. Either way the process stays CHECKPOINTED. */
+static CUresult admit(const struct fc_req *req, int oom, int *map)
+{
+	if (fc_tgt.destroyed)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	if (fc_tgt.ipc_imported || compute_map(req->pairs, req->npairs, map) != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (oom || !fits(map[0], &req->room)) {
+		fc_tgt.destroyed = 1;
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult fc_op_restore(const struct fc_req *req, int oom)
 {
 	int map[FC_MAX_GPUS];
 	CUresult rc = CUDA_ERROR_ILLEGAL_STATE;
 	pthread_mutex_lock(&fc_tgt.mu);
-	/* Measured (H200, driver 580.159.04): a process that imported another's
-	 * device memory is refused in every order tried, for ever, and stays
-	 * CHECKPOINTED. */
-	if (fc_tgt.state == CU_PROCESS_STATE_CHECKPOINTED && fc_tgt.ipc_imported) {
-		rc = CUDA_ERROR_INVALID_VALUE;
-	} else if (fc_tgt.state == CU_PROCESS_STATE_CHECKPOINTED) {
-		rc = compute_map(pairs, n, map) == 0 ? bring_back(map) : CUDA_ERROR_INVALID_VALUE;
+	if (fc_tgt.state == CU_PROCESS_STATE_CHECKPOINTED) {
+		rc = admit(req, oom, map);
+		if (rc == CUDA_SUCCESS)
+			rc = bring_back(map);
 		if (rc == CUDA_SUCCESS) {
 			memcpy(fc_tgt.map, map, sizeof(map[0]) * (size_t)fc_tgt.ndev);
 			fc_tgt.state = CU_PROCESS_STATE_LOCKED;

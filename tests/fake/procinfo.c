@@ -47,17 +47,20 @@ static int devmem_gpu(const char *target, char *uuid, size_t len)
 }
 
 /* One fd of the process: its device memory or not. stat through the
- * /proc link reaches the memfd itself, and its size is the memory's. */
-static int check_fd(const char *dir, const char *name, struct fc_devmem_info *out)
+ * /proc link reaches the memfd itself, and its size is the memory's. Both
+ * relative to the fd directory, so that the kernel does not look the
+ * process up again for every fd: a scan of every process (NVML, a restore)
+ * reads thousands of these. */
+static int check_fd(int fddir, const char *name, struct fc_devmem_info *out)
 {
-	char link[320], target[256];
+	char target[256];
 	struct stat st;
-	snprintf(link, sizeof(link), "%s/%s", dir, name);
-	ssize_t len = readlink(link, target, sizeof(target) - 1);
+	ssize_t len = readlinkat(fddir, name, target, sizeof(target) - 1);
 	if (len <= 0)
 		return -1;
 	target[len] = '\0';
-	if (devmem_gpu(target, out->uuid, sizeof(out->uuid)) != 0 || stat(link, &st) != 0)
+	if (devmem_gpu(target, out->uuid, sizeof(out->uuid)) != 0 ||
+	    fstatat(fddir, name, &st, 0) != 0)
 		return -1;
 	out->fd = atoi(name);
 	out->bytes = st.st_size;
@@ -66,18 +69,46 @@ static int check_fd(const char *dir, const char *name, struct fc_devmem_info *ou
 	return 0;
 }
 
+/* The fd numbers of the directory d, ascending; NULL when there are none
+ * or no memory. */
+static int *fd_numbers(DIR *d, size_t *n)
+{
+	size_t cap = 0;
+	int *v = NULL;
+	struct dirent *de;
+	*n = 0;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (*n == cap) {
+			int *bigger = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*v));
+			if (bigger == NULL)
+				break;
+			v = bigger;
+		}
+		v[(*n)++] = atoi(de->d_name);
+	}
+	return v;
+}
+
+/* Device memory is allocated after the device files and the restore
+ * thread's socket are opened, so the memfd is among the newest fds: looked
+ * for from the highest number down, /proc listing them in ascending order. */
 int fc_proc_devmem(int pid, struct fc_devmem_info *out)
 {
-	char dir[64];
+	char dir[64], name[16];
+	size_t n;
 	snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
 	DIR *d = opendir(dir);
 	if (d == NULL)
 		return -1;
+	int *fds = fd_numbers(d, &n);
 	int found = -1;
-	struct dirent *de;
-	while (found != 0 && (de = readdir(d)) != NULL)
-		if (de->d_name[0] != '.')
-			found = check_fd(dir, de->d_name, out);
+	for (size_t i = n; found != 0 && i > 0; i--) {
+		snprintf(name, sizeof(name), "%d", fds[i - 1]);
+		found = check_fd(dirfd(d), name, out);
+	}
+	free(fds);
 	closedir(d);
 	return found;
 }

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 
 #include "cuda_api.h"
+#include "gpus.h"
 
 enum fc_op {
 	FC_OP_GET_STATE,
@@ -26,12 +27,30 @@ enum fc_op {
 #define FC_RESTORE_THREAD_NAME "fakecuda-rt"
 #define FC_MAX_PAIRS 32
 
+/* A GPU's free memory as the caller's NVML reports it. */
+struct fc_gpu_free {
+	CUuuid uuid;
+	uint64_t bytes;
+};
+
+/* What a restore may take: measured by the caller, which sees its own /proc
+ * as its NVML does, and judged by the target, which alone knows how much it
+ * checkpointed and which GPU it will use after the GPU map. */
+struct fc_room {
+	uint32_t ngpus; /* the caller's FAKECUDA_GPUS */
+	uint32_t reserved;
+	uint64_t context; /* FAKECUDA_CONTEXT_MIB, in bytes */
+	uint64_t extra;   /* FAKECUDA_RESTORE_EXTRA_MIB, in bytes */
+	struct fc_gpu_free gpu[FC_MAX_GPUS];
+};
+
 struct fc_req {
 	uint32_t magic;
 	uint32_t op;
 	uint32_t timeout_ms;
 	uint32_t npairs;
 	CUcheckpointGpuPair pairs[FC_MAX_PAIRS];
+	struct fc_room room; /* restore only */
 };
 
 struct fc_rsp {

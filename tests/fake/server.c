@@ -30,7 +30,7 @@ static CUresult dispatch(const struct fc_req *req, const struct fc_fault_hit *hi
 	case FC_OP_CHECKPOINT:
 		return fc_op_checkpoint(hit->leak_fd, hit->leak_map);
 	case FC_OP_RESTORE:
-		return fc_op_restore(req->pairs, req->npairs);
+		return fc_op_restore(req, hit->oom);
 	case FC_OP_UNLOCK:
 		return fc_op_unlock();
 	}

@@ -2,9 +2,7 @@
  * of its own, a caller without the test's environment (CRIU under Podman),
  * and a machine whose /dev has no GPU. */
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
-#include <libgen.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,38 +14,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "nvml_api.h"
 #include "proto.h"
 #include "settings.h"
 #include "test_util.h"
 
 #define GPU_A "GPU-aaaaaaaa-0000-4000-8000-00000000000a"
 #define GPU_B "GPU-bbbbbbbb-0000-4000-8000-00000000000b"
-
-struct nvml {
-	void *h;
-	nvmlReturn_t (*init)(void);
-	nvmlReturn_t (*count)(unsigned int *);
-	nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t *);
-	nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned int);
-	nvmlReturn_t (*minor)(nvmlDevice_t, unsigned int *);
-};
-
-static int nvml_load(const struct env *e, struct nvml *n)
-{
-	char path[PATH_MAX], dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", e->lib);
-	snprintf(path, sizeof(path), "%s/libnvidia-ml.so.1", dirname(dir));
-	n->h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (n->h == NULL)
-		return -1;
-	*(void **)&n->init = dlsym(n->h, "nvmlInit_v2");
-	*(void **)&n->count = dlsym(n->h, "nvmlDeviceGetCount_v2");
-	*(void **)&n->by_index = dlsym(n->h, "nvmlDeviceGetHandleByIndex_v2");
-	*(void **)&n->uuid = dlsym(n->h, "nvmlDeviceGetUUID");
-	*(void **)&n->minor = dlsym(n->h, "nvmlDeviceGetMinorNumber");
-	return n->init && n->count && n->by_index && n->uuid && n->minor ? 0 : -1;
-}
 
 static int write_file(const char *path, const char *text)
 {
@@ -103,7 +75,7 @@ static void machine_dev(const struct env *e, const struct drv *d)
 {
 	struct nvml n;
 	unsetenv("CUDASNAP_DEV_DIR");
-	if (nvml_load(e, &n) != 0) {
+	if (nvml_open(e, &n) == NULL) {
 		check(0, "NVML double loads");
 		return;
 	}
@@ -142,7 +114,7 @@ static void settings_file(const struct env *e, const struct drv *d)
 	setenv("FAKECUDA_DRIVER_VERSION", "13010", 1);
 	rc = d->driver_version(&v);
 	check(rc == 0 && v == 13010, "the environment wins over the file (%d)", v);
-	if (nvml_load(e, &n) != 0) {
+	if (nvml_open(e, &n) == NULL) {
 		check(0, "NVML double loads");
 		return;
 	}

@@ -34,6 +34,10 @@ static int make_dirs(struct env *e)
 	unsetenv("FAKECUDA_GPU_USED_MIB");
 	unsetenv("FAKECUDA_CONTEXT_MIB");
 	unsetenv("FAKECUDA_HOST_PIDNS");
+	unsetenv("FAKECUDA_GPU_TOTAL_MIB");
+	unsetenv("FAKECUDA_OTHER_USED_MIB");
+	unsetenv("FAKECUDA_RESTORE_EXTRA_MIB");
+	unsetenv("FAKECUDA_NVML_PROC_NA");
 	return 0;
 }
 
@@ -113,11 +117,24 @@ void test_legacy(const struct env *e)
 	dlclose(h);
 }
 
+/* test-fake-driver --restore LIB PID: a caller process of its own, with
+ * nothing of the test's memory; prints the result. */
+static int restore_once(const char *lib, const char *pid)
+{
+	struct drv d;
+	if (drv_load(&d, lib) != 0)
+		return 2;
+	printf("%d\n", d.restore(atoi(pid), NULL));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct env e;
 	struct drv d;
 	memset(&e, 0, sizeof(e));
+	if (argc == 4 && strcmp(argv[1], "--restore") == 0)
+		return restore_once(argv[2], argv[3]);
 	if (argc != 4) {
 		fprintf(stderr, "usage: %s LIBCUDA LEGACY_LIBCUDA FAKECUDA_APP\n", argv[0]);
 		return 2;
@@ -150,6 +167,7 @@ int main(int argc, char **argv)
 	test_legacy(&e);
 	test_persistence(&e, &d);
 	test_nvml(&e, &d);
+	test_gpu_memory(&e, &d);
 	apps_cleanup();
 	remove_tree(e.root);
 	dlclose(d.handle);

@@ -10,24 +10,11 @@
 #include <unistd.h>
 
 #include "gpus.h"
-#include "nvml_api.h"
 #include "test_util.h"
 
 #define MIB (1ull << 20)
 
-struct nvml {
-	nvmlReturn_t (*init)(void);
-	nvmlReturn_t (*shutdown)(void);
-	nvmlReturn_t (*driver_version)(char *, unsigned int);
-	nvmlReturn_t (*count)(unsigned int *);
-	nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t *);
-	nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned int);
-	nvmlReturn_t (*memory_v2)(nvmlDevice_t, nvmlMemory_v2_t *);
-	nvmlReturn_t (*minor)(nvmlDevice_t, unsigned int *);
-	nvmlReturn_t (*procs)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
-};
-
-static int load(void *h, struct nvml *n)
+static int nvml_load(void *h, struct nvml *n)
 {
 	*(void **)&n->init = dlsym(h, "nvmlInit_v2");
 	*(void **)&n->shutdown = dlsym(h, "nvmlShutdown");
@@ -35,13 +22,26 @@ static int load(void *h, struct nvml *n)
 	*(void **)&n->count = dlsym(h, "nvmlDeviceGetCount_v2");
 	*(void **)&n->by_index = dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
 	*(void **)&n->uuid = dlsym(h, "nvmlDeviceGetUUID");
+	*(void **)&n->memory = dlsym(h, "nvmlDeviceGetMemoryInfo");
 	*(void **)&n->memory_v2 = dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
 	*(void **)&n->minor = dlsym(h, "nvmlDeviceGetMinorNumber");
 	*(void **)&n->procs = dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
 	return n->init && n->shutdown && n->driver_version && n->count && n->by_index &&
-			       n->uuid && n->memory_v2 && n->minor && n->procs
+			       n->uuid && n->memory && n->memory_v2 && n->minor && n->procs
 		       ? 0
 		       : -1;
+}
+
+void *nvml_open(const struct env *e, struct nvml *n)
+{
+	char path[PATH_MAX], dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", e->lib);
+	snprintf(path, sizeof(path), "%s/libnvidia-ml.so.1", dirname(dir));
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL || nvml_load(h, n) == 0)
+		return h;
+	dlclose(h);
+	return NULL;
 }
 
 static unsigned long long used(const struct nvml *n, nvmlDevice_t dev)
@@ -246,17 +246,13 @@ static void check_processes(const struct env *e, const struct drv *d, const stru
 /* The NVML double sits next to the driver double it loads. */
 void test_nvml(const struct env *e, const struct drv *d)
 {
-	char path[PATH_MAX], dir[PATH_MAX], version[96];
+	char version[96];
 	unsigned int count = 0;
 	struct nvml n;
-	snprintf(dir, sizeof(dir), "%s", e->lib);
-	snprintf(path, sizeof(path), "%s/libnvidia-ml.so.1", dirname(dir));
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL || load(h, &n) != 0) {
+	void *h = nvml_open(e, &n);
+	if (h == NULL) {
 		const char *why = dlerror();
 		check(0, "NVML double loads: %s", why ? why : "a symbol is missing");
-		if (h)
-			dlclose(h);
 		return;
 	}
 	check(n.driver_version(version, sizeof(version)) == NVML_ERROR_UNINITIALIZED,

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "cuda_api.h"
+#include "nvml_api.h"
 
 struct drv {
 	void *handle;
@@ -21,6 +22,19 @@ struct drv {
 	CUresult (*checkpoint)(int, CUcheckpointCheckpointArgs *);
 	CUresult (*restore)(int, CUcheckpointRestoreArgs *);
 	CUresult (*unlock)(int, CUcheckpointUnlockArgs *);
+};
+
+struct nvml {
+	nvmlReturn_t (*init)(void);
+	nvmlReturn_t (*shutdown)(void);
+	nvmlReturn_t (*driver_version)(char *, unsigned int);
+	nvmlReturn_t (*count)(unsigned int *);
+	nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t *);
+	nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned int);
+	nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t *);
+	nvmlReturn_t (*memory_v2)(nvmlDevice_t, nvmlMemory_v2_t *);
+	nvmlReturn_t (*minor)(nvmlDevice_t, unsigned int *);
+	nvmlReturn_t (*procs)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
 };
 
 struct env {
@@ -73,6 +87,9 @@ void path_refs(int pid, const char *prefix, int *fds, int *maps);
 int other_thread(int pid, int not_tid);
 CUprocessState state_of(const struct drv *d, int pid);
 void write_faults(const struct env *e, const char *text);
+/* The NVML double next to the driver double (e->lib): its handle, or NULL
+ * when it does not load or lacks a symbol (dlerror() may say why). */
+void *nvml_open(const struct env *e, struct nvml *n);
 void remove_tree(const char *path);
 
 /* the groups of checks */
@@ -91,5 +108,6 @@ void test_nvml(const struct env *e, const struct drv *d);
 void test_ipc(const struct env *e, const struct drv *d);
 void test_settings(const struct env *e, const struct drv *d);
 void test_netns(const struct env *e, const struct drv *d);
+void test_gpu_memory(const struct env *e, const struct drv *d);
 
 #endif

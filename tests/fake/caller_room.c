@@ -1,0 +1,78 @@
+#include <pthread.h>
+
+#include "gpumem.h"
+#include "internal.h"
+#include "proto.h"
+
+/* The free memory of every GPU, as the caller's NVML reports it, sent with
+ * a restore: the caller measures, as only it sees its own /proc like its
+ * NVML; the target judges, as only it knows what its checkpoint moved and
+ * which GPU it will use.
+ *
+ * Concurrent restores from one caller (cudasnap restores up to 8 processes
+ * at once) share a measurement, since a look at every process of /proc
+ * takes tens of ms when there are hundreds. A call takes only a
+ * measurement that began after the call did, so that it is never older
+ * than the call: what a measurement of its own would have given. */
+
+static pthread_mutex_t room_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t room_cv = PTHREAD_COND_INITIALIZER;
+static int measuring;
+static unsigned long started, finished; /* measurements, counted */
+static struct fc_room latest;           /* the one numbered finished */
+
+static void measure(struct fc_room *room)
+{
+	struct fc_gpus g;
+	struct fc_gpu_memory m[FC_MAX_GPUS];
+	fc_gpus_load(&g);
+	fc_gpu_memory(&g, m);
+	room->ngpus = (uint32_t)g.count;
+	for (int i = 0; i < g.count; i++)
+		room->gpu[i] = (struct fc_gpu_free){ g.uuid[i], m[i].free };
+	room->context = fc_mib_setting("FAKECUDA_CONTEXT_MIB");
+	room->extra = fc_mib_setting("FAKECUDA_RESTORE_EXTRA_MIB");
+}
+
+/* Called with room_mu held; measures without it. */
+static void measure_shared(void)
+{
+	struct fc_room room = { 0 };
+	unsigned long mine = ++started;
+	measuring = 1;
+	pthread_mutex_unlock(&room_mu);
+	measure(&room);
+	pthread_mutex_lock(&room_mu);
+	latest = room;
+	finished = mine;
+	measuring = 0;
+	pthread_cond_broadcast(&room_cv);
+}
+
+void fc_measure_room(struct fc_room *room)
+{
+	pthread_mutex_lock(&room_mu);
+	unsigned long want = started + 1;
+	while (finished < want) {
+		if (measuring)
+			pthread_cond_wait(&room_cv, &room_mu);
+		else
+			measure_shared();
+	}
+	*room = latest;
+	pthread_mutex_unlock(&room_mu);
+}
+
+/* A child forked in the middle of a measurement never sees it end. */
+static void after_fork_child(void)
+{
+	pthread_mutex_init(&room_mu, NULL);
+	pthread_cond_init(&room_cv, NULL);
+	measuring = 0;
+	started = finished;
+}
+
+__attribute__((constructor)) static void room_atfork(void)
+{
+	pthread_atfork(NULL, NULL, after_fork_child);
+}
