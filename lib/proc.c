@@ -200,6 +200,30 @@ int cs_parse_status_field(const char *buf, const char *key, long *out)
 	return 0;
 }
 
+int cs_parse_status_nth(const char *buf, const char *key, int idx, int base, unsigned long long *out)
+{
+	const char *p, *end;
+	unsigned long long v = 0;
+	if (!status_line(buf, key, &p, &end))
+		return -ENOENT;
+	for (int i = 0; i <= idx; i++) {
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		/* strtoull would also take a sign, blanks and a 0x */
+		size_t digits = base == 16 ? strspn(p, "0123456789abcdefABCDEF") : strspn(p, "0123456789");
+		if (digits == 0 || p + digits > end)
+			return -EINVAL;
+		errno = 0;
+		char *stop;
+		v = strtoull(p, &stop, base);
+		if (errno || stop != p + digits)
+			return -EINVAL;
+		p = stop;
+	}
+	*out = v;
+	return 0;
+}
+
 int cs_parse_status_last(const char *buf, const char *key, long *out)
 {
 	const char *p, *end;

@@ -37,6 +37,10 @@ int cs_parse_status_field(const char *buf, const char *key, long *out);
 /* The last number on the line "Key:" (NSpid, NStgid: the id in the
  * process's own PID namespace); -EINVAL for anything but numbers. */
 int cs_parse_status_last(const char *buf, const char *key, long *out);
+/* The idx-th number (from 0) on the line "Key:", in base 10 or 16 (Uid's
+ * effective uid is number 1, CapEff's mask number 0); -ENOENT without such
+ * a line, -EINVAL when it has no such number. */
+int cs_parse_status_nth(const char *buf, const char *key, int idx, int base, unsigned long long *out);
 /* One line of /proc/PID/maps (without its newline). */
 int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out);
 /* Value of NAME in a NUL-separated environ block; NULL when absent. */

@@ -36,6 +36,8 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 			   .ignore_memory = o->ignore_memory || cs_env_on("CUDASNAP_IGNORE_MEMORY"),
 			   .allow_unrestorable = o->allow_unrestorable || cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE") };
 	cs_claims_init(&s->claims);
+	s->claims.warn = o->warn;
+	s->claims.warn_ctx = o->warn_ctx;
 	cs_sandbox_detect(NULL, &s->sandbox);
 	/* A plan changes nothing, not even by creating the state directory. */
 	s->state_fd =

@@ -433,6 +433,36 @@ static void status_last_of_line(void **state)
 	expect_last("", "NSpid", -ENOENT, 0);
 }
 
+static void expect_nth(const char *buf, const char *key, int idx, int base, int ret, unsigned long long want)
+{
+	unsigned long long v = 999;
+	int r = cs_parse_status_nth(buf, key, idx, base, &v);
+	if (r != ret)
+		fail_msg("key \"%s\" #%d in \"%s\": got %d, want %d", key, idx, buf, r, ret);
+	assert_int_equal(v, r == 0 ? want : 999);
+}
+
+/* Uid lists the real, effective, saved and filesystem uids; CapEff is a
+ * hexadecimal mask. */
+static void status_nth_of_line(void **state)
+{
+	(void)state;
+	const char *text = "Name:\tx\nUid:\t1000\t0\t1000\t0\nCapEff:\t000001ffffffffff\n";
+	expect_nth(text, "Uid", 0, 10, 0, 1000);
+	expect_nth(text, "Uid", 1, 10, 0, 0);
+	expect_nth(text, "Uid", 3, 10, 0, 0);
+	expect_nth(text, "Uid", 4, 10, -EINVAL, 0);
+	expect_nth(text, "CapEff", 0, 16, 0, 0x1ffffffffffULL);
+	expect_nth(text, "CapEff", 1, 16, -EINVAL, 0);
+	expect_nth(text, "Gid", 0, 10, -ENOENT, 0);
+	expect_nth("Uid:\t-1\t0\n", "Uid", 0, 10, -EINVAL, 0);
+	expect_nth("Uid:\t+1\t0\n", "Uid", 0, 10, -EINVAL, 0);
+	expect_nth("Uid:\t0x10\n", "Uid", 0, 16, -EINVAL, 0);
+	expect_nth("Uid:\t1\n2\n", "Uid", 1, 10, -EINVAL, 0);
+	expect_nth("Uid:\t99999999999999999999999\n", "Uid", 0, 10, -EINVAL, 0);
+	expect_nth("Uid:", "Uid", 0, 10, -EINVAL, 0);
+}
+
 /* A fake /proc: process 500 has threads 500 and 507; 507 is 3 inside the
  * process's own PID namespace. The driver may name a thread either way. */
 static void thread_here(void **state)
@@ -735,6 +765,7 @@ int main(void)
 		cmocka_unit_test(status_fields),
 		cmocka_unit_test(status_odd_text),
 		cmocka_unit_test(status_last_of_line),
+		cmocka_unit_test(status_nth_of_line),
 		cmocka_unit_test(thread_here),
 		cmocka_unit_test(maps_lines),
 		cmocka_unit_test(maps_malformed),
