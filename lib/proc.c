@@ -280,6 +280,29 @@ static bool skip_field(const char **p, const char *end)
 	return true;
 }
 
+/* "MAJ:MIN INODE " (device numbers in hex, the inode in decimal), the
+ * fields at dev and ino, ino's ending before end: the mapped file. */
+static bool parse_file_id(const char *dev, const char *ino, const char *end, cs_map_entry *out)
+{
+	const char *p = dev;
+	unsigned long maj, min;
+	if (!take_hex(&p, ino, &maj) || p >= ino || *p++ != ':' || !take_hex(&p, ino, &min) || p >= ino || *p != ' ')
+		return false;
+	unsigned long long v = 0;
+	for (p = ino; p < end && *p >= '0' && *p <= '9'; p++) {
+		unsigned long long d = (unsigned long long)(*p - '0');
+		if (v > ULLONG_MAX / 10 || v * 10 > ULLONG_MAX - d)
+			return false;
+		v = v * 10 + d;
+	}
+	if (p == ino || (p < end && *p != ' '))
+		return false;
+	out->dev_major = maj;
+	out->dev_minor = min;
+	out->ino = v;
+	return true;
+}
+
 int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out)
 {
 	const char *p = line, *end = line + len;
@@ -287,11 +310,15 @@ int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out)
 	    *p++ != ' ')
 		return -EINVAL;
 	/* perms, offset, dev, inode */
-	for (int i = 0; i < 4; i++)
+	const char *field[4];
+	for (int i = 0; i < 4; i++) {
+		field[i] = p;
 		if (!skip_field(&p, end))
 			return -EINVAL;
+	}
 	out->path = p;
 	out->path_len = (size_t)(end - p);
+	out->has_id = parse_file_id(field[2], field[3], p, out);
 	return 0;
 }
 

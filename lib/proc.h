@@ -28,6 +28,11 @@ typedef struct cs_map_entry {
 	unsigned long start, end;
 	const char *path; /* points into the parsed line; "" for anonymous */
 	size_t path_len;
+	/* The mapped file's device and inode (st_dev's major and minor, st_ino);
+	 * has_id false when those fields do not read as such. */
+	bool has_id;
+	unsigned long dev_major, dev_minor;
+	unsigned long long ino;
 } cs_map_entry;
 
 /* /proc/PID/stat: comm is whatever lies between the first '(' and the last ')'. */
@@ -73,8 +78,9 @@ int cs_proc_scan_maps(int pdir, const char *devdir, cs_proc *p);
  * from /proc alone (no driver call). Returns the first error, or 0. */
 int cs_proc_scan_gpu(int pdir, const char *devdir, cs_proc *p);
 /* After both scans counted CUDA IPC mappings (p->ipc_maps): finds one such
- * mapped file that no fd of the process holds (p->ipc_import), the mark of
- * memory imported from another process (lib/ipc.c). */
+ * mapped file that no fd of the process holds, compared by device and
+ * inode (p->ipc_import), the mark of memory imported from another process
+ * (lib/ipc.c). */
 void cs_proc_scan_ipc(int pdir, cs_proc *p);
 /* How every PID namespace can name one process: the inode of its own PID
  * namespace and its pid there (the last NSpid field). ns_ino is 0 when the

@@ -5,9 +5,38 @@ and the cuda-checkpoint drop-in, unless told to go on (--allow-unrestorable),
 and then reports its restore as failed for good. The exporter alone
 round-trips, while its importer keeps reading its memory."""
 import os
+import time
 import unittest
 
-from harness import APP, Case
+from harness import APP, LIBCUDA, Case
+from test_hostile import Hostile
+
+# A CUDA process (the double's cuInit) that holds argv[2] CUDA IPC files of
+# its own, as an exporter with that many interprocess events does (a
+# torch.multiprocessing producer sharing many tensors): each created as
+# /dev/shm/cuda.shm.<uid>.<pid in hex>.<n>, mapped and held open; and
+# argv[3] more descriptors of /dev/null. With argv[4] a path, it also maps
+# that file without holding it: an importer.
+MANY_FILES = r"""
+import ctypes, mmap, os, sys, time
+assert ctypes.CDLL(sys.argv[1]).cuInit(0) == 0
+count, extra, imported = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+def mapped(path, create):
+    fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0), 0o600)
+    if create:
+        os.ftruncate(fd, mmap.PAGESIZE)
+    assert libc.mmap(None, mmap.PAGESIZE, 3, 0x01, fd, 0) not in (None, ctypes.c_void_p(-1).value)
+    return fd
+held = [mapped(f"/dev/shm/cuda.shm.{os.geteuid()}.{os.getpid():x}.{n}", True) for n in range(1, count + 1)]
+held += [os.open("/dev/null", os.O_RDONLY) for _ in range(extra)]
+if imported != "-":
+    os.close(mapped(imported, False))
+open(sys.argv[5], "w").close()
+time.sleep(600)
+"""
 
 MODE = "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE"
 TEXT = "it maps device memory that another process shares with it (CUDA IPC, {shm}): the driver"
@@ -155,6 +184,44 @@ class Ipc(Case):
         self.assertEqual(r.rc, 0, r)
         self.assertFalse(os.path.exists(self.state))
         self.assertUntouched()
+
+
+class ManyFiles(Hostile):
+    """An exporter may hold any number of its own CUDA IPC files (the old
+    check looked at 16 and took the 17th for an import); a file is its own
+    when it holds a descriptor of that very file, whatever the count and
+    beside thousands of other descriptors."""
+
+    def files(self, pid):
+        return [f"/dev/shm/{f}" for f in os.listdir("/dev/shm") if f.startswith(f"cuda.shm.{os.geteuid()}.{pid:x}.")]
+
+    def many(self, count, extra=0, imported="-"):
+        pid = self.child(MANY_FILES, LIBCUDA, str(count), str(extra), imported)
+        for path in self.files(pid):
+            self.addCleanup(lambda p=path: os.path.exists(p) and os.unlink(p))
+        return pid
+
+    def test_exporter_of_many_files_is_no_importer(self):
+        exporter = self.many(40, extra=3000)
+        self.assertEqual(len(self.files(exporter)), 40)
+        importer = self.many(20, imported=sorted(self.files(exporter))[-1])
+        got = self.ps()[0]
+        self.assertEqual(got[exporter]["ipc_import"], None, got[exporter])
+        self.assertEqual(got[importer]["ipc_import"], sorted(self.files(exporter))[-1], got[importer])
+        t0 = time.monotonic()
+        r = self.cs("checkpoint", "--dry-run", "--json")
+        self.assertLess(time.monotonic() - t0, 10, r)
+        self.assertEqual((r.rc, r.obj["go"]), (1, False), r)
+        verdicts = {p["pid"]: (p["verdict"], [x["code"] for x in p["reasons"]]) for p in r.obj["processes"]}
+        self.assertEqual(verdicts, {exporter: ("ok", []), importer: ("refused", ["ipc-import"])}, r)
+        r = self.cs("checkpoint")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn(f"process {importer} (python3) refused: it maps device memory", r.err)
+        self.assertNotIn(f"process {exporter} (python3) refused", r.err)
+        self.assertEqual(self.cs("checkpoint", "--pid", str(exporter)).rc, 0)
+        self.assertStates([exporter], "checkpointed")
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertStates([exporter, importer], "running")
 
 
 if __name__ == "__main__":

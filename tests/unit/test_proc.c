@@ -548,6 +548,37 @@ static void maps_lines(void **state)
 	expect_map("0000000000000000000001-2 r 0 0 0 /a", 1, 2, "/a");
 }
 
+static void expect_map_id(const char *line, bool has_id, unsigned long maj, unsigned long min, unsigned long long ino)
+{
+	cs_map_entry m;
+	assert_int_equal(parse_map(line, &m), 0);
+	if (m.has_id != has_id)
+		fail_msg("\"%s\": has_id %d, want %d", line, m.has_id, has_id);
+	if (has_id && (m.dev_major != maj || m.dev_minor != min || m.ino != ino))
+		fail_msg("\"%s\": %lx:%lx %llu, want %lx:%lx %llu", line, m.dev_major, m.dev_minor, m.ino, maj, min,
+			 ino);
+}
+
+/* The mapped file's identity: device numbers in hex, the inode in decimal
+ * (lib/ipc.c compares it with a stat of each fd). A line whose fields do not
+ * read so still parses, without an identity. */
+static void maps_file_id(void **state)
+{
+	(void)state;
+	expect_map_id("7f0000000000-7f0000001000 rw-s 00000000 00:1a 3187 /dev/shm/cuda.shm.0.2d9.1", true, 0, 0x1a,
+		      3187);
+	expect_map_id("7f0000000000-7f0000001000 rw-s 00000000 103:2f 18446744073709551615 /x", true, 0x103, 0x2f,
+		      18446744073709551615ULL);
+	expect_map_id("7f3c8e000000-7f3c8e021000 rw-p 00000000 00:00 0", true, 0, 0, 0);
+	expect_map_id("7f3c8e000000-7f3c8e021000 rw-p 00000000 00:00 0   [heap]", true, 0, 0, 0);
+	expect_map_id("0-0 - - - - x", false, 0, 0, 0);
+	expect_map_id("0-0 r 0 00:00 18446744073709551616 /x", false, 0, 0, 0);
+	expect_map_id("0-0 r 0 00:00 12a /x", false, 0, 0, 0);
+	expect_map_id("0-0 r 0 00-00 12 /x", false, 0, 0, 0);
+	expect_map_id("0-0 r 0 00:00:00 12 /x", false, 0, 0, 0);
+	expect_map_id("0-0 r 0 0A:00 12 /x", false, 0, 0, 0);
+}
+
 static void maps_malformed(void **state)
 {
 	(void)state;
@@ -769,6 +800,7 @@ int main(void)
 		cmocka_unit_test(thread_here),
 		cmocka_unit_test(maps_lines),
 		cmocka_unit_test(maps_malformed),
+		cmocka_unit_test(maps_file_id),
 		cmocka_unit_test(device_paths),
 		cmocka_unit_test(library_paths),
 		cmocka_unit_test(environ_lookup),
