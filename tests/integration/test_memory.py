@@ -389,6 +389,69 @@ class ExactFigures(MemoryCase):
         self.assertDataOk(pids)
 
 
+class HostSelection(Case):
+    """In the initial PID namespace every CUDA process of the namespace is
+    every one of the node: a checkpoint or a lock without a selection is
+    refused before anything is done, and --all says it outright. Runs
+    without isolate.sh (integration-memory-host); whatever it runs without a
+    selection sees, through CUDASNAP_PROC_DIR, a /proc with this test's
+    process alone, so that a refusal that did not happen would act on no
+    other test's processes."""
+
+    def setUp(self):
+        super().setUp()
+        if not initial_pidns():
+            self.skipTest("needs the initial PID namespace: runs without isolate.sh (integration-memory-host)")
+
+    def only(self, pids):
+        """A /proc that shows pids alone (links to their real entries)."""
+        proc = os.path.join(self.tmp, "proc")
+        os.mkdir(proc)
+        for pid in pids:
+            os.symlink(f"/proc/{pid}", os.path.join(proc, str(pid)))
+        return {"CUDASNAP_PROC_DIR": proc}
+
+    def state_of(self, pid):
+        r = self.cc("--get-state", "--pid", pid)
+        self.assertEqual(r.rc, 0, r)
+        return r.out.strip()
+
+    def test_bare_checkpoint_and_lock_are_refused(self):
+        pid, = self.start("--mem", "1")
+        env = self.only([pid])
+        for args in (("checkpoint",), ("checkpoint", "--strict"), ("checkpoint", "--dry-run"), ("lock",),
+                     ("checkpoint", "--json"), ("checkpoint", "--dry-run", "--json"), ("lock", "--json")):
+            with self.subTest(args=args):
+                r = self.cs(*args, env=env)
+                self.assertEqual(r.rc, 2, r)
+                self.assertIn(f"error: {args[0]} without --pid, --tree or --cgroup would take every CUDA process "
+                              "of this node, every container's included: this is the host's PID namespace", r.err)
+                self.assertIn(f"pass --all to {args[0]} every CUDA process of the node", r.err)
+                self.assertNotIn("no CUDA process", r.err)
+                if "--json" in args:
+                    self.assertEqual((r.obj["outcome"], r.obj["exit_status"], r.obj["error"]["kind"]),
+                                     ("error", 2, "usage"), r)
+                    self.assertIn("--all", r.obj["error"]["hint"])
+                self.assertFalse(os.path.exists(self.state), "the state directory was created")
+                self.assertEqual(self.state_of(pid), "running")
+        r = self.cs("checkpoint", "--all", "--pid", str(pid), env=env)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("--all selects every CUDA process: it does not go with --pid, --tree or --cgroup", r.err)
+        # --all --dry-run says what a checkpoint of the node would do, changing nothing.
+        r = self.cs("checkpoint", "--all", "--dry-run", "--json", env=env)
+        self.assertEqual((r.rc, r.obj["go"], [p["pid"] for p in r.obj["processes"]]), (0, True, [pid]), r)
+        self.assertFalse(os.path.exists(self.state), "the state directory was created")
+        # A selection goes through as before.
+        for cmd, back, state in (("checkpoint", "restore", "checkpointed"), ("lock", "unlock", "locked")):
+            r = self.cs(cmd, "--pid", str(pid), env=env)
+            self.assertEqual(r.rc, 0, r)
+            self.assertEqual(self.state_of(pid), state)
+            r = self.cs(back, "--pid", str(pid), env=env)
+            self.assertEqual(r.rc, 0, r)
+            self.assertEqual(self.state_of(pid), "running")
+        self.assertDataOk([pid])
+
+
 if __name__ == "__main__":
     assert APP, "FAKE_APP is not set"
     unittest.main(verbosity=2)

@@ -17,6 +17,7 @@ import time
 import unittest
 
 from harness import APP, BIN, LIBNVML, Case
+from memcg import initial_pidns
 from test_hostile import sanitizer_preload
 
 # An NVML client that maps the library at once and initializes it later:
@@ -559,6 +560,32 @@ class Limits(Neighbours):
         self.settle([pid], "locked")
         self.assertEqual(self.cs("unlock").rc, 0)
         self.assertDataOk([pid])
+
+    def test_all_is_what_no_selection_means_here(self):
+        """Outside the initial PID namespace --all (checkpoint, lock) means
+        what no selection means; it goes with no selection, and restore and
+        unlock do not take it."""
+        if initial_pidns():
+            self.skipTest("acts on every CUDA process of its PID namespace: run it through isolate.sh")
+        pids = [self.start("--mem", "1")[0] for _ in range(2)]
+        monitor, = self.start("--nvml-only")
+        for cmd, back, state in (("checkpoint", "restore", "checkpointed"), ("lock", "unlock", "locked")):
+            with self.subTest(cmd=cmd):
+                r = self.cs(cmd, "--all", "--json")
+                self.assertEqual((r.rc, sorted(p["pid"] for p in r.obj["processes"])), (0, pids), r)
+                self.assertStates(pids, state)
+                self.assertStates([monitor], "running")
+                self.assertEqual(self.cs(back).rc, 0)
+        r = self.cs("checkpoint", "--all", "--dry-run", "--json")
+        self.assertEqual((r.rc, sorted(p["pid"] for p in r.obj["processes"] if p["verdict"] == "ok")), (0, pids), r)
+        for args in (("checkpoint", "--all", "--pid", str(pids[0])), ("lock", "--tree", str(pids[0]), "--all"),
+                     ("checkpoint", "--all", "--cgroup", "/"), ("restore", "--all"), ("unlock", "--all")):
+            with self.subTest(args=args):
+                r = self.cs(*args)
+                self.assertEqual(r.rc, 2, r)
+                self.assertIn("--help", r.err)
+        self.assertStates(pids + [monitor], "running")
+        self.assertDataOk(pids)
 
     def test_bad_cgroup_and_device_map_are_usage_errors(self):
         pid, = self.start("--mem", "1")
