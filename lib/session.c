@@ -385,6 +385,7 @@ void cs_session_free(cs_session *s)
 	free(s->behind);
 	free(s->pairs);
 	free(s->left);
+	free(s->refused);
 	cs_ptable_free(&s->table);
 	cs_ptable_free(&s->after);
 	cs_claims_release(&s->claims);

@@ -69,8 +69,9 @@ void txn_cli_checks_help(FILE *f, cs_op op)
 	fprintf(f,
 		"      --dry-run     print what the command would do to each process and why it\n"
 		"                    would fail, changing nothing (no claim, no state-changing\n"
-		"                    driver call); with --json one object; exit 0 when it would\n"
-		"                    go through, 1 when not\n");
+		"                    driver call); with --json one object, whose\n"
+		"                    real_exit_status is the command's own; exit 0 when it\n"
+		"                    would go through, 1 when not\n");
 	if (op != CS_OP_CHECKPOINT)
 		return;
 	fprintf(f,

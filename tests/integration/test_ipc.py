@@ -75,10 +75,35 @@ class Ipc(Case):
         self.assertNotIn(f"process {self.exporter} (fakecuda-app) refused", r.err)
         self.assertNotIn(f"process {self.plain} (fakecuda-app) refused", r.err)
         self.assertIn("checkpoint refused; nothing was changed", r.err)
+        x, = r.obj["refused"]
+        self.assertEqual((x["pid"], x["comm"], x["code"]), (self.importer, "fakecuda-app", "ipc-import"), r)
+        self.assertTrue(x["text"].startswith(TEXT.format(shm=self.shm)), r)
+        self.assertIn("--allow-unrestorable", x["fix"])
         hint = r.obj["error"]["hint"]
         self.assertIn("--allow-unrestorable", hint)
         self.assertIn("CUDASNAP_ALLOW_UNRESTORABLE=1", hint)
         self.assertIn("exported the memory can be checkpointed alone", hint)
+        self.assertUntouched()
+
+    def test_json_lists_every_importer(self):
+        second, = self.start("--ipc-import", str(self.exporter), "--mem", "1")
+        for args in (("checkpoint", "--json"), ("checkpoint", "--json", "--pid", str(second), "--pid",
+                                                str(self.importer))):
+            with self.subTest(args=args):
+                r = self.cs(*args)
+                self.assertEqual((r.rc, r.obj["outcome"], r.obj["processes"]), (2, "error", []), r)
+                self.assertEqual(sorted((x["pid"], x["comm"], x["code"]) for x in r.obj["refused"]),
+                                 sorted([(self.importer, "fakecuda-app", "ipc-import"),
+                                         (second, "fakecuda-app", "ipc-import")]), r)
+                for x in r.obj["refused"]:
+                    self.assertTrue(x["text"].startswith(TEXT.format(shm=self.shm)), r)
+                    self.assertIn(f"process {x['pid']} (fakecuda-app) refused: {x['text']}", r.err)
+                    self.assertIn("--allow-unrestorable", x["fix"])
+        r = self.cs("checkpoint", "--json", "--pid", str(self.exporter))
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("refused", r.obj)
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertStates([second], "running")
         self.assertUntouched()
 
     def test_hook_refuses_the_importer(self):
@@ -134,7 +159,7 @@ class Ipc(Case):
                 self.assertEqual(sorted(p["pid"] for p in r.obj["processes"]), self.all)
                 self.assertStates(self.all, "checkpointed")
                 plan = self.cs("restore", "--dry-run", "--json")
-                self.assertEqual(plan.rc, 1, plan)
+                self.assertEqual((plan.rc, plan.obj["real_exit_status"]), (1, 1), plan)
                 entry, = [p for p in plan.obj["processes"] if p["pid"] == self.importer]
                 self.assertEqual(entry["verdict"], "refused", plan)
                 self.assertEqual([(x["code"], x["blocks"]) for x in entry["reasons"]], [("unrestorable", True)])
@@ -165,7 +190,7 @@ class Ipc(Case):
 
     def test_dry_run_names_ipc_import(self):
         r = self.cs("checkpoint", "--dry-run", "--json")
-        self.assertEqual((r.rc, r.obj["go"]), (1, False), r)
+        self.assertEqual((r.rc, r.obj["go"], r.obj["real_exit_status"]), (1, False, 2), r)
         procs = {p["pid"]: p for p in r.obj["processes"]}
         self.assertEqual({p: procs[p]["verdict"] for p in self.all},
                          {self.exporter: "ok", self.importer: "refused", self.plain: "ok"}, r)
@@ -176,7 +201,7 @@ class Ipc(Case):
         self.assertIn("! ipc-import:", r.err)
         self.assertEqual(self.cs("hook", "--dry-run", env={MODE: "save"}).rc, 1)
         r = self.cs("checkpoint", "--dry-run", "--json", "--allow-unrestorable")
-        self.assertEqual((r.rc, r.obj["go"]), (0, True), r)
+        self.assertEqual((r.rc, r.obj["go"], r.obj["real_exit_status"]), (0, True, 0), r)
         reason, = [p for p in r.obj["processes"] if p["pid"] == self.importer][0]["reasons"]
         self.assertEqual((reason["code"], reason["blocks"]), ("ipc-import", False), r)
         self.assertIn("(allowed by --allow-unrestorable: it would not come back)", reason["text"])

@@ -303,6 +303,10 @@ class Claims(Neighbours):
             row, = [l for l in r.out.splitlines() if l.split()[:1] == [str(pid)]]
             self.assertEqual(row.split()[4], "busy", row)
             self.assertIn(f"busy: {pid} (fakecuda-app) is held by another operation (pid {first.p.pid}, ", r.out)
+        # A plan says that the real command would be refused at once (2).
+        r = self.cs("checkpoint", "--dry-run", "--json", "--pid", str(pids[0]))
+        self.assertEqual((r.rc, r.obj["exit_status"], r.obj["real_exit_status"]), (1, 1, 2), r)
+        self.assertEqual([x["code"] for x in r.obj["processes"][0]["reasons"]], ["busy"], r)
         self.assertEqual(first.finish(), 0, first.err)
         self.assertEqual(self.cs("restore").rc, 0)
 
