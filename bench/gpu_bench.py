@@ -29,7 +29,7 @@ import suite  # noqa: E402
 
 
 def cudasnap_cycle(env, extra):
-    c = env.cs_json("checkpoint", *extra)
+    c = env.cs_json("checkpoint", "--all", *extra)
     r = env.cs_json("restore", *extra)
     if c.returncode or r.returncode:
         raise SystemExit(f"failed: {c.stderr[-500:]} {r.stderr[-500:]}")
@@ -77,7 +77,7 @@ def versus(env, baseline, procs, gib, rounds):
         order = (("new", env), ("old", old)) if r % 2 == 0 else (("old", old), ("new", env))
         for name, e in order:
             got[name].append(cudasnap_cycle(e, []))
-    dry = [env.cs("checkpoint", "--dry-run").wall for _ in range(rounds)]
+    dry = [env.cs("checkpoint", "--all", "--dry-run").wall for _ in range(rounds)]
     data = env.verify_data(pids)
     ok = len(data) == len(pids) and all(v.startswith("ok") for v in data.values())
     suite.stop_all()

@@ -1,4 +1,5 @@
 #include "tasks.h"
+#include "host.h"
 #include "proc.h"
 #include "util.h"
 
@@ -7,10 +8,18 @@
 
 plugin_state cs_plugin = { .state_fd = -1 };
 
+/* A warning of the claims (a lock they ignore), in CRIU's log. */
+static void claims_warn(void *ctx, const char *line)
+{
+	(void)ctx;
+	plog(CS_CRIU_LOG_WARN, "%s", line);
+}
+
 void plugin_state_reset(int stage)
 {
 	cs_plugin = (plugin_state){ .stage = stage, .state_fd = -1 };
 	cs_claims_init(&cs_plugin.claims);
+	cs_plugin.claims.warn = claims_warn;
 }
 
 void plugin_state_free(void)

@@ -1,4 +1,5 @@
 #include "claim.h"
+#include "holder.h"
 #include "proc.h"
 #include "state.h"
 
@@ -58,7 +59,11 @@ void cs_claims_release(cs_claims *c)
 	if (c->dirfd >= 0)
 		close(c->dirfd);
 	free(c->v);
+	cs_warn_fn warn = c->warn;
+	void *ctx = c->warn_ctx;
 	cs_claims_init(c);
+	c->warn = warn;
+	c->warn_ctx = ctx;
 }
 
 void cs_claims_drop(cs_claims *c, pid_t pid)
@@ -256,6 +261,25 @@ static int claim_record(cs_claims *c, int statefd, cs_claim *cl, const ident *id
 	return 0;
 }
 
+/* Whether the lock another open file holds on pid's pidfd is held by
+ * unprivileged processes alone (claim.h), which are then named. */
+static bool not_a_claim(const cs_claims *c, int pidfd, pid_t pid, const char *comm)
+{
+	char who[400];
+	if (cs_holder_judge(pidfd, pid, who, sizeof(who)) != CS_HOLDER_UNPRIVILEGED)
+		return false;
+	if (c->warn) {
+		char line[640];
+		snprintf(line, sizeof(line),
+			 "warning: process %d (%s) is locked through a pidfd by %s, which is not privileged (not "
+			 "root, no CAP_SYS_PTRACE in this user namespace, not the process's owner) and so is not "
+			 "another cudasnap: that lock is ignored",
+			 (int)pid, comm, who);
+		c->warn(c->warn_ctx, line);
+	}
+	return true;
+}
+
 int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const char *command, char *left,
 		  size_t leftsize, cs_error *err)
 {
@@ -274,6 +298,11 @@ int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const 
 	if (pfd >= 0) {
 		cl.pidfd = pfd;
 		r = lock_retry(pfd, LOCK_EX);
+		if (r == -EWOULDBLOCK && not_a_claim(c, pfd, pid, comm)) {
+			close(pfd);
+			cl.pidfd = -1;
+			r = 0;
+		}
 		if (r < 0) {
 			int recfd = c->dirfd >= 0 ? openat(c->dirfd, id.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
 			r = r == -EWOULDBLOCK ?
@@ -318,7 +347,9 @@ bool cs_claims_busy(int statefd, pid_t pid, char *who, size_t size)
 	}
 	int pfd = pidfs_fd(pid);
 	_cleanup_close_ int pidfd = pfd >= 0 ? pfd : -1;
-	if (pidfd >= 0 && !free_now(pidfd)) {
+	char ignored[8];
+	if (pidfd >= 0 && !free_now(pidfd) &&
+	    cs_holder_judge(pidfd, pid, ignored, sizeof(ignored)) != CS_HOLDER_UNPRIVILEGED) {
 		describe(pidfd, recfd, who, size, fix, sizeof(fix));
 		return true;
 	}

@@ -16,7 +16,32 @@
  *   removes it when it lets go, so a file whose lock nobody holds was left
  *   by a holder that died in the middle of an operation (a CRIU killed by
  *   its engine): its process may be left locked or checkpointed, and
- *   cs_claims_left_behind() names it. */
+ *   cs_claims_left_behind() names it.
+ *
+ * Only a privileged holder of the pidfd's lock is another operation: any
+ * user may pidfd_open(2) any process and flock(2) it, and must not keep
+ * root's checkpoint or restore of it off. The holders are the processes of
+ * this PID namespace that hold a descriptor of the process's pidfd inode
+ * carrying the lock (the "lock:" lines of /proc/PID/fdinfo): the lockers
+ * /proc/locks names, or, when none of those holds it (the locker exited and
+ * a child it forked keeps the lock, or its pid was reused), every process of
+ * /proc that does. A holder is privileged when, as /proc of this namespace
+ * shows it:
+ * - its effective uid is 0 (root of another user namespace shows as the uid
+ *   it maps to here, or as the overflow uid 65534: not privileged); or
+ * - CAP_SYS_PTRACE is in its effective set and its user namespace is this
+ *   process's (a capability of another user namespace does not reach the
+ *   processes of this one); or
+ * - its effective uid is the real, effective and saved uid of the process:
+ *   its owner, who may run cudasnap on it and can stop or kill it anyway;
+ * - or its credentials cannot be read.
+ * A lock whose holders are found and none of them is privileged is ignored:
+ * the claim goes on without it (the record's lock still excludes callers
+ * that share the state directory), and the claims' warning callback names
+ * the holders. A lock no process here holds (a holder in another PID
+ * namespace, which /proc/locks shows as pid 0) still blocks. A holder is
+ * judged by what it is now: a set-user-ID program that inherited a locked
+ * descriptor counts as privileged. */
 #ifndef CS_CLAIM_H
 #define CS_CLAIM_H
 
@@ -35,12 +60,18 @@ typedef struct cs_claims {
 	int dirfd; /* <state dir>/claims, -1 until the first record */
 	cs_claim *v;
 	size_t n, cap;
+	/* Set by the owner after cs_claims_init (kept by cs_claims_release):
+	 * a line for each pidfd lock ignored because its holders are not
+	 * privileged ("warning: ..."). NULL: not said. */
+	cs_warn_fn warn;
+	void *warn_ctx;
 } cs_claims;
 
 /* Adds the claim of pid (comm names it in messages) for command, which is
  * written into the record for whoever meets it. statefd < 0: the pidfd lock
  * alone, with no record. Fails (CS_ESTATE), with err naming the process and
- * the holder and what to do, when another operation holds it; what c held
+ * the holder and what to do, when another operation holds it (a pidfd lock
+ * held by unprivileged processes alone is none: see above); what c held
  * before stays held. When the record was left by a holder that died, left
  * (if not NULL) gets that holder's description ("pid 12, 'criu dump'"),
  * else "". c starts empty (cs_claims_init) and lets go of everything at
@@ -60,7 +91,8 @@ CS_DEFINE_CLEANUP_STRUCT(cs_claims, cs_claims_release)
 /* Whether another operation holds pid, found without keeping anything (a
  * lock tried and let go at once: claimers retry for a moment, so a probe
  * never makes one fail). statefd may be < 0. Fills who (the holder) when
- * busy. */
+ * busy. A pidfd lock held by unprivileged processes alone does not make it
+ * busy, as it does not keep cs_claims_add off. */
 bool cs_claims_busy(int statefd, pid_t pid, char *who, size_t size);
 
 /* A process that a holder which died left in the middle of an operation. */

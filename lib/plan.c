@@ -254,13 +254,30 @@ int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err)
 
 /* What the real run refuses on its own: the transaction refuses stopped
  * and frozen processes itself, and the claims keep other operations out. */
-static bool refused_here(const cs_reason *r)
+bool cs_reason_refused_by_check(const cs_reason *r)
 {
 	static const char *const codes[] = { "memory", "ipc-import", "gpu-memory", "gpu-absent" };
 	for (size_t i = 0; r->blocks && i < CS_ARRAY_SIZE(codes); i++)
 		if (strcmp(r->code, codes[i]) == 0)
 			return true;
 	return false;
+}
+
+/* Keeps one refusal for cs_session_refusals; one that cannot be kept (out
+ * of memory) is still named by its warning. */
+static void keep_refusal(cs_session *s, const cs_plan_entry *e, const cs_reason *r, size_t *cap)
+{
+	if (cs_grow(&s->refused, cap, s->nrefused + 1, sizeof(*s->refused)) < 0)
+		return;
+	cs_refusal *x = &s->refused[s->nrefused++];
+	*x = (cs_refusal){ .pid = e->pid, .reason = *r };
+	memcpy(x->comm, e->comm, sizeof(x->comm));
+}
+
+const cs_refusal *cs_session_refusals(const cs_session *s, size_t *n)
+{
+	*n = s->nrefused;
+	return s->refused;
 }
 
 /* Keeps each target's figures: its deadline, and why it might be lost. */
@@ -297,13 +314,17 @@ int cs_session_check(cs_session *s, cs_error *err)
 		return r;
 	const cs_plan_entry *first = NULL;
 	const cs_reason *why = NULL;
-	size_t refused = 0;
+	size_t refused = 0, cap = 0;
+	free(s->refused);
+	s->refused = NULL;
+	s->nrefused = 0;
 	for (size_t i = 0; i < p.n; i++)
 		for (size_t k = 0; k < p.e[i].nreasons; k++) {
 			const cs_reason *x = &p.e[i].reason[k];
-			if (!refused_here(x))
+			if (!cs_reason_refused_by_check(x))
 				continue;
 			cs_session_warn(s, "error: process %d (%s) refused: %s", (int)p.e[i].pid, p.e[i].comm, x->text);
+			keep_refusal(s, &p.e[i], x, &cap);
 			refused++;
 			if (!first) {
 				first = &p.e[i];
@@ -311,7 +332,12 @@ int cs_session_check(cs_session *s, cs_error *err)
 			}
 		}
 	if (!refused) {
-		if (p.unknown_memory)
+		if (p.unknown_memory && restore)
+			cs_session_warn(s,
+					"warning: the GPU memory the restore of %zu process%s needs cannot be known here "
+					"(see --dry-run): whether it fits in its GPU's free memory is not checked",
+					p.unknown_memory, p.unknown_memory == 1 ? "" : "es");
+		else if (p.unknown_memory)
 			cs_session_warn(s,
 					"warning: the GPU memory of %zu process%s cannot be known here (no NVML, or "
 					"NVML names no process of this PID namespace): whether the checkpoint fits in "

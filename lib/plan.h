@@ -61,11 +61,17 @@ CS_DEFINE_CLEANUP_STRUCT(cs_plan, cs_plan_free)
  * driver call that changes a state. */
 int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err);
 
+/* Whether the real operation refuses a process for r before anything
+ * changes, as cs_session_check does: r blocks, and is "memory" or
+ * "ipc-import". (A "busy" process is refused earlier, by the claims.) */
+bool cs_reason_refused_by_check(const cs_reason *r);
+
 /* Before a checkpoint's first step: refuses (CS_EPROC, err filled, nothing
  * changed) when a target's checkpoint would not fit in host memory or could
  * never be restored, unless the session's options override that; names
- * each refused process through the warning callback. Keeps what it measured
- * for cs_session_name_lost. */
+ * each refused process through the warning callback, and keeps each for
+ * cs_session_refusals (err names the first). Keeps what it measured for
+ * cs_session_name_lost. */
 int cs_session_check(cs_session *s, cs_error *err);
 
 /* A reason added to e (a spare when e is full), and its fix. */
@@ -80,6 +86,19 @@ void cs_plan_restore_room(cs_session *s, cs_plan_entry *e, size_t n);
  * process's restore finds no room, until the session's wait is over or a
  * signal came; *p is the last plan. */
 int cs_plan_wait_room(cs_session *s, cs_plan *p, cs_error *err);
+/* A process that cs_session_check refused, and why. */
+typedef struct cs_refusal {
+	pid_t pid;
+	char comm[64];
+	cs_reason reason; /* code "memory" or "ipc-import", its text and fix */
+} cs_refusal;
+
+/* Every refusal of the session's cs_session_check, one per refused process
+ * and reason, in the order of the warnings; NULL and 0 when it refused none
+ * (or was not called). Owned by the session, valid until it is freed:
+ * callers that report after the session failed (the command line's --json,
+ * the hook) list them all, where the error names the first. */
+const cs_refusal *cs_session_refusals(const cs_session *s, size_t *n);
 
 /* After the transaction: why each lost target was lost (the OOM killer of
  * its cgroup, when that cgroup's count of OOM kills went up). */

@@ -200,6 +200,30 @@ int cs_parse_status_field(const char *buf, const char *key, long *out)
 	return 0;
 }
 
+int cs_parse_status_nth(const char *buf, const char *key, int idx, int base, unsigned long long *out)
+{
+	const char *p, *end;
+	unsigned long long v = 0;
+	if (!status_line(buf, key, &p, &end))
+		return -ENOENT;
+	for (int i = 0; i <= idx; i++) {
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		/* strtoull would also take a sign, blanks and a 0x */
+		size_t digits = base == 16 ? strspn(p, "0123456789abcdefABCDEF") : strspn(p, "0123456789");
+		if (digits == 0 || p + digits > end)
+			return -EINVAL;
+		errno = 0;
+		char *stop;
+		v = strtoull(p, &stop, base);
+		if (errno || stop != p + digits)
+			return -EINVAL;
+		p = stop;
+	}
+	*out = v;
+	return 0;
+}
+
 int cs_parse_status_last(const char *buf, const char *key, long *out)
 {
 	const char *p, *end;
@@ -256,6 +280,29 @@ static bool skip_field(const char **p, const char *end)
 	return true;
 }
 
+/* "MAJ:MIN INODE " (device numbers in hex, the inode in decimal), the
+ * fields at dev and ino, ino's ending before end: the mapped file. */
+static bool parse_file_id(const char *dev, const char *ino, const char *end, cs_map_entry *out)
+{
+	const char *p = dev;
+	unsigned long maj, min;
+	if (!take_hex(&p, ino, &maj) || p >= ino || *p++ != ':' || !take_hex(&p, ino, &min) || p >= ino || *p != ' ')
+		return false;
+	unsigned long long v = 0;
+	for (p = ino; p < end && *p >= '0' && *p <= '9'; p++) {
+		unsigned long long d = (unsigned long long)(*p - '0');
+		if (v > ULLONG_MAX / 10 || v * 10 > ULLONG_MAX - d)
+			return false;
+		v = v * 10 + d;
+	}
+	if (p == ino || (p < end && *p != ' '))
+		return false;
+	out->dev_major = maj;
+	out->dev_minor = min;
+	out->ino = v;
+	return true;
+}
+
 int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out)
 {
 	const char *p = line, *end = line + len;
@@ -263,11 +310,15 @@ int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out)
 	    *p++ != ' ')
 		return -EINVAL;
 	/* perms, offset, dev, inode */
-	for (int i = 0; i < 4; i++)
+	const char *field[4];
+	for (int i = 0; i < 4; i++) {
+		field[i] = p;
 		if (!skip_field(&p, end))
 			return -EINVAL;
+	}
 	out->path = p;
 	out->path_len = (size_t)(end - p);
+	out->has_id = parse_file_id(field[2], field[3], p, out);
 	return 0;
 }
 

@@ -28,6 +28,11 @@ typedef struct cs_map_entry {
 	unsigned long start, end;
 	const char *path; /* points into the parsed line; "" for anonymous */
 	size_t path_len;
+	/* The mapped file's device and inode (st_dev's major and minor, st_ino);
+	 * has_id false when those fields do not read as such. */
+	bool has_id;
+	unsigned long dev_major, dev_minor;
+	unsigned long long ino;
 } cs_map_entry;
 
 /* /proc/PID/stat: comm is whatever lies between the first '(' and the last ')'. */
@@ -37,6 +42,10 @@ int cs_parse_status_field(const char *buf, const char *key, long *out);
 /* The last number on the line "Key:" (NSpid, NStgid: the id in the
  * process's own PID namespace); -EINVAL for anything but numbers. */
 int cs_parse_status_last(const char *buf, const char *key, long *out);
+/* The idx-th number (from 0) on the line "Key:", in base 10 or 16 (Uid's
+ * effective uid is number 1, CapEff's mask number 0); -ENOENT without such
+ * a line, -EINVAL when it has no such number. */
+int cs_parse_status_nth(const char *buf, const char *key, int idx, int base, unsigned long long *out);
 /* One line of /proc/PID/maps (without its newline). */
 int cs_parse_maps_line(const char *line, size_t len, cs_map_entry *out);
 /* Value of NAME in a NUL-separated environ block; NULL when absent. */
@@ -69,8 +78,9 @@ int cs_proc_scan_maps(int pdir, const char *devdir, cs_proc *p);
  * from /proc alone (no driver call). Returns the first error, or 0. */
 int cs_proc_scan_gpu(int pdir, const char *devdir, cs_proc *p);
 /* After both scans counted CUDA IPC mappings (p->ipc_maps): finds one such
- * mapped file that no fd of the process holds (p->ipc_import), the mark of
- * memory imported from another process (lib/ipc.c). */
+ * mapped file that no fd of the process holds, compared by device and
+ * inode (p->ipc_import), the mark of memory imported from another process
+ * (lib/ipc.c). */
 void cs_proc_scan_ipc(int pdir, cs_proc *p);
 /* How every PID namespace can name one process: the inode of its own PID
  * namespace and its pid there (the last NSpid field). ns_ino is 0 when the

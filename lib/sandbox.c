@@ -18,7 +18,6 @@
 #include "proc.h"
 #include "util.h"
 
-#include <ctype.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -292,32 +291,12 @@ static void detect_pidns(int rootfd, const char *status, cs_sandbox *s)
 	}
 }
 
-/* "Key:\t<a>\t<b>...": the idx-th number (0-based), decimal or hex. */
-static bool status_number(const char *status, const char *key, int idx, int base, unsigned long long *out)
-{
-	const char *p = status_line(status, key);
-	for (int i = 0; p && i <= idx; i++) {
-		char *end;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		/* strtoull would also take a sign */
-		if (base == 16 ? !isxdigit((unsigned char)*p) : !isdigit((unsigned char)*p))
-			return false;
-		errno = 0;
-		unsigned long long v = strtoull(p, &end, base);
-		if (end == p || errno)
-			return false;
-		*out = v;
-		p = end;
-	}
-	return p != NULL;
-}
-
 static void detect_privileges(const char *status, cs_sandbox *s)
 {
 	unsigned long long v;
-	s->euid = status && status_number(status, "Uid", 1, 10, &v) && v <= UINT32_MAX ? (uid_t)v : geteuid();
-	s->caps_known = status && status_number(status, "CapEff", 0, 16, &v);
+	s->euid =
+		status && cs_parse_status_nth(status, "Uid", 1, 10, &v) == 0 && v <= UINT32_MAX ? (uid_t)v : geteuid();
+	s->caps_known = status && cs_parse_status_nth(status, "CapEff", 0, 16, &v) == 0;
 	s->cap_sys_ptrace = s->caps_known && (v >> CAP_SYS_PTRACE_BIT & 1);
 }
 

@@ -43,6 +43,8 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 			   .ignore_gpu_memory = o->ignore_gpu_memory || cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY"),
 			   .wait_memory_s = wait_s };
 	cs_claims_init(&s->claims);
+	s->claims.warn = o->warn;
+	s->claims.warn_ctx = o->warn_ctx;
 	cs_sandbox_detect(NULL, &s->sandbox);
 	/* A plan changes nothing, not even by creating the state directory. */
 	s->state_fd =
@@ -424,6 +426,7 @@ void cs_session_free(cs_session *s)
 	free(s->behind);
 	free(s->pairs);
 	free(s->left);
+	free(s->refused);
 	cs_ptable_free(&s->table);
 	cs_ptable_free(&s->after);
 	if (s->ledger_used)

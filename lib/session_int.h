@@ -41,6 +41,8 @@ struct cs_session {
 	double wall; /* of the transaction, for the manifest */
 	cs_leftover *left;
 	size_t nleft, nleft_scope;
+	struct cs_refusal *refused; /* what cs_session_check refused (cs_session_refusals) */
+	size_t nrefused;
 };
 
 /* A warning line through the session's callback (printf-style). */

@@ -106,7 +106,7 @@ static bool lock_line_matches(char *line, const struct stat *st, pid_t *pid)
 	return true;
 }
 
-pid_t cs_state_lock_holder(int fd)
+size_t cs_state_lock_holders(int fd, pid_t *out, size_t max)
 {
 	struct stat st;
 	char path[PATH_MAX];
@@ -118,10 +118,17 @@ pid_t cs_state_lock_holder(int fd)
 		return 0;
 	char line[256];
 	pid_t pid;
-	while (fgets(line, sizeof(line), f))
+	size_t n = 0;
+	while (n < max && fgets(line, sizeof(line), f))
 		if (lock_line_matches(line, &st, &pid))
-			return pid;
-	return 0;
+			out[n++] = pid;
+	return n;
+}
+
+pid_t cs_state_lock_holder(int fd)
+{
+	pid_t pid;
+	return cs_state_lock_holders(fd, &pid, 1) ? pid : 0;
 }
 
 /* "pid N, 'prog args...'" from /proc/N/cmdline, argv[0] without its
@@ -192,6 +199,11 @@ static void describe_holder(int fd, char *who, size_t size)
 void cs_state_describe_holder(int fd, char *who, size_t size)
 {
 	describe_holder(fd, who, size);
+}
+
+bool cs_state_describe_pid(pid_t pid, char *who, size_t size)
+{
+	return describe_pid(pid, who, size);
 }
 
 int cs_state_take_lock(int fd)

@@ -6,6 +6,8 @@
 
 #include "cudasnap.h"
 
+#include <stdbool.h>
+
 /* $CUDASNAP_STATE_DIR or /run/cudasnap. */
 const char *cs_state_dir(void);
 /* Creates the directory (0700) if needed and refuses one that is a symlink,
@@ -26,9 +28,18 @@ void cs_state_write_owner(int fd, const char *command);
 /* The pid holding an flock on fd's file, from /proc/locks; 0 when not
  * found (no /proc/locks, or a holder outside this PID namespace). */
 pid_t cs_state_lock_holder(int fd);
+/* Every pid /proc/locks names as holding an flock on fd's file (shared
+ * locks have several), at most max; how many. A holder this namespace
+ * cannot see is left out; in the initial PID namespace a locker that
+ * exited is named by its old pid (a child it forked may keep the lock). */
+size_t cs_state_lock_holders(int fd, pid_t *out, size_t max);
 /* Names the holder of fd's flock: its command line (from /proc/locks),
  * else the owner line it wrote, else its pid or "unknown process". */
 void cs_state_describe_holder(int fd, char *who, size_t size);
+/* "pid N, 'prog args...'" from its command line (argv[0] without its
+ * directory, cut short, control bytes replaced); false when that cannot
+ * be read or is empty (a zombie). */
+bool cs_state_describe_pid(pid_t pid, char *who, size_t size);
 /* Writes data to name inside dirfd atomically (temp file, fsync, rename), mode 0600. */
 int cs_state_write(int dirfd, const char *name, const char *data, size_t len, cs_error *err);
 /* Reads name (at most max bytes) into a malloc'd NUL-terminated buffer.

@@ -12,7 +12,7 @@ static void usage(FILE *f)
 		"had, newest change first. Processes already locked or checkpointed are left as\n"
 		"they are. A manifest is written to the state directory for restore.\n\n",
 		cs_prog);
-	txn_cli_selection_help(f);
+	txn_cli_selection_help(f, CS_OP_CHECKPOINT);
 	fprintf(f,
 		"\nOptions:\n"
 		"  -t, --timeout MS  driver lock timeout in milliseconds (default 10000; 0 waits\n"

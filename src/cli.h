@@ -52,6 +52,14 @@ bool cli_may_trace_all(void);
  * transaction's result (0, 1 or 3): the one place that decides them. */
 int cli_exit_for(const cs_error *e);
 int cli_exit_txn(const cs_txn_result *r, int rc);
+/* The exit status a --dry-run's plan says the real command would give: 0
+ * when it would go through; 2 when it would be refused before anything
+ * changes (another operation holds a process, host memory, CUDA IPC import,
+ * restore's manifest or device map); 1 when the transaction would refuse it
+ * (a stopped or frozen process) or roll it back (a process the driver
+ * cannot restore, device references that --strict refuses). */
+struct cs_plan;
+int cli_exit_plan(const struct cs_plan *p);
 
 int cmd_ps(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);

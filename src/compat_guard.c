@@ -22,6 +22,13 @@ static void comm_of(pid_t pid, char *comm, size_t size)
 	snprintf(comm, size, "%s", pdir >= 0 && cs_proc_read_stat(pdir, &st) == 0 ? st.comm : "?");
 }
 
+/* A warning of the claim (a lock it ignores), in the drop-in's words. */
+static void claim_warn(void *ctx, const char *line)
+{
+	(void)ctx;
+	fprintf(stderr, "cuda-checkpoint: %s\n", line);
+}
+
 int compat_claim(const compat_args *a, cs_claims *c, pid_t *tgid)
 {
 	if (cs_tid_to_tgid(cs_proc_dir(), a->pid, tgid) < 0)
@@ -31,6 +38,7 @@ int compat_claim(const compat_args *a, cs_claims *c, pid_t *tgid)
 	char comm[64];
 	comm_of(*tgid, comm, sizeof(comm));
 	cs_error err = { 0 };
+	c->warn = claim_warn;
 	if (cs_claims_add(c, statefd, *tgid, comm, COMMAND, NULL, 0, &err) == 0 || err.status == CS_EPROC)
 		return CLI_GO_ON;
 	compat_fail_line(a, a->op == COMPAT_ACTION ? a->action : CS_CALL_GET_STATE, err.message);

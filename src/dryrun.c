@@ -80,10 +80,11 @@ static void print_human(const txn_ctx *x, const cs_plan *p)
 	cli_msg("%zu process%s to act on, %.2f GiB of GPU memory%s; expected driver time about %.1f s", p->targets,
 		p->targets == 1 ? "" : "es", (double)p->gpu_bytes / GIB, p->unknown_memory ? " (some unknown)" : "",
 		p->seconds);
-	cli_msg("%s would %s", x->c->cmd,
-		p->go              ? "go through" :
-			p->blocked ? "FAIL: see the reasons marked '!'" :
-				     "FAIL: see the error above");
+	if (p->go)
+		cli_msg("%s would go through", x->c->cmd);
+	else
+		cli_msg("%s would FAIL, with exit status %d: see %s", x->c->cmd, cli_exit_plan(p),
+			p->blocked ? "the reasons marked '!'" : "the error above");
 }
 
 int txn_dry_run(txn_ctx *x)
@@ -97,6 +98,7 @@ int txn_dry_run(txn_ctx *x)
 	if (x->c->json) {
 		json_object *o = cs_json_plan(&p);
 		json_object_object_add(o, "exit_status", json_object_new_int(status));
+		json_object_object_add(o, "real_exit_status", json_object_new_int(cli_exit_plan(&p)));
 		json_object_object_add(o, "error", p.problem.status ? cs_json_error(&p.problem) : NULL);
 		cs_json_print(o);
 	}

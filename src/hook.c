@@ -203,7 +203,8 @@ int cmd_hook(int argc, char **argv)
 					       .dry_run = o.dry_run,
 					       .strict = o.strict,
 					       .usage = usage,
-					       .reuse_warns = true };
+					       .reuse_warns = true,
+					       .all = true };
 	/* SIGALRM ends the transaction as SIGTERM would: rolled back and reported. */
 	alarm(o.deadline_s);
 	return txn_cli_execute(&c);

@@ -9,7 +9,7 @@ static void usage_for(FILE *f, bool lock)
 		"are returned to the state they had.%s\n\n",
 		cs_prog, lock ? "lock" : "unlock", lock ? "Lock (pause GPU work of)" : "Unlock (resume GPU work of)",
 		lock ? " GPU memory stays where it is." : "");
-	txn_cli_selection_help(f);
+	txn_cli_selection_help(f, lock ? CS_OP_LOCK : CS_OP_UNLOCK);
 	fprintf(f,
 		"\nOptions:\n"
 		"  -t, --timeout MS  driver lock timeout in milliseconds (default 10000; 0 = forever)\n"

@@ -1,5 +1,6 @@
 /* cudasnap: the command line. Each command lives in its own file. */
 #include "cli.h"
+#include "plan.h"
 #include "sandbox.h"
 
 #include <getopt.h>
@@ -130,6 +131,30 @@ int cli_exit_txn(const cs_txn_result *r, int rc)
 	if (r->outcome == CS_OUTCOME_INCOMPLETE)
 		return EXIT_INCOMPLETE;
 	return rc < 0 ? EXIT_FAILED : EXIT_DONE;
+}
+
+/* What a plan's real command would end with, in the order it meets its
+ * obstacles: the claims refuse a busy process, restore's own checks (the
+ * manifest, the device map) and the host memory and CUDA IPC checks come
+ * next, all before anything changes (2); the transaction then refuses a
+ * stopped or frozen process, and what the driver or --strict refuses is
+ * rolled back (1). */
+int cli_exit_plan(const cs_plan *p)
+{
+	if (p->go)
+		return EXIT_DONE;
+	bool busy = false, checked = false;
+	for (size_t i = 0; i < p->n; i++)
+		for (size_t k = 0; k < p->e[i].nreasons; k++) {
+			const cs_reason *r = &p->e[i].reason[k];
+			busy |= r->blocks && strcmp(r->code, "busy") == 0;
+			checked |= cs_reason_refused_by_check(r);
+		}
+	if (busy)
+		return EXIT_USAGE;
+	if (p->problem.status)
+		return cli_exit_for(&p->problem);
+	return checked ? EXIT_USAGE : EXIT_FAILED;
 }
 
 int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json)

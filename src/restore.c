@@ -10,7 +10,7 @@ static void usage(FILE *f)
 		"since the checkpoint (PID reuse) is refused. On any failure every process is\n"
 		"returned to the state it had.\n\n",
 		cs_prog);
-	txn_cli_selection_help(f);
+	txn_cli_selection_help(f, CS_OP_RESTORE);
 	fprintf(f,
 		"\nOptions:\n"
 		"  -d, --device-map OLD=NEW,...  restore onto other GPUs (driver R580+); each side\n"

@@ -24,16 +24,29 @@ enum {
 	OPT_ALLOW_UNRESTORABLE,
 	OPT_WAIT_MEMORY,
 	OPT_IGNORE_GPU_MEMORY,
+	OPT_ALL,
 };
 
-void txn_cli_selection_help(FILE *f)
+void txn_cli_selection_help(FILE *f, cs_op op)
 {
+	bool all = op == CS_OP_CHECKPOINT || op == CS_OP_LOCK;
+	fprintf(f, "%s",
+		all ? "Selection (default: every CUDA process in this PID namespace; in the host's PID\n"
+		      "namespace one of these must be given):\n" :
+		      "Selection (default: every CUDA process in this PID namespace):\n");
 	fprintf(f,
-		"Selection (default: every CUDA process in this PID namespace):\n"
 		"  -p, --pid PID       this process (repeatable; a thread id names its process)\n"
 		"      --tree PID      this process and all its descendants (repeatable)\n"
 		"      --cgroup PATH   the processes of this cgroup and its sub-cgroups\n"
-		"                      (as /proc/PID/cgroup shows it, or under /sys/fs/cgroup)\n"
+		"                      (as /proc/PID/cgroup shows it, or under /sys/fs/cgroup)\n");
+	if (all)
+		fprintf(f,
+			"      --all           every CUDA process of this PID namespace, said outright. In\n"
+			"                      the kernel's initial PID namespace (the host's) that is\n"
+			"                      every CUDA process of the node, every container's\n"
+			"                      included: there a command without --pid, --tree,\n"
+			"                      --cgroup or --all is refused (exit 2, nothing done)\n");
+	fprintf(f,
 		"PIDs are those of this PID namespace, as 'cudasnap ps' shows them; PIDs from\n"
 		"nvidia-smi are host PIDs and are rejected when they do not exist here.\n");
 }
@@ -78,8 +91,9 @@ void txn_cli_checks_help(FILE *f, cs_op op)
 	fprintf(f,
 		"      --dry-run     print what the command would do to each process and why it\n"
 		"                    would fail, changing nothing (no claim, no state-changing\n"
-		"                    driver call); with --json one object; exit 0 when it would\n"
-		"                    go through, 1 when not\n");
+		"                    driver call); with --json one object, whose\n"
+		"                    real_exit_status is the command's own; exit 0 when it\n"
+		"                    would go through, 1 when not\n");
 	if (op == CS_OP_RESTORE)
 		restore_checks_help(f);
 	if (op != CS_OP_CHECKPOINT)
@@ -161,6 +175,7 @@ static int parse_one(txn_cli *c, int opt, const char *arg)
 	case OPT_ALLOW_UNRESTORABLE: return set_flag(&c->allow_unrestorable);
 	case OPT_WAIT_MEMORY: return parse_uint(arg, "--wait-memory", 0, CS_WAIT_MEMORY_MAX, &c->wait_memory_s);
 	case OPT_IGNORE_GPU_MEMORY: return set_flag(&c->ignore_gpu_memory);
+	case OPT_ALL: return set_flag(&c->all);
 	default: return EXIT_USAGE;
 	}
 }
@@ -189,14 +204,19 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 		{ "wait-memory", required_argument, NULL, OPT_WAIT_MEMORY },
 		{ "ignore-gpu-memory", no_argument, NULL, OPT_IGNORE_GPU_MEMORY },
+	}, all[] = {
+		{ "all", no_argument, NULL, OPT_ALL },
 	};
-	struct option opts[CS_ARRAY_SIZE(common) + CS_ARRAY_SIZE(checkpoint) + CS_ARRAY_SIZE(restore) + 1];
+	struct option opts[CS_ARRAY_SIZE(common) + CS_ARRAY_SIZE(checkpoint) + CS_ARRAY_SIZE(restore) +
+			   CS_ARRAY_SIZE(all) + 1];
 	size_t n = CS_ARRAY_SIZE(common);
 	memcpy(opts, common, sizeof(common));
 	if (c->op == CS_OP_CHECKPOINT)
 		memcpy(opts + n, checkpoint, sizeof(checkpoint)), n += CS_ARRAY_SIZE(checkpoint);
 	if (c->op == CS_OP_RESTORE)
 		memcpy(opts + n, restore, sizeof(restore)), n += CS_ARRAY_SIZE(restore);
+	if (c->op == CS_OP_CHECKPOINT || c->op == CS_OP_LOCK)
+		memcpy(opts + n, all, sizeof(all)), n += CS_ARRAY_SIZE(all);
 	memset(&opts[n], 0, sizeof(opts[n]));
 	c->timeout_ms = 10000;
 	const char *shortopts = c->op == CS_OP_RESTORE ? "hp:t:j:d:" : "hp:t:j:";
@@ -211,6 +231,10 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 	}
 	if (optind < argc) {
 		cli_errorf("Name processes with --pid.", "unexpected argument '%s'", argv[optind]);
+		return cli_usage_error(c->cmd);
+	}
+	if (c->all && (c->sel.npids || c->sel.ntrees || c->sel.cgroup)) {
+		cli_errorf(NULL, "--all selects every CUDA process: it does not go with --pid, --tree or --cgroup");
 		return cli_usage_error(c->cmd);
 	}
 	return CLI_GO_ON;

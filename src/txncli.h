@@ -27,6 +27,9 @@ typedef struct txn_cli {
 	bool allow_unrestorable;
 	unsigned wait_memory_s; /* restore */
 	bool ignore_gpu_memory; /* restore */
+	/* checkpoint and lock: --all, every CUDA process of the namespace, which
+	 * the initial PID namespace asks for by name (the hook sets it too) */
+	bool all;
 	const char *device_map;
 	void (*usage)(FILE *f);
 } txn_cli;
@@ -56,8 +59,9 @@ int txn_cli_execute(txn_cli *c);
 void txn_cli_free(txn_cli *c);
 CS_DEFINE_CLEANUP_STRUCT(txn_cli, txn_cli_free)
 
-/* The option help shared by the four commands. */
-void txn_cli_selection_help(FILE *f);
+/* The option help shared by the four commands; op says whether --all is
+ * one of them (checkpoint and lock). */
+void txn_cli_selection_help(FILE *f, cs_op op);
 /* --step-timeout and what the deadlines and signals do. */
 void txn_cli_deadline_help(FILE *f);
 /* --dry-run, and for checkpoint what is checked before anything changes. */

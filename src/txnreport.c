@@ -2,6 +2,7 @@
  * and with --json one object on stdout. */
 #include "txncli.h"
 #include "json.h"
+#include "plan.h"
 #include "verify.h"
 
 #include <stdlib.h>
@@ -228,18 +229,41 @@ void txn_print_json(const txn_ctx *x, const cs_target *t, size_t n, const cs_txn
 	cs_json_print(o);
 }
 
+/* Every process refused before anything changed (host memory, CUDA IPC),
+ * where the error names the first: [{pid, comm, code, text, fix}]. */
+static json_object *refused_json(const txn_ctx *x)
+{
+	json_object *a = json_object_new_array();
+	size_t n = 0;
+	const cs_refusal *v = x->s ? cs_session_refusals(x->s, &n) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "pid", json_object_new_int(v[i].pid));
+		json_object_object_add(o, "comm", json_object_new_string(v[i].comm));
+		json_object_object_add(o, "code", json_object_new_string(v[i].reason.code));
+		json_object_object_add(o, "text", json_object_new_string(v[i].reason.text));
+		cs_json_add_str_or_null(o, "fix", v[i].reason.fix[0] ? v[i].reason.fix : NULL);
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
 /* An error before the transaction began: nothing was changed. */
 int txn_early_error(const txn_ctx *x, const cs_error *e)
 {
+	int status = cli_exit_for(e); /* nothing was changed */
 	cli_error(e);
 	if (x->c->json) {
 		json_object *o = json_object_new_object();
 		json_object_object_add(o, "command", json_object_new_string(x->c->cmd));
 		json_object_object_add(o, "outcome", json_object_new_string("error"));
-		json_object_object_add(o, "exit_status", json_object_new_int(cli_exit_for(e)));
+		json_object_object_add(o, "exit_status", json_object_new_int(status));
+		if (x->c->dry_run) /* the real command fails there too */
+			json_object_object_add(o, "real_exit_status", json_object_new_int(status));
 		json_object_object_add(o, "processes", json_object_new_array());
+		json_object_object_add(o, "refused", refused_json(x));
 		json_object_object_add(o, "error", cs_json_error(e));
 		cs_json_print(o);
 	}
-	return cli_exit_for(e); /* nothing was changed */
+	return status;
 }

@@ -1,9 +1,11 @@
 /* The flow shared by checkpoint, restore, lock and unlock: signals, the
  * driver, one library session, the report. */
+#include "sandbox.h"
 #include "txncli.h"
 #include "util.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +79,33 @@ static int run_session(txn_ctx *x, const cs_session_opts *o)
 	return status;
 }
 
+/* In the kernel's initial PID namespace every CUDA process of the
+ * namespace is every one of the node, each container's included: a bare
+ * checkpoint or lock would stop every tenant. There they ask for a
+ * selection, or --all, before anything is done (no claim, no driver, no
+ * state directory). The hook sets --all: it runs inside its sandbox. */
+static int refuse_whole_node(const txn_ctx *x)
+{
+	const txn_cli *c = x->c;
+	if ((c->op != CS_OP_CHECKPOINT && c->op != CS_OP_LOCK) || c->all || c->sel.npids || c->sel.ntrees ||
+	    c->sel.cgroup)
+		return CLI_GO_ON;
+	cs_sandbox sb;
+	cs_sandbox_detect(NULL, &sb);
+	if (sb.pid_ns != CS_PIDNS_HOST)
+		return CLI_GO_ON;
+	cs_error e = { .status = CS_EUSAGE };
+	snprintf(e.message, sizeof(e.message),
+		 "%s without --pid, --tree or --cgroup would take every CUDA process of this node, every "
+		 "container's included: this is the host's PID namespace (%s); nothing was done",
+		 c->cmd, sb.pid_ns_signal);
+	snprintf(e.hint, sizeof(e.hint),
+		 "Select the processes with --pid, --tree or --cgroup ('cudasnap ps' lists them), or pass --all to %s "
+		 "every CUDA process of the node.",
+		 c->cmd);
+	return txn_early_error(x, &e);
+}
+
 /* The session (and with it the state lock) goes first, then the driver. */
 static void txn_ctx_clear(txn_ctx *x)
 {
@@ -89,6 +118,9 @@ int txn_cli_execute(txn_cli *c)
 {
 	_cleanup_(txn_ctx_clearp) txn_ctx x = { .c = c, .watch = { .tty = -1, .cmd = c->cmd } };
 	cs_error err = { 0 };
+	int r = refuse_whole_node(&x);
+	if (r != CLI_GO_ON)
+		return r;
 	catch_signals();
 	if (cs_driver_open(&x.d, &err) < 0)
 		return txn_early_error(&x, &err);

@@ -17,7 +17,7 @@ typedef struct model {
 	size_t npids, ntrees;
 	const char *cgroup, *device_map;
 	unsigned timeout_ms, jobs, step_timeout_s;
-	bool sequential, json, strict, no_init, ignore_manifest;
+	bool sequential, json, strict, no_init, ignore_manifest, dry_run, ignore_memory, allow_unrestorable, all;
 } model;
 
 typedef struct opt {
@@ -36,6 +36,9 @@ static const opt opts[] = {
 	{ "strict", 0, false, 1 << CS_OP_CHECKPOINT },
 	{ "device-map", 'd', true, 1 << CS_OP_RESTORE }, { "no-init", 0, false, 1 << CS_OP_RESTORE },
 	{ "ignore-manifest", 0, false, 1 << CS_OP_RESTORE },
+	{ "dry-run", 0, false, 1 << CS_OP_CHECKPOINT | 1 << CS_OP_RESTORE },
+	{ "ignore-memory", 0, false, 1 << CS_OP_CHECKPOINT }, { "allow-unrestorable", 0, false, 1 << CS_OP_CHECKPOINT },
+	{ "all", 0, false, 1 << CS_OP_CHECKPOINT | 1 << CS_OP_LOCK },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -93,6 +96,8 @@ static bool apply(model *m, const opt *o, const char *val)
 	} else {
 		bool *flag = !strcmp(n, "sequential") ? &m->sequential : !strcmp(n, "json") ? &m->json :
 			     !strcmp(n, "strict") ? &m->strict : !strcmp(n, "no-init") ? &m->no_init :
+			     !strcmp(n, "dry-run") ? &m->dry_run : !strcmp(n, "ignore-memory") ? &m->ignore_memory :
+			     !strcmp(n, "allow-unrestorable") ? &m->allow_unrestorable : !strcmp(n, "all") ? &m->all :
 			     &m->ignore_manifest;
 		*flag = true;
 	}
@@ -167,7 +172,8 @@ static int run_model(model *m, cs_op op, int argc, char **argv)
 		if (r >= 0)
 			return r;
 	}
-	return nonopts ? EXIT_USAGE : -1;
+	/* --all is every process: it goes with no selection */
+	return nonopts || (m->all && (m->npids || m->ntrees || m->cgroup)) ? EXIT_USAGE : -1;
 }
 
 static void quiet_usage(FILE *f)
@@ -215,6 +221,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(c.timeout_ms == m.timeout_ms && c.jobs == m.jobs && c.step_timeout_s == m.step_timeout_s);
 		FUZZ_CHECK(c.sequential == m.sequential && c.json == m.json && c.strict == m.strict);
 		FUZZ_CHECK(c.no_init == m.no_init && c.ignore_manifest == m.ignore_manifest);
+		FUZZ_CHECK(c.dry_run == m.dry_run && c.ignore_memory == m.ignore_memory);
+		FUZZ_CHECK(c.allow_unrestorable == m.allow_unrestorable && c.all == m.all);
 	}
 	txn_cli_free(&c);
 	free(text);

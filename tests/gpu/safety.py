@@ -309,7 +309,7 @@ def scenario_monitors(a, cs, rounds=5):
         time.sleep(1)
         bad, walls = [], []
         for i in range(rounds):
-            c = cs("checkpoint", "--json")
+            c = cs("checkpoint", "--all", "--json")
             s = cs("restore", "--json")
             walls.append((round(c.wall, 3), round(s.wall, 3)))
             taken = [x["comm"] for r in (c, s) for x in (r.obj or {}).get("processes", [])]

@@ -145,7 +145,7 @@ def scenario_ps_tree(env):
     v = env.cs("verify")
     print(v.stdout)
     check("verify before checkpoint: exit 1 (references held)", v.returncode == 1, str(v.returncode))
-    c = env.cs_json("checkpoint")
+    c = env.cs_json("checkpoint", "--all")
     print(c.stderr)
     check("checkpoint of the mixed namespace: exit 0", c.returncode == 0, c.stderr[-500:])
     left = {l["pid"] for l in (c.obj or {}).get("leftovers", [])}
@@ -160,7 +160,7 @@ def scenario_ps_tree(env):
     print(env.cs("verify").stdout)
     check("verify after checkpoint names only the forked children",
           {l["pid"] for l in v.obj["leftovers"]} == set(forked), str(v.obj["leftovers"][:3]))
-    s = env.cs_json("checkpoint", "--strict")
+    s = env.cs_json("checkpoint", "--all", "--strict")
     check("checkpoint --strict with leftovers: nothing to do (already checkpointed) exit 0",
           s.returncode == 0, s.stderr[-300:])
     r = env.cs_json("restore")
@@ -177,7 +177,7 @@ def scenario_four(env, gib=2):
         pids += env.workload_proc(gib)[1]
     _, t = env.start([sys.executable, os.path.join(HERE, "torch_tree.py"), "--dir", env.dir, "--mib", "512"], 3)
     allp = pids + t
-    c = env.cs_json("checkpoint")
+    c = env.cs_json("checkpoint", "--all")
     print(c.stderr)
     check(f"checkpoint 4 x {gib} GiB + torch tree: exit 0", c.returncode == 0, c.stderr[-500:])
     if c.obj:
@@ -214,7 +214,7 @@ def scenario_lock_timeout(env):
     _, b = env.workload_proc(1, ["--kernel-ms", "5000"])
     time.sleep(1)
     t0 = time.monotonic()
-    c = env.cs_json("checkpoint", "--timeout", "1000")
+    c = env.cs_json("checkpoint", "--all", "--timeout", "1000")
     print(c.stderr)
     check("checkpoint behind a 5 s kernel with --timeout 1000: exit 1", c.returncode == 1,
           f"rc={c.returncode} wall={time.monotonic() - t0:.2f}")
@@ -236,7 +236,7 @@ def scenario_errors(env):
     check("--pid 1 (not CUDA, or not readable here): exit 2, says why",
           c.returncode == 2 and ("not a CUDA process" in c.stderr or "cannot read the process" in c.stderr),
           c.stderr[-300:])
-    c = env.cs("checkpoint")
+    c = env.cs("checkpoint", "--all")
     check("no CUDA process: exit 0, says so", c.returncode == 0 and "no CUDA process" in c.stderr, c.stderr[-200:])
 
 
@@ -246,7 +246,7 @@ def scenario_cycles(env, rounds=10):
     fds = by_pid(env.cs_json("ps").obj)[w[0]]["device_fds"]
     ok = True
     for i in range(rounds):
-        c, r = env.cs("checkpoint"), env.cs("restore")
+        c, r = env.cs("checkpoint", "--all"), env.cs("restore")
         ok &= c.returncode == 0 and r.returncode == 0
     after = by_pid(env.cs_json("ps").obj)[w[0]]
     check(f"{rounds} checkpoint/restore rounds: all exit 0, running, fds {fds} -> {after['device_fds']}",
@@ -258,7 +258,7 @@ def scenario_cycles(env, rounds=10):
 def scenario_lock_unlock(env):
     """lock / unlock: pause GPU work without moving memory."""
     _, w = env.workload_proc(1)
-    l = env.cs_json("lock")
+    l = env.cs_json("lock", "--all")
     check("lock: exit 0, locked", l.returncode == 0 and by_pid(env.cs_json("ps").obj)[w[0]]["state"] == "locked",
           l.stderr[-300:])
     u = env.cs_json("unlock")
@@ -272,11 +272,11 @@ def scenario_devmap_identity(env):
     _, w = env.workload_proc(1)
     uuid = sh("nvidia-smi --query-gpu=uuid --format=csv,noheader").stdout.split()[0]
     for form in (f"{uuid}={uuid}", "0=0"):
-        c = env.cs("checkpoint")
+        c = env.cs("checkpoint", "--all")
         r = env.cs("restore", "--device-map", form)
         check(f"restore --device-map {form}: exit 0", c.returncode == 0 and r.returncode == 0, r.stderr[-300:])
         data_ok(env, w, f"after identity map {form}")
-    c = env.cs("checkpoint")
+    c = env.cs("checkpoint", "--all")
     ghost = "GPU-00000000-1111-2222-3333-444444444444"
     r = env.cs_json("restore", "--device-map", f"{uuid}={ghost}")
     check("restore onto an unknown GPU: driver refuses (exit 1), process stays checkpointed",
@@ -408,7 +408,7 @@ def scenario_stopped(env, gib=4):
         check(f"checkpoint of the two others: exit 0 in {ck.wall:.3f} s", ck.returncode == 0, ck.stderr[-400:])
         rs = env.cs_json("restore", "--pid", str(b), "--pid", str(c))
         check(f"restore of the two others: exit 0 in {rs.wall:.3f} s", rs.returncode == 0, rs.stderr[-400:])
-        al = env.cs_json("checkpoint")
+        al = env.cs_json("checkpoint", "--all")
         print(al.stderr)
         check(f"checkpoint of all refused in {al.wall:.3f} s, exit 1, names {a} and kill -CONT",
               al.returncode == 1 and al.wall < 1 and f"process {a}" in al.stderr and "kill -CONT" in al.stderr
@@ -419,7 +419,7 @@ def scenario_stopped(env, gib=4):
         data_ok(env, pids, "three after the stopped-process checks")
 
         # SIGTERM while a checkpoint is blocked on a process stopped in the middle of it.
-        p = subprocess.Popen([env.cudasnap, "checkpoint"], env=dict(os.environ, CUDASNAP_STATE_DIR=env.state),
+        p = subprocess.Popen([env.cudasnap, "checkpoint", "--all"], env=dict(os.environ, CUDASNAP_STATE_DIR=env.state),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.4)
         os.kill(a, signal.SIGSTOP)

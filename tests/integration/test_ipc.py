@@ -5,9 +5,38 @@ and the cuda-checkpoint drop-in, unless told to go on (--allow-unrestorable),
 and then reports its restore as failed for good. The exporter alone
 round-trips, while its importer keeps reading its memory."""
 import os
+import time
 import unittest
 
-from harness import APP, Case
+from harness import APP, LIBCUDA, Case
+from test_hostile import Hostile
+
+# A CUDA process (the double's cuInit) that holds argv[2] CUDA IPC files of
+# its own, as an exporter with that many interprocess events does (a
+# torch.multiprocessing producer sharing many tensors): each created as
+# /dev/shm/cuda.shm.<uid>.<pid in hex>.<n>, mapped and held open; and
+# argv[3] more descriptors of /dev/null. With argv[4] a path, it also maps
+# that file without holding it: an importer.
+MANY_FILES = r"""
+import ctypes, mmap, os, sys, time
+assert ctypes.CDLL(sys.argv[1]).cuInit(0) == 0
+count, extra, imported = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+def mapped(path, create):
+    fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0), 0o600)
+    if create:
+        os.ftruncate(fd, mmap.PAGESIZE)
+    assert libc.mmap(None, mmap.PAGESIZE, 3, 0x01, fd, 0) not in (None, ctypes.c_void_p(-1).value)
+    return fd
+held = [mapped(f"/dev/shm/cuda.shm.{os.geteuid()}.{os.getpid():x}.{n}", True) for n in range(1, count + 1)]
+held += [os.open("/dev/null", os.O_RDONLY) for _ in range(extra)]
+if imported != "-":
+    os.close(mapped(imported, False))
+open(sys.argv[5], "w").close()
+time.sleep(600)
+"""
 
 MODE = "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE"
 TEXT = "it maps device memory that another process shares with it (CUDA IPC, {shm}): the driver"
@@ -46,10 +75,35 @@ class Ipc(Case):
         self.assertNotIn(f"process {self.exporter} (fakecuda-app) refused", r.err)
         self.assertNotIn(f"process {self.plain} (fakecuda-app) refused", r.err)
         self.assertIn("checkpoint refused; nothing was changed", r.err)
+        x, = r.obj["refused"]
+        self.assertEqual((x["pid"], x["comm"], x["code"]), (self.importer, "fakecuda-app", "ipc-import"), r)
+        self.assertTrue(x["text"].startswith(TEXT.format(shm=self.shm)), r)
+        self.assertIn("--allow-unrestorable", x["fix"])
         hint = r.obj["error"]["hint"]
         self.assertIn("--allow-unrestorable", hint)
         self.assertIn("CUDASNAP_ALLOW_UNRESTORABLE=1", hint)
         self.assertIn("exported the memory can be checkpointed alone", hint)
+        self.assertUntouched()
+
+    def test_json_lists_every_importer(self):
+        second, = self.start("--ipc-import", str(self.exporter), "--mem", "1")
+        for args in (("checkpoint", "--json"), ("checkpoint", "--json", "--pid", str(second), "--pid",
+                                                str(self.importer))):
+            with self.subTest(args=args):
+                r = self.cs(*args)
+                self.assertEqual((r.rc, r.obj["outcome"], r.obj["processes"]), (2, "error", []), r)
+                self.assertEqual(sorted((x["pid"], x["comm"], x["code"]) for x in r.obj["refused"]),
+                                 sorted([(self.importer, "fakecuda-app", "ipc-import"),
+                                         (second, "fakecuda-app", "ipc-import")]), r)
+                for x in r.obj["refused"]:
+                    self.assertTrue(x["text"].startswith(TEXT.format(shm=self.shm)), r)
+                    self.assertIn(f"process {x['pid']} (fakecuda-app) refused: {x['text']}", r.err)
+                    self.assertIn("--allow-unrestorable", x["fix"])
+        r = self.cs("checkpoint", "--json", "--pid", str(self.exporter))
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("refused", r.obj)
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertStates([second], "running")
         self.assertUntouched()
 
     def test_hook_refuses_the_importer(self):
@@ -105,7 +159,7 @@ class Ipc(Case):
                 self.assertEqual(sorted(p["pid"] for p in r.obj["processes"]), self.all)
                 self.assertStates(self.all, "checkpointed")
                 plan = self.cs("restore", "--dry-run", "--json")
-                self.assertEqual(plan.rc, 1, plan)
+                self.assertEqual((plan.rc, plan.obj["real_exit_status"]), (1, 1), plan)
                 entry, = [p for p in plan.obj["processes"] if p["pid"] == self.importer]
                 self.assertEqual(entry["verdict"], "refused", plan)
                 self.assertEqual([(x["code"], x["blocks"]) for x in entry["reasons"]], [("unrestorable", True)])
@@ -136,7 +190,7 @@ class Ipc(Case):
 
     def test_dry_run_names_ipc_import(self):
         r = self.cs("checkpoint", "--dry-run", "--json")
-        self.assertEqual((r.rc, r.obj["go"]), (1, False), r)
+        self.assertEqual((r.rc, r.obj["go"], r.obj["real_exit_status"]), (1, False, 2), r)
         procs = {p["pid"]: p for p in r.obj["processes"]}
         self.assertEqual({p: procs[p]["verdict"] for p in self.all},
                          {self.exporter: "ok", self.importer: "refused", self.plain: "ok"}, r)
@@ -147,7 +201,7 @@ class Ipc(Case):
         self.assertIn("! ipc-import:", r.err)
         self.assertEqual(self.cs("hook", "--dry-run", env={MODE: "save"}).rc, 1)
         r = self.cs("checkpoint", "--dry-run", "--json", "--allow-unrestorable")
-        self.assertEqual((r.rc, r.obj["go"]), (0, True), r)
+        self.assertEqual((r.rc, r.obj["go"], r.obj["real_exit_status"]), (0, True, 0), r)
         reason, = [p for p in r.obj["processes"] if p["pid"] == self.importer][0]["reasons"]
         self.assertEqual((reason["code"], reason["blocks"]), ("ipc-import", False), r)
         self.assertIn("(allowed by --allow-unrestorable: it would not come back)", reason["text"])
@@ -155,6 +209,44 @@ class Ipc(Case):
         self.assertEqual(r.rc, 0, r)
         self.assertFalse(os.path.exists(self.state))
         self.assertUntouched()
+
+
+class ManyFiles(Hostile):
+    """An exporter may hold any number of its own CUDA IPC files (the old
+    check looked at 16 and took the 17th for an import); a file is its own
+    when it holds a descriptor of that very file, whatever the count and
+    beside thousands of other descriptors."""
+
+    def files(self, pid):
+        return [f"/dev/shm/{f}" for f in os.listdir("/dev/shm") if f.startswith(f"cuda.shm.{os.geteuid()}.{pid:x}.")]
+
+    def many(self, count, extra=0, imported="-"):
+        pid = self.child(MANY_FILES, LIBCUDA, str(count), str(extra), imported)
+        for path in self.files(pid):
+            self.addCleanup(lambda p=path: os.path.exists(p) and os.unlink(p))
+        return pid
+
+    def test_exporter_of_many_files_is_no_importer(self):
+        exporter = self.many(40, extra=3000)
+        self.assertEqual(len(self.files(exporter)), 40)
+        importer = self.many(20, imported=sorted(self.files(exporter))[-1])
+        got = self.ps()[0]
+        self.assertEqual(got[exporter]["ipc_import"], None, got[exporter])
+        self.assertEqual(got[importer]["ipc_import"], sorted(self.files(exporter))[-1], got[importer])
+        t0 = time.monotonic()
+        r = self.cs("checkpoint", "--dry-run", "--json")
+        self.assertLess(time.monotonic() - t0, 10, r)
+        self.assertEqual((r.rc, r.obj["go"]), (1, False), r)
+        verdicts = {p["pid"]: (p["verdict"], [x["code"] for x in p["reasons"]]) for p in r.obj["processes"]}
+        self.assertEqual(verdicts, {exporter: ("ok", []), importer: ("refused", ["ipc-import"])}, r)
+        r = self.cs("checkpoint")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn(f"process {importer} (python3) refused: it maps device memory", r.err)
+        self.assertNotIn(f"process {exporter} (python3) refused", r.err)
+        self.assertEqual(self.cs("checkpoint", "--pid", str(exporter)).rc, 0)
+        self.assertStates([exporter], "checkpointed")
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertStates([exporter, importer], "running")
 
 
 if __name__ == "__main__":

@@ -92,6 +92,8 @@ class Refused(MemoryCase):
         self.assertEqual(r.rc, 2, r)
         self.assertEqual(r.obj["outcome"], "error", r)
         self.assertEqual(r.obj["processes"], [])
+        self.assertEqual([(x["pid"], x["comm"], x["code"]) for x in r.obj["refused"]],
+                         [(self.pid, "fakecuda-app", "memory")], r)
         room = self.assertRefusalNames(r.err, self.pid, self.cg, self.need, self.limit)
         self.assertLess(room * GIB, self.need)
         self.assertIn("checkpoint refused; nothing was changed", r.err)
@@ -100,6 +102,39 @@ class Refused(MemoryCase):
         self.assertIn("--ignore-memory", hint)
         self.assertIn("CUDASNAP_IGNORE_MEMORY=1", hint)
         self.assertUntouched()
+
+    def test_json_lists_every_refused_process(self):
+        """Two processes refused: the error names the first, the JSON's
+        refused lists both, each with its reason, text and fix; the dry run
+        says that the real command would exit with status 2."""
+        cg2 = self.cgroups.make("tight2")
+        second, = self.start_in(cg2, "--mem", str(self.MEM))
+        limit2 = cg2.set_room(40 * MIB)
+        for cmd in (("checkpoint", "--json"), ("hook", "--json")):
+            with self.subTest(cmd=cmd):
+                r = self.cs(*cmd, env={MODE: "save"})
+                self.assertEqual((r.rc, r.obj["outcome"], r.obj["exit_status"]), (2, "error", 2), r)
+                self.assertIn("(and 1 more reasons, above)", r.obj["error"]["message"])
+                got = {x["pid"]: x for x in r.obj["refused"]}
+                self.assertEqual(len(r.obj["refused"]), 2, r)
+                self.assertEqual(sorted(got), sorted([self.pid, second]), r)
+                for pid, cg, limit in ((self.pid, self.cg, self.limit), (second, cg2, limit2)):
+                    # Both use one GPU: each is bounded by the memory of both.
+                    x = got[pid]
+                    self.assertEqual((x["comm"], x["code"]), ("fakecuda-app", "memory"), r)
+                    self.assertRegex(x["text"], f"^it needs up to \\d+\\.\\d\\d GiB of host memory in cgroup "
+                                     f"{re.escape(cg.path)} .* of {re.escape(gib(limit))}$")
+                    self.assertIn(f"process {pid} (fakecuda-app) refused: {x['text']}", r.err)
+                    self.assertRegex(x["fix"], f"Raise memory\\.[a-z_.]+ of {re.escape(cg.path)} by at least")
+                    self.assertIn("--ignore-memory", x["fix"])
+        r, procs = self.plan()
+        self.assertEqual((r.rc, r.obj["exit_status"], r.obj["real_exit_status"]), (1, 1, 2), r)
+        self.assertIn("checkpoint would FAIL, with exit status 2", r.err)
+        r, procs = self.plan("--ignore-memory")
+        self.assertEqual((r.rc, r.obj["exit_status"], r.obj["real_exit_status"]), (0, 0, 0), r)
+        self.assertStates([self.pid, second], "running")
+        self.assertDataOk([self.pid, second])
+        self.assertNoManifest()
 
     def test_hook_save(self):
         r = self.cs("hook", env={MODE: "save"})
@@ -235,6 +270,7 @@ class DryRun(MemoryCase):
         need = host_need(64 * MIB)
         r, procs = self.plan()
         self.assertEqual((r.rc, r.obj["exit_status"], r.obj["go"], r.obj["dry_run"]), (1, 1, False, True), r)
+        self.assertEqual(r.obj["real_exit_status"], 2, r)
         e = procs[pid]
         self.assertEqual((e["verdict"], e["state"], e["target"]), ("refused", "running", True), r)
         mem = e["memory"]
@@ -266,6 +302,7 @@ class DryRun(MemoryCase):
         cg.set_room(512 * MIB)
         r, procs = self.plan()
         self.assertEqual((r.rc, r.obj["go"], procs[pid]["verdict"]), (0, True, "ok"), r)
+        self.assertEqual((r.obj["exit_status"], r.obj["real_exit_status"]), (0, 0), r)
         self.assertEqual(self.cs("hook", "--dry-run", env={MODE: "save"}).rc, 0)
         self.assertFalse(os.path.exists(self.state))
         self.assertStates([pid], "running")
@@ -387,6 +424,69 @@ class ExactFigures(MemoryCase):
             self.assertEqual(r.rc, 0, r)
         self.assertEqual([self.state_of(p) for p in pids], ["running"] * 2)
         self.assertDataOk(pids)
+
+
+class HostSelection(Case):
+    """In the initial PID namespace every CUDA process of the namespace is
+    every one of the node: a checkpoint or a lock without a selection is
+    refused before anything is done, and --all says it outright. Runs
+    without isolate.sh (integration-memory-host); whatever it runs without a
+    selection sees, through CUDASNAP_PROC_DIR, a /proc with this test's
+    process alone, so that a refusal that did not happen would act on no
+    other test's processes."""
+
+    def setUp(self):
+        super().setUp()
+        if not initial_pidns():
+            self.skipTest("needs the initial PID namespace: runs without isolate.sh (integration-memory-host)")
+
+    def only(self, pids):
+        """A /proc that shows pids alone (links to their real entries)."""
+        proc = os.path.join(self.tmp, "proc")
+        os.mkdir(proc)
+        for pid in pids:
+            os.symlink(f"/proc/{pid}", os.path.join(proc, str(pid)))
+        return {"CUDASNAP_PROC_DIR": proc}
+
+    def state_of(self, pid):
+        r = self.cc("--get-state", "--pid", pid)
+        self.assertEqual(r.rc, 0, r)
+        return r.out.strip()
+
+    def test_bare_checkpoint_and_lock_are_refused(self):
+        pid, = self.start("--mem", "1")
+        env = self.only([pid])
+        for args in (("checkpoint",), ("checkpoint", "--strict"), ("checkpoint", "--dry-run"), ("lock",),
+                     ("checkpoint", "--json"), ("checkpoint", "--dry-run", "--json"), ("lock", "--json")):
+            with self.subTest(args=args):
+                r = self.cs(*args, env=env)
+                self.assertEqual(r.rc, 2, r)
+                self.assertIn(f"error: {args[0]} without --pid, --tree or --cgroup would take every CUDA process "
+                              "of this node, every container's included: this is the host's PID namespace", r.err)
+                self.assertIn(f"pass --all to {args[0]} every CUDA process of the node", r.err)
+                self.assertNotIn("no CUDA process", r.err)
+                if "--json" in args:
+                    self.assertEqual((r.obj["outcome"], r.obj["exit_status"], r.obj["error"]["kind"]),
+                                     ("error", 2, "usage"), r)
+                    self.assertIn("--all", r.obj["error"]["hint"])
+                self.assertFalse(os.path.exists(self.state), "the state directory was created")
+                self.assertEqual(self.state_of(pid), "running")
+        r = self.cs("checkpoint", "--all", "--pid", str(pid), env=env)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("--all selects every CUDA process: it does not go with --pid, --tree or --cgroup", r.err)
+        # --all --dry-run says what a checkpoint of the node would do, changing nothing.
+        r = self.cs("checkpoint", "--all", "--dry-run", "--json", env=env)
+        self.assertEqual((r.rc, r.obj["go"], [p["pid"] for p in r.obj["processes"]]), (0, True, [pid]), r)
+        self.assertFalse(os.path.exists(self.state), "the state directory was created")
+        # A selection goes through as before.
+        for cmd, back, state in (("checkpoint", "restore", "checkpointed"), ("lock", "unlock", "locked")):
+            r = self.cs(cmd, "--pid", str(pid), env=env)
+            self.assertEqual(r.rc, 0, r)
+            self.assertEqual(self.state_of(pid), state)
+            r = self.cs(back, "--pid", str(pid), env=env)
+            self.assertEqual(r.rc, 0, r)
+            self.assertEqual(self.state_of(pid), "running")
+        self.assertDataOk([pid])
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ state directories and mount namespaces, and from the cuda-checkpoint
 drop-in), ps shows such processes busy without asking the driver, a holder
 that was SIGKILLed leaves its processes named with their recovery until
 they are recovered; absurd records and bad options change nothing."""
+import ctypes
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ import time
 import unittest
 
 from harness import APP, BIN, LIBNVML, Case
+from memcg import initial_pidns
 from test_hostile import sanitizer_preload
 
 # An NVML client that maps the library at once and initializes it later:
@@ -28,6 +30,37 @@ time.sleep(float(sys.argv[2]))
 assert nvml.nvmlInit_v2() == 0
 time.sleep(600)
 """
+
+
+# A process that takes an flock on a pidfd of argv[1], as any user may, and
+# says so in argv[2]; with argv[3] == "fork" the lock is kept by a child and
+# the locker exits, so that /proc/locks no longer names who holds it.
+HOLD_PIDFD = r"""
+import fcntl, os, sys, time
+fd = os.pidfd_open(int(sys.argv[1]))
+fcntl.flock(fd, fcntl.LOCK_EX)
+if sys.argv[3] == "fork" and os.fork():
+    os._exit(0)
+open(sys.argv[2] + "." + str(os.getpid()), "w").close()
+time.sleep(600)
+"""
+NOBODY = 65534
+PIDFS_MAGIC = 0x50494446
+
+
+def pidfs():
+    """Whether pidfds live on pidfs (Linux 6.9+), where a flock on one is a
+    lock on that process: the kernel's fstatfs type, as lib/claim.c checks."""
+    try:
+        fd = os.pidfd_open(os.getpid())
+    except (AttributeError, OSError):
+        return False
+    try:
+        buf = ctypes.create_string_buffer(512)
+        ok = ctypes.CDLL(None, use_errno=True).fstatfs(fd, buf) == 0
+        return ok and ctypes.c_long.from_buffer(buf).value == PIDFS_MAGIC
+    finally:
+        os.close(fd)
 
 
 class Held:
@@ -270,6 +303,10 @@ class Claims(Neighbours):
             row, = [l for l in r.out.splitlines() if l.split()[:1] == [str(pid)]]
             self.assertEqual(row.split()[4], "busy", row)
             self.assertIn(f"busy: {pid} (fakecuda-app) is held by another operation (pid {first.p.pid}, ", r.out)
+        # A plan says that the real command would be refused at once (2).
+        r = self.cs("checkpoint", "--dry-run", "--json", "--pid", str(pids[0]))
+        self.assertEqual((r.rc, r.obj["exit_status"], r.obj["real_exit_status"]), (1, 1, 2), r)
+        self.assertEqual([x["code"] for x in r.obj["processes"][0]["reasons"]], ["busy"], r)
         self.assertEqual(first.finish(), 0, first.err)
         self.assertEqual(self.cs("restore").rc, 0)
 
@@ -367,6 +404,120 @@ class Claims(Neighbours):
                 self.setUp()
 
 
+class PidfdLocks(Neighbours):
+    """Anyone may pidfd_open a process and flock it: only a privileged
+    holder (root, CAP_SYS_PTRACE in this user namespace, the process's
+    owner) keeps a claim off the process; an unprivileged one is named in a
+    warning and the command goes on."""
+
+    def setUp(self):
+        super().setUp()
+        if not pidfs():
+            self.skipTest("pidfds are not on pidfs here (Linux < 6.9): a flock on a pidfd is no claim")
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv")
+        # python3 as the system has it: pyenv's lives below /root, which nobody may not enter.
+        self.python = "/usr/bin/python3"
+        if not os.access(self.python, os.X_OK):
+            self.skipTest("needs /usr/bin/python3")
+        os.chmod(self.tmp, 0o755)
+        self.holders = os.path.join(self.tmp, "holders")
+        os.mkdir(self.holders)
+        os.chmod(self.holders, 0o777)
+
+    def hold(self, pid, wrap=(), fork=False):
+        """A holder of a lock on a pidfd of pid, run through wrap; its pid."""
+        log = os.path.join(self.tmp, "holder.err")
+        with open(log, "w") as err:
+            p = subprocess.Popen([*wrap, self.python, "-c", HOLD_PIDFD, str(pid),
+                                  os.path.join(self.holders, "held"), "fork" if fork else "-"],
+                                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
+        self.apps.append(p)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            held = [f for f in os.listdir(self.holders) if f.startswith("held.")]
+            if held:
+                os.unlink(os.path.join(self.holders, held[0]))
+                return int(held[0].split(".")[1])
+            if p.poll() is not None and not fork:
+                with open(log) as f:
+                    self.skipTest(f"the holder {wrap} could not start: {f.read()}")
+            time.sleep(0.02)
+        self.fail("the holder did not take its lock")
+
+    @staticmethod
+    def nobody(*caps):
+        return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                *(["--inh-caps=+" + ",+".join(caps), "--ambient-caps=+" + ",+".join(caps)] if caps else
+                  ["--inh-caps=-all"])]
+
+    def warned(self, r, pid, holder):
+        self.assertRegex(r.err, f"warning: process {pid} \\(fakecuda-app\\) is locked through a pidfd by pid "
+                         f"{holder}, 'python3 -c [^']*' \\(uid {NOBODY}\\), which is not privileged .* and so is "
+                         "not another cudasnap: that lock is ignored")
+
+    def test_unprivileged_holder_is_named_and_ignored(self):
+        for fork in (False, True):
+            with self.subTest(fork=fork):
+                pid, = self.start("--mem", "1")
+                holder = self.hold(pid, self.nobody(), fork=fork)
+                got = self.ps()[0]
+                self.assertEqual((got[pid]["state"], got[pid]["busy"]), ("running", None), got[pid])
+                r = self.cs("checkpoint", "--dry-run", "--pid", str(pid), "--json")
+                self.assertEqual((r.rc, r.obj["go"]), (0, True), r)
+                r = self.cs("checkpoint", "--pid", str(pid))
+                self.assertEqual(r.rc, 0, r)
+                self.warned(r, pid, holder)
+                self.assertStates([pid], "checkpointed")
+                r = self.cs("restore", "--pid", str(pid))
+                self.assertEqual(r.rc, 0, r)
+                self.warned(r, pid, holder)
+                self.assertStates([pid], "running")
+                # The drop-in too, there and back.
+                for _ in range(2):
+                    r = self.cc("--toggle", "--pid", pid)
+                    self.assertEqual((r.rc, r.out), (0, ""), r)
+                    self.assertIn(f"cuda-checkpoint: warning: process {pid} (fakecuda-app) is locked through a "
+                                  f"pidfd by pid {holder}, ", r.err)
+                self.assertDataOk([pid])
+                self.assertEqual(os.listdir(os.path.join(self.state, "claims")), [])
+                self.doCleanups()
+                self.setUp()
+
+    def test_root_of_another_user_namespace_is_not_privileged(self):
+        pid, = self.start("--mem", "1")
+        holder = self.hold(pid, [*self.nobody(), "unshare", "--user", "--map-root-user"])
+        with open(f"/proc/{holder}/status") as f:
+            self.assertIn("\nUid:\t65534\t65534", f.read())
+        r = self.cs("checkpoint", "--pid", str(pid))
+        self.assertEqual(r.rc, 0, r)
+        self.warned(r, pid, holder)
+        self.assertEqual(self.cs("restore", "--pid", str(pid)).rc, 0)
+        self.assertDataOk([pid])
+
+    def test_privileged_holder_still_blocks(self):
+        for who, wrap in (("root", ()), ("CAP_SYS_PTRACE", self.nobody("sys_ptrace")), ("owner", self.nobody())):
+            with self.subTest(who=who):
+                if who == "owner":  # a process of nobody's, which nobody holds
+                    os.chmod(self.ready, 0o777)
+                    for name in os.listdir(self.dev):
+                        os.chmod(os.path.join(self.dev, name), 0o666)
+                    pid, = self.start("--mem", "1", wrap=self.nobody())
+                else:
+                    pid, = self.start("--mem", "1")
+                holder = self.hold(pid, wrap)
+                for args in (("checkpoint", "--pid", str(pid)), ("restore", "--pid", str(pid))):
+                    r = self.cs(*args)
+                    self.assertEqual(r.rc, 2, r)
+                    self.assertIn(f"another cudasnap is running on process {pid} (fakecuda-app): pid {holder}, "
+                                  "'python3 -c ", r.err)
+                    self.assertNotIn("is not privileged", r.err)
+                got = self.ps()[0]
+                self.assertRegex(got[pid]["busy"] or "", f"^pid {holder}, 'python3 -c ", got[pid])
+                self.doCleanups()
+                self.setUp()
+
+
 class Limits(Neighbours):
     def test_huge_bytes_in_the_manifest(self):
         """A size no process can have counts as unknown, and the largest one
@@ -414,6 +565,32 @@ class Limits(Neighbours):
         self.settle([pid], "locked")
         self.assertEqual(self.cs("unlock").rc, 0)
         self.assertDataOk([pid])
+
+    def test_all_is_what_no_selection_means_here(self):
+        """Outside the initial PID namespace --all (checkpoint, lock) means
+        what no selection means; it goes with no selection, and restore and
+        unlock do not take it."""
+        if initial_pidns():
+            self.skipTest("acts on every CUDA process of its PID namespace: run it through isolate.sh")
+        pids = [self.start("--mem", "1")[0] for _ in range(2)]
+        monitor, = self.start("--nvml-only")
+        for cmd, back, state in (("checkpoint", "restore", "checkpointed"), ("lock", "unlock", "locked")):
+            with self.subTest(cmd=cmd):
+                r = self.cs(cmd, "--all", "--json")
+                self.assertEqual((r.rc, sorted(p["pid"] for p in r.obj["processes"])), (0, pids), r)
+                self.assertStates(pids, state)
+                self.assertStates([monitor], "running")
+                self.assertEqual(self.cs(back).rc, 0)
+        r = self.cs("checkpoint", "--all", "--dry-run", "--json")
+        self.assertEqual((r.rc, sorted(p["pid"] for p in r.obj["processes"] if p["verdict"] == "ok")), (0, pids), r)
+        for args in (("checkpoint", "--all", "--pid", str(pids[0])), ("lock", "--tree", str(pids[0]), "--all"),
+                     ("checkpoint", "--all", "--cgroup", "/"), ("restore", "--all"), ("unlock", "--all")):
+            with self.subTest(args=args):
+                r = self.cs(*args)
+                self.assertEqual(r.rc, 2, r)
+                self.assertIn("--help", r.err)
+        self.assertStates(pids + [monitor], "running")
+        self.assertDataOk(pids)
 
     def test_bad_cgroup_and_device_map_are_usage_errors(self):
         pid, = self.start("--mem", "1")

@@ -94,6 +94,10 @@ class Stopped(Case):
         self.assertEqual(r.obj["outcome"], "refused", r)
         self.assertEqual(r.obj["exit_status"], 1)
         self.assertTrue([p for p in r.obj["processes"] if p["pid"] == a][0]["halted"])
+        # The dry run says so: exit 1 of its own, and 1 for the real run.
+        r = self.cs("checkpoint", "--dry-run", "--json", timeout=10)
+        self.assertEqual((r.rc, r.obj["exit_status"], r.obj["real_exit_status"]), (1, 1, 1), r)
+        self.assertIn("checkpoint would FAIL, with exit status 1", r.err)
         self.resume(a)
         # restore and unlock: the stopped one is checkpointed / locked
         for setup, cmd, state in (("checkpoint", "restore", "checkpointed"), ("lock", "unlock", "locked")):

@@ -433,6 +433,36 @@ static void status_last_of_line(void **state)
 	expect_last("", "NSpid", -ENOENT, 0);
 }
 
+static void expect_nth(const char *buf, const char *key, int idx, int base, int ret, unsigned long long want)
+{
+	unsigned long long v = 999;
+	int r = cs_parse_status_nth(buf, key, idx, base, &v);
+	if (r != ret)
+		fail_msg("key \"%s\" #%d in \"%s\": got %d, want %d", key, idx, buf, r, ret);
+	assert_int_equal(v, r == 0 ? want : 999);
+}
+
+/* Uid lists the real, effective, saved and filesystem uids; CapEff is a
+ * hexadecimal mask. */
+static void status_nth_of_line(void **state)
+{
+	(void)state;
+	const char *text = "Name:\tx\nUid:\t1000\t0\t1000\t0\nCapEff:\t000001ffffffffff\n";
+	expect_nth(text, "Uid", 0, 10, 0, 1000);
+	expect_nth(text, "Uid", 1, 10, 0, 0);
+	expect_nth(text, "Uid", 3, 10, 0, 0);
+	expect_nth(text, "Uid", 4, 10, -EINVAL, 0);
+	expect_nth(text, "CapEff", 0, 16, 0, 0x1ffffffffffULL);
+	expect_nth(text, "CapEff", 1, 16, -EINVAL, 0);
+	expect_nth(text, "Gid", 0, 10, -ENOENT, 0);
+	expect_nth("Uid:\t-1\t0\n", "Uid", 0, 10, -EINVAL, 0);
+	expect_nth("Uid:\t+1\t0\n", "Uid", 0, 10, -EINVAL, 0);
+	expect_nth("Uid:\t0x10\n", "Uid", 0, 16, -EINVAL, 0);
+	expect_nth("Uid:\t1\n2\n", "Uid", 1, 10, -EINVAL, 0);
+	expect_nth("Uid:\t99999999999999999999999\n", "Uid", 0, 10, -EINVAL, 0);
+	expect_nth("Uid:", "Uid", 0, 10, -EINVAL, 0);
+}
+
 /* A fake /proc: process 500 has threads 500 and 507; 507 is 3 inside the
  * process's own PID namespace. The driver may name a thread either way. */
 static void thread_here(void **state)
@@ -516,6 +546,37 @@ static void maps_lines(void **state)
 	expect_map("0-0 - - - - x", 0, 0, "x");
 	expect_map("ffffffffffffffff-ffffffffffffffff r 0 0 0", ULONG_MAX, ULONG_MAX, "");
 	expect_map("0000000000000000000001-2 r 0 0 0 /a", 1, 2, "/a");
+}
+
+static void expect_map_id(const char *line, bool has_id, unsigned long maj, unsigned long min, unsigned long long ino)
+{
+	cs_map_entry m;
+	assert_int_equal(parse_map(line, &m), 0);
+	if (m.has_id != has_id)
+		fail_msg("\"%s\": has_id %d, want %d", line, m.has_id, has_id);
+	if (has_id && (m.dev_major != maj || m.dev_minor != min || m.ino != ino))
+		fail_msg("\"%s\": %lx:%lx %llu, want %lx:%lx %llu", line, m.dev_major, m.dev_minor, m.ino, maj, min,
+			 ino);
+}
+
+/* The mapped file's identity: device numbers in hex, the inode in decimal
+ * (lib/ipc.c compares it with a stat of each fd). A line whose fields do not
+ * read so still parses, without an identity. */
+static void maps_file_id(void **state)
+{
+	(void)state;
+	expect_map_id("7f0000000000-7f0000001000 rw-s 00000000 00:1a 3187 /dev/shm/cuda.shm.0.2d9.1", true, 0, 0x1a,
+		      3187);
+	expect_map_id("7f0000000000-7f0000001000 rw-s 00000000 103:2f 18446744073709551615 /x", true, 0x103, 0x2f,
+		      18446744073709551615ULL);
+	expect_map_id("7f3c8e000000-7f3c8e021000 rw-p 00000000 00:00 0", true, 0, 0, 0);
+	expect_map_id("7f3c8e000000-7f3c8e021000 rw-p 00000000 00:00 0   [heap]", true, 0, 0, 0);
+	expect_map_id("0-0 - - - - x", false, 0, 0, 0);
+	expect_map_id("0-0 r 0 00:00 18446744073709551616 /x", false, 0, 0, 0);
+	expect_map_id("0-0 r 0 00:00 12a /x", false, 0, 0, 0);
+	expect_map_id("0-0 r 0 00-00 12 /x", false, 0, 0, 0);
+	expect_map_id("0-0 r 0 00:00:00 12 /x", false, 0, 0, 0);
+	expect_map_id("0-0 r 0 0A:00 12 /x", false, 0, 0, 0);
 }
 
 static void maps_malformed(void **state)
@@ -735,9 +796,11 @@ int main(void)
 		cmocka_unit_test(status_fields),
 		cmocka_unit_test(status_odd_text),
 		cmocka_unit_test(status_last_of_line),
+		cmocka_unit_test(status_nth_of_line),
 		cmocka_unit_test(thread_here),
 		cmocka_unit_test(maps_lines),
 		cmocka_unit_test(maps_malformed),
+		cmocka_unit_test(maps_file_id),
 		cmocka_unit_test(device_paths),
 		cmocka_unit_test(library_paths),
 		cmocka_unit_test(environ_lookup),
