@@ -157,6 +157,19 @@ static size_t how_many_fit(unsigned long long *needs, size_t m, long long room)
 	return k;
 }
 
+/* What happens to a process whose copy does not fit under the limit that
+ * decides. Over memory.high the kernel does not kill: it reclaims and
+ * throttles the process, measured on the H200 (a checkpoint of 2 GiB under
+ * memory.high of 1.5 GiB, no memory.max) until it stood still, still in its
+ * checkpoint after 30 s and wedged 9 minutes later. */
+static const char *over_limit(const char *which)
+{
+	return strcmp(which, "memory.high") == 0 ?
+		"the kernel throttles it to a standstill when it does not fit under memory.high: it is not "
+		"killed, but stays wedged in its checkpoint" :
+		"the kernel kills it when it does not fit";
+}
+
 static void refuse(cs_fit *f, size_t n, const cs_memcg_node *node, unsigned long long sum, size_t members,
 		   long long room, const char *which, long long limit, size_t fit)
 {
@@ -185,10 +198,9 @@ static void refuse(cs_fit *f, size_t n, const cs_memcg_node *node, unsigned long
 			 (double)(room > 0 ? room : 0) / GIB, which, (double)limit / GIB);
 		snprintf(x->fix, sizeof(x->fix),
 			 "Raise %s of %.*s by at least %.2f GiB (to %.2f GiB or more), or free memory in that cgroup%s. The "
-			 "checkpoint's copy is charged to the process's own cgroup, and the kernel kills it when it does "
-			 "not fit.",
+			 "checkpoint's copy is charged to the process's own cgroup, and %s.",
 			 which, plen, path, (double)(sum - (unsigned long long)(room > 0 ? room : 0)) / GIB,
-			 (double)(limit + (long long)sum - room) / GIB, fewer);
+			 (double)(limit + (long long)sum - room) / GIB, fewer, over_limit(which));
 	}
 }
 
@@ -272,8 +284,8 @@ static void judge_unread(cs_fit *x)
 		 "Run cudasnap where it sees the whole cgroup chain: in the host's cgroup namespace (on the host, or "
 		 "in a pod with hostPID and CAP_SYS_ADMIN, which lets it enter that namespace). Or check by hand that "
 		 "the cgroups above have room for the copy of its GPU memory, and then --ignore-memory "
-		 "(CUDASNAP_IGNORE_MEMORY=1) skips this check. A copy that does not fit gets the process OOM-killed, "
-		 "and its GPU memory is lost.");
+		 "(CUDASNAP_IGNORE_MEMORY=1) skips this check. A copy that does not fit gets the process OOM-killed "
+		 "(or, under memory.high, throttled until it stands still), and its GPU memory is lost.");
 }
 
 size_t cs_fit_judge(cs_fit *f, size_t n, const cs_fit_env *env, size_t *unknown)

@@ -1128,6 +1128,30 @@ static void unseen_limits(void **state)
 	assert_int_equal(x.room, CS_ROOM_KNOWN);
 }
 
+/* Over memory.high the kernel throttles a process until it stands still
+ * (measured on the H200): the fix says so, not that it kills. */
+static void memory_high_words(void **state)
+{
+	fixture *f = *state;
+	proc_says(f, "0::/h\n");
+	cg_write(f, "v2/h", "memory.current", "10485760\n");
+	cg_write(f, "v2/h", "memory.high", "104857600\n");
+	cg_write(f, "v2/h", "memory.max", "max\n");
+	cs_fit x = fit_of(f, PID, 128 * MIB);
+	assert_int_equal(judge(&x, 1), 1);
+	assert_non_null(strstr(x.why, "under its memory.high of 0.10 GiB"));
+	assert_non_null(strstr(x.fix, "Raise memory.high of /h"));
+	assert_non_null(strstr(x.fix, "throttles it to a standstill"));
+	assert_null(strstr(x.fix, "kills"));
+	/* memory.max deciding: killed. */
+	cg_write(f, "v2/h", "memory.high", "max\n");
+	cg_write(f, "v2/h", "memory.max", "104857600\n");
+	x = fit_of(f, PID, 128 * MIB);
+	assert_int_equal(judge(&x, 1), 1);
+	assert_non_null(strstr(x.fix, "the kernel kills it when it does not fit"));
+	assert_null(strstr(x.fix, "standstill"));
+}
+
 /* ---- a real cgroup ------------------------------------------------------ */
 
 static bool write_text(const char *dir, const char *name, const char *text)
@@ -1368,6 +1392,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(reread_by_identity, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(siblings_long_prefix, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(unseen_limits, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(memory_high_words, tree_setup, tree_teardown),
 		cmocka_unit_test(real_v1_cgroup),
 		cmocka_unit_test(real_cgroup_namespace),
 	};
