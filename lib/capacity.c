@@ -32,7 +32,9 @@ void cs_fit_env_read(cs_fit_env *env, bool host_pidns)
 }
 
 /* NVML names processes by their PIDs in the initial PID namespace: only
- * there is its figure for one process this namespace's. */
+ * there is its figure for one process this namespace's. A process NVML
+ * lists without a figure stays unknown here, to be bounded as one NVML
+ * cannot name (bounded_bytes): it holds GPU memory, how much is not said. */
 static void exact_bytes(cs_fit *f, size_t n, const cs_fit_env *env)
 {
 	if (!env->host_pidns)
@@ -41,13 +43,18 @@ static void exact_bytes(cs_fit *f, size_t n, const cs_fit_env *env)
 	size_t count = 0;
 	bool all = cs_nvml_proc_list(&procs, &count);
 	for (size_t i = 0; i < n; i++) {
-		for (size_t k = 0; k < count; k++)
-			if (procs[k].pid == f[i].pid) {
+		bool listed = false;
+		for (size_t k = 0; k < count; k++) {
+			if (procs[k].pid != f[i].pid)
+				continue;
+			listed = true;
+			if (!procs[k].unknown) {
 				f[i].gpu = procs[k].bytes;
 				f[i].known = CS_GPU_EXACT;
 			}
+		}
 		/* Not listed while NVML answered for every GPU: no GPU memory. */
-		if (all && f[i].known == CS_GPU_UNKNOWN)
+		if (all && !listed && f[i].known == CS_GPU_UNKNOWN)
 			f[i].known = CS_GPU_EXACT;
 	}
 }

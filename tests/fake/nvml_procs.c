@@ -22,6 +22,7 @@
 struct scan {
 	const char *uuid;
 	unsigned long long context; /* bytes of a context */
+	int na; /* FAKECUDA_NVML_PROC_NA=1: each process listed without its figure */
 	nvmlProcessInfo_t *infos;
 	unsigned int cap;
 	unsigned int found; /* also those beyond cap */
@@ -44,8 +45,10 @@ static void scan_one(int pid, struct scan *s)
 	    fc_find_restore_tid(pid) == 0)
 		return;
 	unsigned long long bytes = (unsigned long long)m.bytes + s->context;
+	/* NVML_VALUE_NOT_AVAILABLE, as NVML lists a process whose figure it
+	 * cannot give (the GPU's used memory still counts it). */
 	if (s->found < s->cap)
-		s->infos[s->found] = (nvmlProcessInfo_t){ (unsigned int)pid, bytes, NOT_AVAILABLE,
+		s->infos[s->found] = (nvmlProcessInfo_t){ (unsigned int)pid, s->na ? ~0ULL : bytes, NOT_AVAILABLE,
 							  NOT_AVAILABLE };
 	s->found++;
 	s->used += bytes;
@@ -68,7 +71,7 @@ static void scan_all(struct scan *s)
 
 unsigned long long fc_nvml_used(nvmlDevice_t device)
 {
-	struct scan s = { device->uuid, mib_setting("FAKECUDA_CONTEXT_MIB"), NULL, 0, 0, 0 };
+	struct scan s = { device->uuid, mib_setting("FAKECUDA_CONTEXT_MIB"), 0, NULL, 0, 0, 0 };
 	scan_all(&s);
 	return s.used;
 }
@@ -98,7 +101,10 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (!in_host_pidns())
 		return NVML_ERROR_NOT_SUPPORTED;
-	struct scan s = { device->uuid, mib_setting("FAKECUDA_CONTEXT_MIB"), infos, *count, 0, 0 };
+	char na[8];
+	const char *v = fc_setting("FAKECUDA_NVML_PROC_NA", na, sizeof(na));
+	struct scan s = { device->uuid, mib_setting("FAKECUDA_CONTEXT_MIB"), v && strcmp(v, "1") == 0, infos, *count,
+			  0, 0 };
 	scan_all(&s);
 	nvmlReturn_t rc = s.found > *count ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 	*count = s.found;

@@ -563,6 +563,29 @@ class ExactFigures(MemoryCase):
         self.assertEqual([self.state_of(p) for p in pids], ["running"] * 2)
         self.assertDataOk(pids)
 
+    def test_a_process_listed_without_a_figure_is_bounded(self):
+        """NVML lists the process with NVML_VALUE_NOT_AVAILABLE as its used
+        memory: it holds GPU memory, bounded by the use of the GPUs it uses,
+        never counted as 0 (which let its checkpoint into the OOM killer)."""
+        cg = self.cgroups.make("na")
+        pid, = self.start_in(cg, "--mem", "64")
+        limit = cg.set_room(40 * MIB)
+        ooms = cg.oom_kills()
+        env = {"FAKECUDA_NVML_PROC_NA": "1"}
+        r = self.cs("checkpoint", "--pid", str(pid), "--dry-run", "--json", env=env)
+        self.assertEqual(r.rc, 1, r)
+        mem = {p["pid"]: p for p in r.obj["processes"]}[pid]["memory"]
+        self.assertEqual(mem["gpu_bytes_known"], "at-most", r)
+        self.assertGreaterEqual(mem["gpu_bytes"], (64 + self.CONTEXT_MIB) * MIB, r)
+        r = self.cs("checkpoint", "--pid", str(pid), env=env)
+        self.assertEqual(r.rc, 2, r)
+        # The bound counts every process on the GPU, other tests' too: only its shape is certain.
+        self.assertRegex(r.err, f"process {pid} \\(fakecuda-app\\) refused: it needs up to \\d+\\.\\d\\d GiB of host "
+                         f"memory in cgroup {re.escape(cg.path)} .* under its [a-z_.]+ of {re.escape(gib(limit))}")
+        self.assertEqual(self.state_of(pid), "running")
+        self.assertDataOk([pid])
+        self.assertEqual(cg.oom_kills(), ooms)
+
 
 if __name__ == "__main__":
     assert APP, "FAKE_APP is not set"
