@@ -35,12 +35,12 @@ typedef struct room_reply {
 	size_t n, refused;
 	int rc; /* 0, or <0 when the check could not be made (message says why) */
 	char message[512];
-	cs_room room[];
+	cs_gpu_room room[];
 } room_reply;
 
 static size_t reply_size(size_t n)
 {
-	return sizeof(room_reply) + n * sizeof(cs_room);
+	return sizeof(room_reply) + n * sizeof(cs_gpu_room);
 }
 
 /* The map the restore will use: the settings', else the one that puts the
@@ -126,11 +126,11 @@ int restore_room_check(void)
 		return -1;
 	}
 	for (size_t i = 0; i < r->n; i++) {
-		const cs_room *x = &r->room[i];
-		if (x->verdict == CS_ROOM_UNKNOWN)
+		const cs_gpu_room *x = &r->room[i];
+		if (x->verdict == CS_GPU_ROOM_UNKNOWN)
 			plog(CS_CRIU_LOG_WARN, "process %s (pid %d in its namespace): not checked: %s", m->e[i].comm,
 			     (int)(m->e[i].nspid ? m->e[i].nspid : m->e[i].pid), x->why);
-		if (x->verdict == CS_ROOM_SHORT || x->verdict == CS_ROOM_ABSENT)
+		if (x->verdict == CS_GPU_SHORT || x->verdict == CS_GPU_ABSENT)
 			plog(CS_CRIU_LOG_ERROR, "process %s (pid %d in its namespace) cannot be restored here: %s. %s",
 			     m->e[i].comm, (int)(m->e[i].nspid ? m->e[i].nspid : m->e[i].pid), x->why, x->fix);
 	}

@@ -32,7 +32,9 @@ void cs_fit_env_read(cs_fit_env *env, bool host_pidns)
 }
 
 /* NVML names processes by their PIDs in the initial PID namespace: only
- * there is its figure for one process this namespace's. */
+ * there is its figure for one process this namespace's. A process NVML
+ * lists without a figure stays unknown here, to be bounded as one NVML
+ * cannot name (bounded_bytes): it holds GPU memory, how much is not said. */
 static void exact_bytes(cs_fit *f, size_t n, const cs_fit_env *env)
 {
 	if (!env->host_pidns)
@@ -41,13 +43,18 @@ static void exact_bytes(cs_fit *f, size_t n, const cs_fit_env *env)
 	size_t count = 0;
 	bool all = cs_nvml_proc_list(&procs, &count);
 	for (size_t i = 0; i < n; i++) {
-		for (size_t k = 0; k < count; k++)
-			if (procs[k].pid == f[i].pid) {
+		bool listed = false;
+		for (size_t k = 0; k < count; k++) {
+			if (procs[k].pid != f[i].pid)
+				continue;
+			listed = true;
+			if (!procs[k].unknown) {
 				f[i].gpu = procs[k].bytes;
 				f[i].known = CS_GPU_EXACT;
 			}
+		}
 		/* Not listed while NVML answered for every GPU: no GPU memory. */
-		if (all && f[i].known == CS_GPU_UNKNOWN)
+		if (all && !listed && f[i].known == CS_GPU_UNKNOWN)
 			f[i].known = CS_GPU_EXACT;
 	}
 }
@@ -134,18 +141,10 @@ void cs_fit_measure(cs_fit *f, size_t n, const cs_proc *const *procs, cs_fit_env
 	}
 }
 
-static bool same_node(const cs_memcg_node *a, const cs_memcg_node *b)
-{
-	return a->version == b->version && strcmp(a->path, b->path) == 0;
-}
-
 /* The node of f's chain that is the same cgroup as node, or NULL. */
 static const cs_memcg_node *node_in(const cs_fit *f, const cs_memcg_node *node)
 {
-	for (size_t k = 0; k < f->cg.n; k++)
-		if (same_node(&f->cg.node[k], node))
-			return &f->cg.node[k];
-	return NULL;
+	return cs_memcg_find(&f->cg, node);
 }
 
 static int by_need(const void *a, const void *b)
@@ -165,6 +164,19 @@ static size_t how_many_fit(unsigned long long *needs, size_t m, long long room)
 	return k;
 }
 
+/* What happens to a process whose copy does not fit under the limit that
+ * decides. Over memory.high the kernel does not kill: it reclaims and
+ * throttles the process, measured on the H200 (a checkpoint of 2 GiB under
+ * memory.high of 1.5 GiB, no memory.max) until it stood still, still in its
+ * checkpoint after 30 s and wedged 9 minutes later. */
+static const char *over_limit(const char *which)
+{
+	return strcmp(which, "memory.high") == 0 ?
+		"the kernel throttles it to a standstill when it does not fit under memory.high: it is not "
+		"killed, but stays wedged in its checkpoint" :
+		"the kernel kills it when it does not fit";
+}
+
 static void refuse(cs_fit *f, size_t n, const cs_memcg_node *node, unsigned long long sum, size_t members,
 		   long long room, const char *which, long long limit, size_t fit)
 {
@@ -174,25 +186,28 @@ static void refuse(cs_fit *f, size_t n, const cs_memcg_node *node, unsigned long
 			 fit, members);
 	for (size_t i = 0; i < n; i++) {
 		cs_fit *x = &f[i];
-		if (x->refused || !x->known || !node_in(x, node))
+		const cs_memcg_node *mine = x->refused || !x->known ? NULL : node_in(x, node);
+		if (!mine)
 			continue;
 		x->refused = true;
+		/* The cgroup as this process's own chain names it. */
+		int plen = (int)mine->len;
+		const char *path = x->cg.path;
 		char with[96] = "";
 		if (members > 1)
 			snprintf(with, sizeof(with), "; with the %zu other process%s of that cgroup %.2f GiB",
 				 members - 1, members == 2 ? "" : "es", (double)sum / GIB);
 		snprintf(x->why, sizeof(x->why),
-			 "needs %s%.2f GiB of host memory in cgroup %.200s (%.2f GiB of GPU memory%s, plus the driver's "
+			 "needs %s%.2f GiB of host memory in cgroup %.*s (%.2f GiB of GPU memory%s, plus the driver's "
 			 "own)%s; the cgroup has %.2f GiB left under its %s of %.2f GiB",
-			 x->known == CS_GPU_AT_MOST ? "up to " : "", (double)x->need / GIB, node->path,
+			 x->known == CS_GPU_AT_MOST ? "up to " : "", (double)x->need / GIB, plen, path,
 			 (double)x->gpu / GIB, x->known == CS_GPU_AT_MOST ? " in use on the GPUs it uses" : "", with,
 			 (double)(room > 0 ? room : 0) / GIB, which, (double)limit / GIB);
 		snprintf(x->fix, sizeof(x->fix),
-			 "Raise %s of %.200s by at least %.2f GiB (to %.2f GiB or more), or free memory in that cgroup%s. The "
-			 "checkpoint's copy is charged to the process's own cgroup, and the kernel kills it when it "
-			 "does not fit.",
-			 which, node->path, (double)(sum - (unsigned long long)(room > 0 ? room : 0)) / GIB,
-			 (double)(limit + (long long)sum - room) / GIB, fewer);
+			 "Raise %s of %.*s by at least %.2f GiB (to %.2f GiB or more), or free memory in that cgroup%s. The "
+			 "checkpoint's copy is charged to the process's own cgroup, and %s.",
+			 which, plen, path, (double)(sum - (unsigned long long)(room > 0 ? room : 0)) / GIB,
+			 (double)(limit + (long long)sum - room) / GIB, fewer, over_limit(which));
 	}
 }
 
@@ -245,17 +260,53 @@ static void judge_available(cs_fit *f, size_t n, const cs_fit_env *env)
 	}
 }
 
+/* A chain read in part is judged by the limits it shows; one that shows
+ * none, where one may exist above what could be read, cannot be judged:
+ * "no limit" would send the process into an OOM kill it never saw coming. */
+static void judge_unread(cs_fit *x)
+{
+	long long room = -1, limit = -1;
+	const char *which = NULL;
+	bool limited = cs_fit_tightest(x, &room, &limit, &which) != NULL;
+	x->room = x->cg.seen == CS_MEMCG_UNREAD ? CS_ROOM_UNKNOWN :
+		x->cg.seen != CS_MEMCG_PART     ? CS_ROOM_KNOWN :
+		limited                         ? CS_ROOM_PART :
+						  CS_ROOM_UNKNOWN;
+	if (x->room != CS_ROOM_UNKNOWN || x->refused)
+		return;
+	char need[64] = "an unknown amount of";
+	if (x->known)
+		snprintf(need, sizeof(need), "%s%.2f GiB of", x->known == CS_GPU_AT_MOST ? "up to " : "",
+			 (double)x->need / GIB);
+	const char *problem = x->cg.problem[0] ? x->cg.problem : "nothing of it can be read";
+	if (x->cg.seen == CS_MEMCG_PART && x->cg.n)
+		snprintf(x->why, sizeof(x->why),
+			 "needs %s host memory in its memory cgroup %s, with no limit up to %.*s; %s", need, x->cg.path,
+			 (int)x->cg.node[x->cg.n - 1].len, x->cg.path, problem);
+	else
+		snprintf(x->why, sizeof(x->why),
+			 "needs %s host memory in its memory cgroup %s, and none of its memory cgroups can be read here: %s",
+			 need, x->cg.path[0] ? x->cg.path : "(unknown)", problem);
+	snprintf(x->fix, sizeof(x->fix),
+		 "Run cudasnap where it sees the whole cgroup chain: in the host's cgroup namespace (on the host, or "
+		 "in a pod with hostPID and CAP_SYS_ADMIN, which lets it enter that namespace). Or check by hand that "
+		 "the cgroups above have room for the copy of its GPU memory, and then --ignore-memory "
+		 "(CUDASNAP_IGNORE_MEMORY=1) skips this check. A copy that does not fit gets the process OOM-killed "
+		 "(or, under memory.high, throttled until it stands still), and its GPU memory is lost.");
+}
+
 size_t cs_fit_judge(cs_fit *f, size_t n, const cs_fit_env *env, size_t *unknown)
 {
 	judge_cgroups(f, n, env);
 	judge_available(f, n, env);
-	size_t refused = 0;
+	size_t stopped = 0;
 	*unknown = 0;
 	for (size_t i = 0; i < n; i++) {
-		refused += f[i].refused;
+		judge_unread(&f[i]);
+		stopped += f[i].refused || (f[i].known && f[i].room == CS_ROOM_UNKNOWN);
 		*unknown += !f[i].known;
 	}
-	return refused;
+	return stopped;
 }
 
 const cs_memcg_node *cs_fit_tightest(const cs_fit *f, long long *room, long long *limit, const char **which)

@@ -26,6 +26,13 @@ typedef enum cs_gpu_known {
  * memory (as NVML counts it, its context included) charges to its cgroup. */
 unsigned long long cs_checkpoint_host_need(unsigned long long gpu);
 
+/* How much of the room in a process's memory cgroups is known. */
+typedef enum cs_room {
+	CS_ROOM_KNOWN = 0, /* every cgroup of its chain was read, or it has none */
+	CS_ROOM_PART, /* judged by the limits of the part of its chain that could be read; those above could not */
+	CS_ROOM_UNKNOWN, /* no limit of its chain could be read, and one may exist above what was read */
+} cs_room;
+
 /* One process of a checkpoint, as the check sees it. */
 typedef struct cs_fit {
 	pid_t pid;
@@ -35,9 +42,12 @@ typedef struct cs_fit {
 	unsigned long long need; /* host memory its checkpoint charges */
 	uint64_t seen; /* CS_GPU_AT_MOST: the GPUs it uses (bit = NVML index), whose use bounds its own */
 	cs_memcg cg; /* its memory cgroup chain before anything changed */
+	int room; /* cs_room, set by cs_fit_judge */
 	bool refused;
-	char why[640]; /* why it does not fit: the cgroup, the bytes, the room, the limit */
-	char fix[640]; /* what to do */
+	/* Refused: why it does not fit (the cgroup, the bytes, the room, the
+	 * limit); else with CS_ROOM_UNKNOWN, what could not be read. */
+	char why[1536];
+	char fix[1536]; /* what to do */
 } cs_fit;
 
 /* What cs_fit_measure needs to know of the machine. */
@@ -61,17 +71,22 @@ void cs_fit_env_read(cs_fit_env *env, bool host_pidns);
 void cs_fit_measure(cs_fit *f, size_t n, const cs_proc *const *procs, cs_fit_env *env);
 
 /* The node of f's chain with the least room under a limit (NULL when none
- * has a limit), with that room, the limit and its file. */
+ * has a limit), with that room, the limit and its file. Its path is the
+ * first n->len bytes of f->cg.path. */
 const cs_memcg_node *cs_fit_tightest(const cs_fit *f, long long *room, long long *limit, const char **which);
 
-/* Judges the set: in every cgroup of any chain that has a limit, the needs
- * of the processes under it add up, and so they do in MemAvailable (where
+/* Judges the set: in every cgroup of any chain that has a limit (one
+ * cgroup, however the chains name it, is one directory), the needs of the
+ * processes under it add up, and so they do in MemAvailable (where
  * processes are known only by the use of the GPUs they see, a group counts
- * each GPU once). Marks
- * the entries that do not fit (why, fix). A bound that does not fit refuses
- * too: nothing is said to fit unless it is known to. Entries whose memory
- * is unknown are neither refused nor counted; *unknown says how many. Returns
- * how many are refused. */
+ * each GPU once). Marks the entries that do not fit (refused, why, fix). A
+ * bound that does not fit refuses too: nothing is said to fit unless it is
+ * known to. Sets each entry's room: an entry whose chain could not be read
+ * whole is judged by the limits that could be read (CS_ROOM_PART), and one
+ * with no limit read where one may exist gets CS_ROOM_UNKNOWN (why, fix).
+ * Entries whose memory is unknown are neither refused nor counted;
+ * *unknown says how many. Returns how many cannot go ahead: refused, or of
+ * known memory with CS_ROOM_UNKNOWN. */
 size_t cs_fit_judge(cs_fit *f, size_t n, const cs_fit_env *env, size_t *unknown);
 
 #endif

@@ -397,15 +397,17 @@ static bool checkpointable(const cs_proc *p)
 
 static void memory_line(cs_doctor_report *r, const cs_fit *f)
 {
-	char who[96], room[320] = "no memory cgroup limit";
+	char who[96], room[PATH_MAX + 128] = "no memory cgroup limit";
 	snprintf(who, sizeof(who), "pid %d (%s)", (int)f->pid, f->comm);
 	long long left = -1, limit = -1;
 	const char *which = NULL;
 	const cs_memcg_node *n = cs_fit_tightest(f, &left, &limit, &which);
 	if (n)
-		snprintf(room, sizeof(room), "cgroup %.200s has %.2f GiB left under its %s of %.2f GiB", n->path,
-			 (double)left / GIB, which, (double)limit / GIB);
-	if (f->refused)
+		snprintf(room, sizeof(room), "cgroup %.*s has %.2f GiB left under its %s of %.2f GiB", (int)n->len,
+			 f->cg.path, (double)left / GIB, which, (double)limit / GIB);
+	else if (f->room == CS_ROOM_UNKNOWN)
+		snprintf(room, sizeof(room), "no limit of its memory cgroups can be read here");
+	if (f->refused || (f->known && f->room == CS_ROOM_UNKNOWN))
 		cs_doctor_add(r, "host-memory", FAIL, f->pid, f->fix, "%s: its checkpoint %s", who, f->why);
 	else if (!f->known)
 		cs_doctor_add(r, "host-memory", WARN, f->pid,
@@ -415,10 +417,15 @@ static void memory_line(cs_doctor_report *r, const cs_fit *f)
 			      "its checkpoint fits in host memory is not known; %s",
 			      who, room);
 	else
-		cs_doctor_add(r, "host-memory", PASS, f->pid, NULL,
-			      "%s: its checkpoint needs %s%.2f GiB of host memory (%.2f GiB of GPU memory); %s", who,
-			      f->known == CS_GPU_AT_MOST ? "up to " : "", (double)f->need / GIB, (double)f->gpu / GIB,
-			      room);
+		cs_doctor_add(r, "host-memory", f->room == CS_ROOM_PART ? WARN : PASS, f->pid,
+			      f->room == CS_ROOM_PART ?
+				      "Run cudasnap in the host's cgroup namespace to read the cgroups "
+				      "above as well." :
+				      NULL,
+			      "%s: its checkpoint needs %s%.2f GiB of host memory (%.2f GiB of GPU memory); %s%s%s",
+			      who, f->known == CS_GPU_AT_MOST ? "up to " : "", (double)f->need / GIB,
+			      (double)f->gpu / GIB, room, f->room == CS_ROOM_PART ? "; not read: " : "",
+			      f->room == CS_ROOM_PART ? f->cg.problem : "");
 }
 
 /* Each process against its own cgroup chain, and all of them together
@@ -462,7 +469,7 @@ static int check_memory(cs_doctor_report *r, const cs_ptable *t)
 		      "a checkpoint of the %zu CUDA process%s here would need %.2f GiB of host memory%s; MemAvailable "
 		      "%s%s",
 		      n, n == 1 ? "" : "es", (double)total / GIB, unknown ? " (some unknown)" : "", avail,
-		      refused ? "; it would not fit" : "");
+		      refused ? "; it would not fit, or cannot be judged here" : "");
 	return 0;
 }
 

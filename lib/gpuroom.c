@@ -183,7 +183,7 @@ typedef struct gpu_sum {
 } gpu_sum;
 
 static void short_text(const cs_target *x, const cs_nvml_gpu *g, const gpu_sum *s, const char *holders, size_t fit,
-		       cs_room *r)
+		       cs_gpu_room *r)
 {
 	unsigned long long need = need_on(x, g->uuid);
 	char with[128] = "", held[400] = "", fewer[128] = "";
@@ -194,7 +194,7 @@ static void short_text(const cs_target *x, const cs_nvml_gpu *g, const gpu_sum *
 		snprintf(held, sizeof(held), " (in use: %s)", holders);
 	if (s->members > 1 && fit > 0)
 		snprintf(fewer, sizeof(fewer), ", restore fewer of them at once (%zu of the %zu fit)", fit, s->members);
-	r->verdict = CS_ROOM_SHORT;
+	r->verdict = CS_GPU_SHORT;
 	snprintf(r->why, sizeof(r->why),
 		 "its restore needs %s%.2f GiB on GPU %u (%s, %s)%s%s; the GPU has %.2f GiB free of %.2f GiB%s. A "
 		 "restore that runs out of GPU memory destroys the process's checkpointed state for good",
@@ -210,11 +210,11 @@ static void short_text(const cs_target *x, const cs_nvml_gpu *g, const gpu_sum *
 }
 
 /* Marks what cannot be judged: no GPU list, a GPU not here, no size. */
-static void judge_one(const cs_target *x, const cs_nvml_gpu *gpus, size_t ngpus, cs_room *r)
+static void judge_one(const cs_target *x, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_room *r)
 {
-	*r = (cs_room){ .verdict = CS_ROOM_FITS };
+	*r = (cs_gpu_room){ .verdict = CS_GPU_FITS };
 	if (x->nneed == 0) {
-		r->verdict = x->use_known ? CS_ROOM_NONE : CS_ROOM_UNKNOWN;
+		r->verdict = x->use_known ? CS_GPU_NONE : CS_GPU_ROOM_UNKNOWN;
 		if (!x->use_known)
 			snprintf(r->why, sizeof(r->why),
 				 ngpus ? "which GPUs it restores onto is not known (no record of it, and it names none)" :
@@ -224,13 +224,13 @@ static void judge_one(const cs_target *x, const cs_nvml_gpu *gpus, size_t ngpus,
 	for (unsigned k = 0; k < x->nneed; k++) {
 		const cs_nvml_gpu *g = cs_gpu_by_uuid(gpus, ngpus, x->need[k].uuid);
 		if (!ngpus) {
-			r->verdict = CS_ROOM_UNKNOWN;
+			r->verdict = CS_GPU_ROOM_UNKNOWN;
 			snprintf(r->why, sizeof(r->why),
 				 "NVML lists no GPU here, so the free memory of %s cannot be read", x->need[k].uuid);
 			return;
 		}
 		if (!g) {
-			r->verdict = CS_ROOM_ABSENT;
+			r->verdict = CS_GPU_ABSENT;
 			snprintf(r->why, sizeof(r->why), "it restores onto %s, which is not a GPU of this machine",
 				 x->need[k].uuid);
 			snprintf(r->fix, sizeof(r->fix),
@@ -240,7 +240,7 @@ static void judge_one(const cs_target *x, const cs_nvml_gpu *gpus, size_t ngpus,
 			return;
 		}
 		if (!x->need[k].bytes || !g->memory_known) {
-			r->verdict = CS_ROOM_UNKNOWN;
+			r->verdict = CS_GPU_ROOM_UNKNOWN;
 			snprintf(r->why, sizeof(r->why), "%s",
 				 !g->memory_known ? "NVML does not give the free memory of its GPU" :
 						    "its record gives no size and its memory cannot be read");
@@ -250,7 +250,7 @@ static void judge_one(const cs_target *x, const cs_nvml_gpu *gpus, size_t ngpus,
 }
 
 size_t cs_restore_judge(const cs_target *const *t, size_t n, const cs_nvml_gpu *gpus, size_t ngpus, cs_nvml *nv,
-			bool host_pidns, cs_room *room)
+			bool host_pidns, cs_gpu_room *room)
 {
 	for (size_t i = 0; i < n; i++)
 		judge_one(t[i], gpus, ngpus, &room[i]);
@@ -258,7 +258,7 @@ size_t cs_restore_judge(const cs_target *const *t, size_t n, const cs_nvml_gpu *
 	for (size_t g = 0; needs && g < ngpus; g++) {
 		gpu_sum s = { 0 };
 		for (size_t i = 0; i < n; i++) {
-			unsigned long long b = room[i].verdict == CS_ROOM_FITS ? need_on(t[i], gpus[g].uuid) : 0;
+			unsigned long long b = room[i].verdict == CS_GPU_FITS ? need_on(t[i], gpus[g].uuid) : 0;
 			s.sum += b;
 			if (b)
 				needs[s.members++] = b;
@@ -269,12 +269,12 @@ size_t cs_restore_judge(const cs_target *const *t, size_t n, const cs_nvml_gpu *
 		cs_gpu_holders_text(nv, &gpus[g], host_pidns, holders, sizeof(holders));
 		size_t fit = how_many_fit(needs, s.members, gpus[g].memory_free);
 		for (size_t i = 0; i < n; i++)
-			if (room[i].verdict == CS_ROOM_FITS && need_on(t[i], gpus[g].uuid))
+			if (room[i].verdict == CS_GPU_FITS && need_on(t[i], gpus[g].uuid))
 				short_text(t[i], &gpus[g], &s, holders, fit, &room[i]);
 	}
 	size_t refused = 0;
 	for (size_t i = 0; i < n; i++)
-		refused += room[i].verdict == CS_ROOM_SHORT || room[i].verdict == CS_ROOM_ABSENT;
+		refused += room[i].verdict == CS_GPU_SHORT || room[i].verdict == CS_GPU_ABSENT;
 	return refused;
 }
 
@@ -293,7 +293,7 @@ int cs_wait_memory_setting(double *out, cs_error *err)
 }
 
 size_t cs_record_judge(const cs_manifest *m, const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus,
-		       size_t ngpus, cs_nvml *nv, bool host_pidns, cs_room *room)
+		       size_t ngpus, cs_nvml *nv, bool host_pidns, cs_gpu_room *room)
 {
 	_cleanup_free_ cs_target *t = calloc(m->n + 1, sizeof(*t));
 	/* v holds pointers: sizeof(*v) is one pointer's size, as meant. */

@@ -39,19 +39,19 @@ void cs_restore_needs(cs_target *t, unsigned long long bytes, const cs_gpu_pair 
 const cs_nvml_gpu *cs_gpu_by_uuid(const cs_nvml_gpu *gpus, size_t n, const char *uuid);
 
 /* The judgement of one target against the GPUs of this machine. */
-typedef enum cs_room_verdict {
-	CS_ROOM_FITS = 0,
-	CS_ROOM_SHORT, /* a GPU it restores onto has too little free memory */
-	CS_ROOM_ABSENT, /* a GPU it restores onto is not on this machine */
-	CS_ROOM_UNKNOWN, /* no GPU list or memory figure: not judged */
-	CS_ROOM_NONE, /* it needs no GPU memory */
-} cs_room_verdict;
+typedef enum cs_gpu_verdict {
+	CS_GPU_FITS = 0,
+	CS_GPU_SHORT, /* a GPU it restores onto has too little free memory */
+	CS_GPU_ABSENT, /* a GPU it restores onto is not on this machine */
+	CS_GPU_ROOM_UNKNOWN, /* no GPU list or memory figure: not judged */
+	CS_GPU_NONE, /* it needs no GPU memory */
+} cs_gpu_verdict;
 
-typedef struct cs_room {
-	int verdict; /* cs_room_verdict */
+typedef struct cs_gpu_room {
+	int verdict; /* cs_gpu_verdict */
 	char why[720];
 	char fix[720];
-} cs_room;
+} cs_gpu_room;
 
 /* Judges targets t[0..n) restored together: on every GPU, the needs of the
  * targets restored onto it add up against its free memory (gpus, as NVML
@@ -59,7 +59,7 @@ typedef struct cs_room {
  * that is short, by process where host_pidns (NVML's pids are this
  * namespace's). Returns how many are short or absent. */
 size_t cs_restore_judge(const cs_target *const *t, size_t n, const cs_nvml_gpu *gpus, size_t ngpus, cs_nvml *nv,
-			bool host_pidns, cs_room *room);
+			bool host_pidns, cs_gpu_room *room);
 
 /* Who holds a GPU's memory, for the words of a refusal: "pid 12 (python3)
  * 3.20 GiB, ..." (host_pidns), else how many processes of other PID
@@ -75,7 +75,7 @@ int cs_wait_memory_setting(double *out, cs_error *err);
  * to, judged as cs_restore_judge judges; room has m->n entries. */
 struct cs_manifest;
 size_t cs_record_judge(const struct cs_manifest *m, const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus,
-		       size_t ngpus, cs_nvml *nv, bool host_pidns, cs_room *room);
+		       size_t ngpus, cs_nvml *nv, bool host_pidns, cs_gpu_room *room);
 
 /* Each GPU's memory that restores in flight take, so that a process's
  * check right before its own restore counts the others that the GPU's used

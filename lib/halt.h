@@ -5,6 +5,7 @@
 
 #include "cudasnap.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -27,11 +28,13 @@ cs_halt cs_halt_from_state(char state);
 
 /* Where the cgroup v2 hierarchy, the v1 freezer and the v1 memory
  * controller are mounted ("" when not), and which cgroup each mount shows
- * at its top (mountinfo's root). The first mount of each kind is used. */
+ * at its top (mountinfo's root, relative to the reader's cgroup namespace:
+ * "/../.." for an ancestor of it). The first mount of each kind is used.
+ * Whole paths: a root cut short would name another cgroup. */
 typedef struct cs_cgroup_mounts {
-	char v2[256], v2_root[256];
-	char v1[256], v1_root[256]; /* the v1 freezer */
-	char v1mem[256], v1mem_root[256];
+	char v2[PATH_MAX], v2_root[PATH_MAX];
+	char v1[PATH_MAX], v1_root[PATH_MAX]; /* the v1 freezer */
+	char v1mem[PATH_MAX], v1mem_root[PATH_MAX];
 } cs_cgroup_mounts;
 
 /* Parses /proc/self/mountinfo text. */

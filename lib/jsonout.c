@@ -86,6 +86,15 @@ int cs_json_print(json_object *o)
 }
 
 static const char *const known_words[] = { "unknown", "at-most", "exact" };
+static const char *const seen_words[] = { "none", "whole", "part", "unread" };
+static const char *const route_words[] = { "own", "initial-namespace", "target" };
+static const char *const room_words[] = { "known", "part", "unknown" };
+
+/* A node's path: a prefix of its chain's. */
+static json_object *node_path(const cs_memcg *cg, const cs_memcg_node *n)
+{
+	return n ? json_object_new_string_len(cg->path, (int)n->len) : NULL;
+}
 
 static json_object *fit_json(const cs_fit *f)
 {
@@ -97,14 +106,19 @@ static json_object *fit_json(const cs_fit *f)
 	long long room = -1, limit = -1;
 	const char *which = NULL;
 	const cs_memcg_node *n = cs_fit_tightest(f, &room, &limit, &which);
+	const cs_memcg *c = &f->cg;
 	json_object *cg = json_object_new_object();
-	cs_json_add_str_or_null(cg, "path", f->cg.n ? f->cg.node[0].path : NULL);
-	cs_json_add_int_or_null(cg, "version", f->cg.version, f->cg.version > 0);
-	cs_json_add_str_or_null(cg, "tightest", n ? n->path : NULL);
+	cs_json_add_str_or_null(cg, "path", c->path[0] ? c->path : NULL);
+	cs_json_add_int_or_null(cg, "version", c->version, c->version > 0);
+	json_object_object_add(cg, "seen", json_object_new_string(seen_words[c->seen % 4]));
+	json_object_object_add(cg, "route", json_object_new_string(route_words[c->route % 3]));
+	json_object_object_add(cg, "top", node_path(c, c->n ? &c->node[c->n - 1] : NULL));
+	json_object_object_add(cg, "room_known", json_object_new_string(room_words[f->room % 3]));
+	json_object_object_add(cg, "tightest", node_path(c, n));
 	cs_json_add_str_or_null(cg, "limit_file", n ? which : NULL);
 	cs_json_add_int_or_null(cg, "limit_bytes", limit, n != NULL);
 	cs_json_add_int_or_null(cg, "room_bytes", room, n != NULL);
-	cs_json_add_str_or_null(cg, "problem", f->cg.problem[0] ? f->cg.problem : NULL);
+	cs_json_add_str_or_null(cg, "problem", c->problem[0] ? c->problem : NULL);
 	json_object_object_add(o, "cgroup", cg);
 	return o;
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* v1 writes "no limit" as LLONG_MAX rounded down to a page; no real amount
  * of memory comes near 2^62. */
@@ -248,7 +249,7 @@ static int read_node(int dfd, int version, cs_memcg_node *n)
 static void add_problem(cs_memcg *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_problem(cs_memcg *out, const char *fmt, ...)
 {
-	char s[1024];
+	char s[2048];
 	size_t at = strlen(out->problem);
 	int n = at ? snprintf(s, sizeof(s), "%s; ", out->problem) : 0;
 	va_list ap;
@@ -276,145 +277,225 @@ static bool plain_rel(const char *rel)
 	}
 }
 
-/* How much of path is the mount's root: 0 for "/", its length when path
- * is the root or below it; -1 when path lies outside what the mount shows. */
-static ssize_t root_len(const char *path, const char *root)
+/* Both the path and the mount's root are written from the same cgroup
+ * namespace ("/.." for each level above it, up to the ancestor they share
+ * with it, then down), so a cgroup below the root begins with the root's
+ * own text. The root's "/.."s stay as they are: they name the mount's top. */
+ssize_t cs_memcg_below(const char *path, const char *root)
 {
+	if (root[0] != '/' || path[0] != '/')
+		return -1;
+	/* The hierarchy's root is "" below a mount of "/", as any other cgroup "/x". */
 	if (strcmp(root, "/") == 0)
-		return 0;
+		return strcmp(path, "/") == 0 ? 1 : plain_rel(path) ? 0 : -1;
 	size_t rl = strlen(root);
-	if (strncmp(path, root, rl) != 0 || (path[rl] != '\0' && path[rl] != '/'))
+	if (strncmp(path, root, rl) != 0 || (path[rl] != '\0' && path[rl] != '/') || !plain_rel(path + rl))
 		return -1;
 	return (ssize_t)rl;
 }
 
-/* The top of a mount whose root is "/" may still not be the hierarchy's
- * root: a cgroup namespace shows its own cgroup as "/". The real root has
- * no memory.max (v2) and takes no limit (v1), so either one gives it away. */
-static bool top_is_hidden_root(int dfd, const cs_memcg_node *n, int version)
+/* Path components in the first len bytes of s: "/" has none, "/a/b" two. */
+static size_t components(const char *s, size_t len)
 {
-	return version == 2 ? faccessat(dfd, "memory.max", F_OK, 0) == 0 : n->max >= 0;
+	size_t c = 0;
+	for (size_t i = 0; i + 1 < len; i++)
+		c += s[i] == '/' && s[i + 1] != '/';
+	return c;
 }
 
-/* Adds the node open at dfd, the first cut bytes of path, unless none of
- * its files can be read: a v2 cgroup has memory files only where its parent
- * enables the controller, and one without them is passed over, not the end. */
-static void add_node(int dfd, const char *path, size_t cut, bool top_of_root, int version, cs_memcg *out)
+size_t cs_memcg_reach(const cs_memcg *cg)
+{
+	if (cg->n == 0)
+		return 0;
+	return components(cg->path, strlen(cg->path)) - components(cg->path, cg->node[cg->n - 1].len);
+}
+
+/* Adds the node open at dfd, the first cut bytes of path (the part below
+ * the mount begins at at; the mount's directory is mlen bytes of out->dir),
+ * unless none of its files can be read: a v2 cgroup has memory files only
+ * where its parent enables the controller, and one without them is passed
+ * over, not the end. */
+static void add_node(int dfd, const char *path, size_t cut, size_t at, size_t mlen, int version, cs_memcg *out)
 {
 	cs_memcg_node *n = &out->node[out->n];
-	if (read_node(dfd, version, n) == 0)
+	struct stat st;
+	if (fstat(dfd, &st) < 0 || read_node(dfd, version, n) == 0)
 		return;
-	cs_sanitize(n->path, sizeof(n->path), cut ? path : "/", cut ? cut : 1);
+	n->dev = st.st_dev;
+	n->ino = st.st_ino;
+	/* The name as out->path shows it: sanitizing works character by
+	 * character, so a prefix that ends before a '/' sanitizes to a prefix. */
+	char shown[PATH_MAX];
+	cs_sanitize(shown, sizeof(shown), path, cut);
+	size_t len = strlen(shown);
+	n->len = (unsigned short)(len ? len : 1);
+	n->dirlen = (unsigned short)(mlen + (cut > at ? cut - at : 0));
 	out->n++;
-	if (top_of_root && top_is_hidden_root(dfd, n, version)) {
-		out->top_hidden = true;
-		add_problem(out,
-			    "the top cgroup here, %s, is not the hierarchy's root (a cgroup namespace): "
-			    "limits above it cannot be read here",
-			    n->path);
-	}
 }
 
-/* Reads the nodes from the cgroup path up to the mount's top, the first rl
- * bytes of path; root_slash: the mount shows "/" at its top. */
-static void walk(int mntfd, const char *path, size_t rl, bool root_slash, int version, cs_memcg *out)
+/* v1: the smallest of memory.stat's hierarchical limits of the top, which
+ * take in every ancestor, those hidden too; -1 none, -2 unknown. */
+static long long hierarchical_limit(int dfd)
+{
+	char buf[16384];
+	ssize_t n = cs_read_at(dfd, "memory.stat", buf, sizeof(buf));
+	long long mem, memsw;
+	if (n <= 0 || cs_memcg_parse_key(buf, (size_t)n, "hierarchical_memory_limit", &mem) < 0)
+		return -2;
+	if (cs_memcg_parse_key(buf, (size_t)n, "hierarchical_memsw_limit", &memsw) < 0)
+		memsw = -1;
+	return mem < 0 ? memsw : memsw < 0 || mem < memsw ? mem : memsw;
+}
+
+/* Whether the cgroups above the top of the mount (open at dfd; top: its
+ * node when read) may hold a limit that this chain does not show. A
+ * cgroup namespace shows its own cgroup as "/", in mountinfo and in
+ * /proc/PID/cgroup alike: only the files at the top give it away. The v2
+ * root has neither memory.max nor cgroup.type; the v1 root takes no limit,
+ * and a v1 top's memory.stat names the smallest limit above it. */
+static bool limits_above(int dfd, int version, const cs_memcg_node *top, cs_memcg *out)
+{
+	if (version == 2)
+		return faccessat(dfd, "memory.max", F_OK, 0) == 0 || faccessat(dfd, "cgroup.type", F_OK, 0) == 0;
+	long long own = -1, hier = hierarchical_limit(dfd);
+	if (top && top->max >= 0)
+		own = top->max;
+	if (top && top->memsw_max >= 0 && (own < 0 || top->memsw_max < own))
+		own = top->memsw_max;
+	if (hier >= 0 && (own < 0 || hier < own))
+		out->hidden_limit = hier;
+	/* No memory.stat to tell (not the kernel's own files): only a limit
+	 * of the top's own says that it is not the root. */
+	return own >= 0 || out->hidden_limit >= 0;
+}
+
+/* The end of a walk at the mount's top (open at dfd, -1 when it cannot be
+ * opened): the whole chain, or part of it and why. */
+static void at_top(int dfd, int version, size_t mlen, const char *why, cs_memcg *out)
+{
+	const cs_memcg_node *top = out->n ? &out->node[out->n - 1] : NULL;
+	if (top && top->dirlen != mlen)
+		top = NULL;
+	if (dfd >= 0 && !limits_above(dfd, version, top, out)) {
+		out->seen = CS_MEMCG_WHOLE;
+		return;
+	}
+	out->seen = CS_MEMCG_PART;
+	if (!out->n)
+		return;
+	const cs_memcg_node *last = &out->node[out->n - 1];
+	char above[128] = "";
+	if (out->hidden_limit >= 0)
+		snprintf(above, sizeof(above), " (its memory.stat says one of them has a limit of %.2f GiB)",
+			 (double)out->hidden_limit / (1024.0 * 1024 * 1024));
+	add_problem(out, "the cgroups above %.*s cannot be read here%s: %s", (int)last->len, out->path, above,
+		    dfd >= 0 ? why : "the mount's top cannot be opened");
+}
+
+/* Reads the nodes from the cgroup path up to the mount's top, where the
+ * part of path below the mount begins at at; the mount's directory is
+ * open at mntfd, and named by out->dir's first mlen bytes. */
+static void walk(int mntfd, const char *path, size_t at, size_t mlen, int version, const char *why, cs_memcg *out)
 {
 	char rel[PATH_MAX];
 	for (size_t cut = strlen(path);;) {
-		if (cut > rl)
-			snprintf(rel, sizeof(rel), "%.*s", (int)(cut - rl - 1), path + rl + 1);
-		else
+		bool top = cut <= at;
+		if (top)
 			snprintf(rel, sizeof(rel), ".");
+		else
+			snprintf(rel, sizeof(rel), "%.*s", (int)(cut - at - 1), path + at + 1);
 		_cleanup_close_ int dfd = openat(mntfd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd >= 0 && out->n == CS_MEMCG_DEPTH) {
-			add_problem(out, "more than %d levels: the cgroups above %s were not read", CS_MEMCG_DEPTH,
-				    out->node[out->n - 1].path);
+			out->seen = CS_MEMCG_PART;
+			add_problem(out, "more than %d levels: the cgroups above %.*s were not read", CS_MEMCG_DEPTH,
+				    (int)out->node[out->n - 1].len, out->path);
 			return;
 		}
 		if (dfd >= 0)
-			add_node(dfd, path, cut, cut <= rl && root_slash, version, out);
-		if (cut <= rl)
+			add_node(dfd, path, cut, at, mlen, version, out);
+		if (top) {
+			at_top(dfd, version, mlen, why, out);
 			return;
-		cut = (size_t)((const char *)memrchr(path + rl, '/', cut - rl) - path);
+		}
+		cut = (size_t)((const char *)memrchr(path + at, '/', cut - at) - path);
 	}
 }
 
-/* The memory cgroup in <procdir>/<who>/cgroup into path: 1 or 2 for its
- * version, 0 when none, or -errno. */
-static int proc_memcg(const char *procdir, const char *who, char *path, size_t size)
-{
-	char name[PATH_MAX];
-	if (snprintf(name, sizeof(name), "%s/%s/cgroup", procdir, who) >= (int)sizeof(name))
-		return -ENAMETOOLONG;
-	size_t cap = (size_t)64 * 1024;
-	_cleanup_free_ char *buf = malloc(cap);
-	if (!buf)
-		return -ENOMEM;
-	ssize_t n = cs_read_at(AT_FDCWD, name, buf, cap);
-	if (n < 0)
-		return (int)n;
-	return cs_memcg_parse_proc_cgroup(buf, (size_t)n, path, size);
-}
-
-int cs_memcg_read(const char *procdir, pid_t pid, const cs_cgroup_mounts *m, cs_memcg *out)
+void cs_memcg_read_view(const cs_memcg_view *v, cs_memcg *out)
 {
 	memset(out, 0, sizeof(*out));
-	char who[16] = "self", path[PATH_MAX];
-	if (pid > 0)
-		snprintf(who, sizeof(who), "%d", (int)pid);
-	int version = proc_memcg(procdir, who, path, sizeof(path));
-	if (version < 0)
-		return version;
+	out->route = v->route;
+	out->hidden_limit = -1;
+	char path[PATH_MAX];
+	int version = cs_memcg_parse_proc_cgroup(v->cgroup, v->cgroup_len, path, sizeof(path));
 	if (version == 0) {
-		add_problem(out, "/proc/%s/cgroup names no memory cgroup", who);
-		return 0;
+		add_problem(out, "its /proc/PID/cgroup names no memory cgroup");
+		return;
 	}
-	const char *mnt = version == 1 ? m->v1mem : m->v2, *root = version == 1 ? m->v1mem_root : m->v2_root;
+	out->seen = CS_MEMCG_UNREAD;
+	cs_sanitize(out->path, sizeof(out->path), path, strlen(path));
+	const char *mnt = version == 1 ? v->m->v1mem : v->m->v2,
+		   *root = version == 1 ? v->m->v1mem_root : v->m->v2_root;
 	if (!mnt[0]) {
 		add_problem(out, "%s is not mounted here", version == 1 ? "the v1 memory controller" : "cgroup v2");
-		return 0;
+		return;
 	}
-	ssize_t rl = root_len(path, root);
-	/* The hierarchy's root is "" below the mount, as any other cgroup "/x". */
-	if (rl == 0 && strcmp(path, "/") == 0)
-		path[0] = '\0';
-	if (rl < 0 || !plain_rel(path + rl)) {
+	ssize_t at = cs_memcg_below(path, root);
+	if (at < 0) {
 		add_problem(out, "cgroup %s lies outside %s, which the mount at %s shows", path, root, mnt);
-		return 0;
+		return;
 	}
-	_cleanup_close_ int mntfd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	size_t plen = strlen(path), below = (size_t)at < plen ? plen - (size_t)at : 0;
+	int mlen = snprintf(out->dir, sizeof(out->dir), "%s%s", v->prefix, mnt);
+	_cleanup_close_ int mntfd = -1;
+	if (mlen > 0 && (size_t)mlen < sizeof(out->dir))
+		mntfd = open(out->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (mntfd < 0) {
-		add_problem(out, "cannot open %s: %s", mnt, strerror(errno));
-		return 0;
+		add_problem(out, "cannot open %s%s: %s", v->prefix, mnt, strerror(mlen > 0 ? errno : ENAMETOOLONG));
+		out->dir[0] = '\0';
+		return;
 	}
-	if (rl > 0) {
-		out->top_hidden = true;
-		add_problem(out, "the mount at %s shows cgroup %s at its top: limits above it cannot be read here", mnt,
-			    root);
-	}
-	walk(mntfd, path, (size_t)rl, rl == 0, version, out);
+	/* The own cgroup's directory, kept to read its nodes again later. */
+	if ((size_t)mlen + below < sizeof(out->dir))
+		memcpy(out->dir + mlen, path + at, below + 1);
+	else
+		out->dir[0] = '\0';
+	char why[1024];
+	if (strcmp(root, "/") == 0)
+		snprintf(why, sizeof(why), "its top is not the hierarchy's root (a cgroup namespace)");
+	else
+		snprintf(why, sizeof(why), "the mount at %.400s shows cgroup %.500s at its top", mnt, root);
+	walk(mntfd, path, (size_t)at, (size_t)mlen, version, why, out);
 	if (out->n == 0) {
-		add_problem(out, "no memory file of cgroup %s or its parents can be read under %s",
-			    path[0] ? path : "/", mnt);
-		return 0;
+		out->seen = CS_MEMCG_UNREAD;
+		add_problem(out, "no memory file of cgroup %s or its parents can be read under %s", path, mnt);
+		return;
 	}
 	out->version = version;
-	return 0;
 }
 
-int cs_memcg_reread(const cs_cgroup_mounts *m, const cs_memcg_node *was, cs_memcg_node *out)
+int cs_memcg_reread(const cs_memcg *cg, size_t k, cs_memcg_node *out)
 {
-	const char *mnt = was->version == 1 ? m->v1mem : m->v2, *root = was->version == 1 ? m->v1mem_root : m->v2_root;
-	const char *path = strcmp(was->path, "/") == 0 ? "" : was->path;
-	ssize_t rl = root_len(path, root);
-	if (!mnt[0] || rl < 0 || !plain_rel(path + rl))
+	if (k >= cg->n || !cg->dir[0])
 		return -ENOENT;
-	char rel[PATH_MAX];
-	snprintf(rel, sizeof(rel), "%s", path[rl] ? path + rl + 1 : ".");
-	_cleanup_close_ int mntfd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	_cleanup_close_ int dfd = mntfd < 0 ? -1 : openat(mntfd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
+	const cs_memcg_node *was = &cg->node[k];
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%.*s", (int)was->dirlen, cg->dir);
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+	if (dfd < 0 || fstat(dfd, &st) < 0)
 		return -errno;
+	/* Removed and made again under the same name: another cgroup. */
+	if (st.st_dev != was->dev || st.st_ino != was->ino)
+		return -ENOENT;
 	*out = *was;
 	return read_node(dfd, was->version, out) > 0 ? 0 : -ENOENT;
+}
+
+const cs_memcg_node *cs_memcg_find(const cs_memcg *cg, const cs_memcg_node *n)
+{
+	for (size_t k = 0; k < cg->n; k++)
+		if (cg->node[k].version == n->version && cg->node[k].dev == n->dev && cg->node[k].ino == n->ino)
+			return &cg->node[k];
+	return NULL;
 }

@@ -331,8 +331,6 @@ static int add_procs(cs_nvml *n, nvml_device dev, cs_nvml_proc **out, size_t *co
 	if (ret != NVML_OK)
 		return 0; /* unknown for this GPU: processes keep 0 */
 	for (unsigned i = 0; i < c; i++) {
-		if (v[i].used == NVML_NOT_AVAILABLE)
-			continue;
 		size_t k = 0;
 		while (k < *count && (*out)[k].pid != (pid_t)v[i].pid)
 			k++;
@@ -341,7 +339,12 @@ static int add_procs(cs_nvml *n, nvml_device dev, cs_nvml_proc **out, size_t *co
 				return -ENOMEM;
 			(*out)[(*count)++] = (cs_nvml_proc){ .pid = (pid_t)v[i].pid };
 		}
-		(*out)[k].bytes += v[i].used;
+		/* Listed without a figure (no permission to read it, some
+		 * drivers under MIG): it holds memory, how much is unknown. */
+		if (v[i].used == NVML_NOT_AVAILABLE)
+			(*out)[k].unknown = true;
+		else
+			(*out)[k].bytes += v[i].used;
 	}
 	return 1;
 }

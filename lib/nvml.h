@@ -67,12 +67,16 @@ void cs_nvml_list(cs_nvml_gpu **gpus, size_t *count);
 typedef struct cs_nvml_proc {
 	pid_t pid;
 	unsigned long long bytes;
+	/* NVML listed it on some GPU without a figure (NVML_VALUE_NOT_AVAILABLE):
+	 * it holds GPU memory, and bytes counts only the GPUs that gave one. */
+	bool unknown;
 } cs_nvml_proc;
 
-/* Opens NVML, lists the processes that hold GPU memory, closes it; *out is
- * malloc'ed. Returns whether NVML answered for every GPU (then a process
- * missing from the list holds no GPU memory); the list is empty when NVML is
- * absent, too old or does not answer. */
+/* Opens NVML, lists the processes that hold GPU memory (those listed
+ * without a figure marked unknown), closes it; *out is malloc'ed. Returns
+ * whether NVML answered for every GPU (then a process missing from the
+ * list holds no GPU memory); the list is empty when NVML is absent, too
+ * old or does not answer. */
 bool cs_nvml_proc_list(cs_nvml_proc **out, size_t *count);
 
 /* NVML_VALUE_NOT_AVAILABLE: the used memory of a process NVML may not see. */

@@ -104,6 +104,37 @@ static void check_halt(const cs_proc *p, cs_plan_entry *e)
 	add_reason(e, cs_halt_name(p->halt), true, "it is %s and cannot answer the driver", why);
 }
 
+/* The memory reasons of a target: refused (memory); or its cgroup chain
+ * showed no limit where one may exist (memory-unknown, blocking as memory
+ * does), or showed only its lower part (memory-unknown, a note); or its GPU
+ * memory is unknown (memory-unknown, a note: nothing can be judged). */
+static void reason_memory(const cs_session *s, cs_plan_entry *e)
+{
+	const cs_fit *f = &e->fit;
+	bool ignore = overridden_memory(s);
+	const char *allowed = ignore ? " (allowed by --ignore-memory)" : "";
+	if (f->refused) {
+		char fix[sizeof(e->reason[0].fix)];
+		snprintf(fix, sizeof(fix),
+			 "%.1300s Where swap or overcommit makes room after all, --ignore-memory "
+			 "(CUDASNAP_IGNORE_MEMORY=1) skips this check.",
+			 f->fix);
+		set_fix(add_reason(e, "memory", !ignore, "it %s%s", f->why, allowed), fix);
+	} else if (f->known && f->room == CS_ROOM_UNKNOWN) {
+		set_fix(add_reason(e, "memory-unknown", !ignore, "it %s%s", f->why, allowed), f->fix);
+	} else if (!f->known) {
+		add_reason(e, "memory-unknown", false,
+			   "its GPU memory cannot be known here (no NVML, or NVML names no process of this PID "
+			   "namespace and no GPU figure either), so whether its checkpoint fits in host memory "
+			   "is not known");
+	}
+	if (f->known && f->room == CS_ROOM_PART && f->cg.n)
+		add_reason(e, "memory-unknown", false,
+			   "its memory cgroup chain could be read only up to %.*s, and it was judged by the limits up "
+			   "to there: %s",
+			   (int)f->cg.node[f->cg.n - 1].len, f->cg.path, f->cg.problem);
+}
+
 /* Memory of the entries that are targets of a checkpoint. */
 static void check_memory(cs_session *s, cs_plan_entry *e, size_t n)
 {
@@ -127,20 +158,7 @@ static void check_memory(cs_session *s, cs_plan_entry *e, size_t n)
 		if (!e[i].target)
 			continue;
 		e[i].fit = f[k++];
-		char fix[sizeof(e[i].reason[0].fix)];
-		snprintf(fix, sizeof(fix),
-			 "%.480s Where swap or overcommit makes room after all, --ignore-memory "
-			 "(CUDASNAP_IGNORE_MEMORY=1) skips this check.",
-			 e[i].fit.fix);
-		if (e[i].fit.refused)
-			set_fix(add_reason(&e[i], "memory", !overridden_memory(s), "it %s%s", e[i].fit.why,
-					   overridden_memory(s) ? " (allowed by --ignore-memory)" : ""),
-				fix);
-		else if (!e[i].fit.known)
-			add_reason(&e[i], "memory-unknown", false,
-				   "its GPU memory cannot be known here (no NVML, or NVML names no process of this PID "
-				   "namespace and no GPU figure either), so whether its checkpoint fits in host memory "
-				   "is not known");
+		reason_memory(s, &e[i]);
 	}
 }
 
@@ -256,7 +274,7 @@ int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err)
  * and frozen processes itself, and the claims keep other operations out. */
 bool cs_reason_refused_by_check(const cs_reason *r)
 {
-	static const char *const codes[] = { "memory", "ipc-import", "gpu-memory", "gpu-absent" };
+	static const char *const codes[] = { "memory", "memory-unknown", "ipc-import", "gpu-memory", "gpu-absent" };
 	for (size_t i = 0; r->blocks && i < CS_ARRAY_SIZE(codes); i++)
 		if (strcmp(r->code, codes[i]) == 0)
 			return true;
@@ -278,6 +296,20 @@ const cs_refusal *cs_session_refusals(const cs_session *s, size_t *n)
 {
 	*n = s->nrefused;
 	return s->refused;
+}
+
+/* The notes of the memory check that do not refuse, as warnings: a chain
+ * judged by its lower part only, or what --ignore-memory let through. */
+static void warn_memory_notes(cs_session *s, const cs_plan *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		for (size_t k = 0; k < p->e[i].nreasons; k++) {
+			const cs_reason *x = &p->e[i].reason[k];
+			/* An unknown GPU figure is said once for all of them, below. */
+			if (!x->blocks && p->e[i].fit.known && strcmp(x->code, "memory-unknown") == 0)
+				cs_session_warn(s, "warning: process %d (%s): %s", (int)p->e[i].pid, p->e[i].comm,
+						x->text);
+		}
 }
 
 /* Keeps each target's figures: its deadline, and why it might be lost. */
@@ -331,6 +363,7 @@ int cs_session_check(cs_session *s, cs_error *err)
 				why = x;
 			}
 		}
+	warn_memory_notes(s, &p);
 	if (!refused) {
 		if (p.unknown_memory && restore)
 			cs_session_warn(s,
@@ -366,12 +399,12 @@ void cs_session_name_lost(cs_session *s)
 		for (size_t k = 0; k < f->cg.n; k++) {
 			cs_memcg_node now;
 			const cs_memcg_node *was = &f->cg.node[k];
-			if (was->oom_kills < 0 || cs_memcg_reread(&s->fitenv.mounts, was, &now) < 0 ||
+			if (was->oom_kills < 0 || cs_memcg_reread(&f->cg, k, &now) < 0 ||
 			    now.oom_kills <= was->oom_kills)
 				continue;
 			snprintf(t->lost_why, sizeof(t->lost_why),
-				 "killed by the OOM killer of cgroup %s (oom_kill %lld -> %lld) during its %s",
-				 was->path, was->oom_kills, now.oom_kills,
+				 "killed by the OOM killer of cgroup %.*s (oom_kill %lld -> %lld) during its %s",
+				 (int)was->len, f->cg.path, was->oom_kills, now.oom_kills,
 				 s->o->op == CS_OP_CHECKPOINT && !t->done[CS_STEP_LOCK] ? "lock" : "checkpoint");
 			break;
 		}

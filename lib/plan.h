@@ -14,8 +14,8 @@ typedef struct cs_reason {
 	const char *code; /* "stopped", "frozen", "busy", "memory", "memory-unknown", "ipc-import",
 			     "device-holder", "nvml-only", "unrestorable", "already" */
 	bool blocks; /* the operation would fail (or lose the process) because of it */
-	char text[720];
-	char fix[720]; /* what to do about it, "" when nothing needs doing */
+	char text[1536];
+	char fix[1536]; /* what to do about it, "" when nothing needs doing */
 } cs_reason;
 
 /* Restore: one GPU a process restores onto, and its room. */

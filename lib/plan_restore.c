@@ -45,20 +45,22 @@ static void note_gpus(const cs_target *t, const cs_nvml_gpu *gpus, size_t ngpus,
 	}
 }
 
-static void add_room_reason(const cs_session *s, const cs_target *t, const cs_room *r, cs_plan_entry *e)
+static void add_room_reason(const cs_session *s, const cs_target *t, const cs_gpu_room *r, cs_plan_entry *e)
 {
 	e->fit.gpu = need_sum(t);
-	e->fit.known = r->verdict == CS_ROOM_UNKNOWN ? CS_GPU_UNKNOWN : t->need_bound ? CS_GPU_AT_MOST : CS_GPU_EXACT;
+	e->fit.known = r->verdict == CS_GPU_ROOM_UNKNOWN ? CS_GPU_UNKNOWN :
+		t->need_bound                            ? CS_GPU_AT_MOST :
+							   CS_GPU_EXACT;
 	bool ignore = s->ignore_gpu_memory;
 	const char *allowed = ignore ? " (allowed by --ignore-gpu-memory: the driver may destroy its state)" : "";
 	switch (r->verdict) {
-	case CS_ROOM_SHORT:
+	case CS_GPU_SHORT:
 		cs_plan_set_fix(cs_plan_add_reason(e, "gpu-memory", !ignore, "%s%s", r->why, allowed), r->fix);
 		break;
-	case CS_ROOM_ABSENT:
+	case CS_GPU_ABSENT:
 		cs_plan_set_fix(cs_plan_add_reason(e, "gpu-absent", !ignore, "%s%s", r->why, allowed), r->fix);
 		break;
-	case CS_ROOM_UNKNOWN:
+	case CS_GPU_ROOM_UNKNOWN:
 		cs_plan_add_reason(e, "gpu-memory-unknown", false,
 				   "whether its restore fits in GPU memory is not known: %s, so it is not checked",
 				   r->why);
@@ -76,7 +78,7 @@ void cs_plan_restore_room(cs_session *s, cs_plan_entry *e, size_t n)
 		ngpus = 0;
 	/* t holds pointers: sizeof(*t) is one pointer's size, as meant. */
 	_cleanup_free_ const cs_target **t = calloc(n + 1, sizeof(*t)); // NOLINT(bugprone-sizeof-expression)
-	_cleanup_free_ cs_room *room = calloc(n + 1, sizeof(*room));
+	_cleanup_free_ cs_gpu_room *room = calloc(n + 1, sizeof(*room));
 	_cleanup_free_ size_t *at = calloc(n + 1, sizeof(*at));
 	if (!t || !room || !at)
 		return;

@@ -9,7 +9,7 @@ void cs_session_warn(const cs_session *s, const char *fmt, ...)
 {
 	if (!s->o->warn)
 		return;
-	char line[1024];
+	char line[4096];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);

@@ -26,13 +26,13 @@ static void print_memory(const cs_plan_entry *e)
 	const char *which = NULL;
 	const cs_memcg_node *n = cs_fit_tightest(f, &room, &limit, &which);
 	if (n)
-		cli_msg("    memory: GPU %s, host needed %s; cgroup %s: %.2f GiB left under %s %.2f GiB", gpu, need,
-			n->path, (double)room / GIB, which, (double)limit / GIB);
+		cli_msg("    memory: GPU %s, host needed %s; cgroup %.*s: %.2f GiB left under %s %.2f GiB", gpu, need,
+			(int)n->len, f->cg.path, (double)room / GIB, which, (double)limit / GIB);
 	else
-		cli_msg("    memory: GPU %s, host needed %s; cgroup %s: no limit%s%s", gpu, need,
-			f->cg.n ? f->cg.node[0].path : "unknown", f->cg.problem[0] ? " (" : "",
-			f->cg.problem[0] ? f->cg.problem : "");
-	if (f->cg.problem[0] && n)
+		cli_msg("    memory: GPU %s, host needed %s; cgroup %s: %s", gpu, need,
+			f->cg.path[0] ? f->cg.path : "unknown",
+			f->cg.seen == CS_MEMCG_NONE || f->cg.seen == CS_MEMCG_WHOLE ? "no limit" : "no limit read");
+	if (f->cg.problem[0])
 		cli_msg("    note: %s", f->cg.problem);
 }
 

@@ -100,18 +100,22 @@ void txn_cli_checks_help(FILE *f, cs_op op)
 		return;
 	fprintf(f,
 		"      --ignore-memory  checkpoint even where the copy of a process's GPU memory\n"
-		"                    would not fit in its memory cgroup or in MemAvailable (swap\n"
-		"                    or overcommit may make room; otherwise the kernel kills it)\n"
+		"                    would not fit in its memory cgroup or in MemAvailable, or\n"
+		"                    where no limit of its cgroups can be read (swap or overcommit\n"
+		"                    may make room; otherwise the kernel kills it)\n"
 		"      --allow-unrestorable  checkpoint a process that imported device memory of\n"
 		"                    another process (CUDA IPC) although the driver can never\n"
 		"                    restore it\n"
 		"\nBefore anything changes, each process is refused (exit 2, naming it, the\n"
 		"numbers and the fix) when its checkpoint would not fit: the checkpoint copies\n"
 		"its GPU memory into its own host memory, charged to its memory cgroup (v2\n"
-		"memory.max and memory.high, v1 limit_in_bytes and memsw, every ancestor), and\n"
-		"processes of one cgroup add up; or when the driver could not restore it (CUDA\n"
-		"IPC importers). CUDASNAP_IGNORE_MEMORY=1 and CUDASNAP_ALLOW_UNRESTORABLE=1 (in\n"
-		"the environment or the settings file) do what the two options do.\n");
+		"memory.max and memory.high, v1 limit_in_bytes and memsw, every ancestor up to\n"
+		"the hierarchy's root, read from the initial cgroup namespace where this one\n"
+		"hides them), and processes of one cgroup add up; or when no limit of its\n"
+		"cgroups can be read while one may exist; or when the driver could not restore\n"
+		"it (CUDA IPC importers). CUDASNAP_IGNORE_MEMORY=1 and\n"
+		"CUDASNAP_ALLOW_UNRESTORABLE=1 (in the environment or the settings file) do what\n"
+		"the two options do.\n");
 }
 
 /* Each parser below says what is wrong, once, and returns EXIT_USAGE, or

@@ -1,13 +1,17 @@
 /* The parsers of lib/memcg.c on the same bytes, read as a value file, as
- * "key value" lines and as /proc/PID/cgroup, in a buffer of exactly the
- * input's length; each answer is checked against a plain reference. The
- * first bytes, read as a node's numbers, also go through the room
- * computation. */
+ * "key value" lines, as /proc/PID/cgroup and as the reply of the helper
+ * that reads the initial cgroup namespace, in a buffer of exactly the
+ * input's length; the first two lines, as a cgroup path and a mount's root,
+ * go through the path arithmetic of a cgroup namespace. Each answer is
+ * checked against a plain reference. The first bytes, read as a node's
+ * numbers, also go through the room computation. */
 #include "fuzz.h"
 #include "memcg.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Reference of cs_memcg_parse_value, by strtoull on a terminated copy (a
@@ -148,6 +152,91 @@ static void check_room(const uint8_t *data, size_t size)
 	FUZZ_CHECK(room < 0 || limit == n.max || limit == n.high || limit == n.memsw_max);
 }
 
+/* Whether s is "" or "/x/y" of names that are neither empty, "." nor "..". */
+static bool ref_plain(const char *s)
+{
+	if (!*s)
+		return true;
+	if (*s != '/')
+		return false;
+	char copy[PATH_MAX];
+	snprintf(copy, sizeof(copy), "%s/", s + 1);
+	for (char *c = copy, *slash; (slash = strchr(c, '/')) != NULL; c = slash + 1) {
+		*slash = '\0';
+		if (!*c || strcmp(c, ".") == 0 || strcmp(c, "..") == 0)
+			return false;
+	}
+	return true;
+}
+
+/* Reference of cs_memcg_below. */
+static ssize_t ref_below(const char *path, const char *root)
+{
+	if (*path != '/' || *root != '/')
+		return -1;
+	if (strcmp(root, "/") == 0)
+		return strcmp(path, "/") == 0 ? 1 : ref_plain(path) ? 0 : -1;
+	size_t rl = strlen(root);
+	if (strlen(path) < rl || memcmp(path, root, rl) != 0)
+		return -1;
+	return (path[rl] == '\0' || path[rl] == '/') && ref_plain(path + rl) ? (ssize_t)rl : -1;
+}
+
+/* The first two lines as a cgroup path and a mount's root. */
+static void check_below(const char *text, size_t size)
+{
+	char path[PATH_MAX], root[PATH_MAX];
+	const char *nl = memchr(text, '\n', size);
+	size_t pl = nl ? (size_t)(nl - text) : size;
+	const char *r = nl ? nl + 1 : text + size, *nl2 = memchr(r, '\n', (size_t)(text + size - r));
+	size_t rl = nl2 ? (size_t)(nl2 - r) : (size_t)(text + size - r);
+	if (pl >= sizeof(path) || rl >= sizeof(root) || memchr(text, '\0', pl) || memchr(r, '\0', rl))
+		return;
+	memcpy(path, text, pl);
+	path[pl] = '\0';
+	memcpy(root, r, rl);
+	root[rl] = '\0';
+	ssize_t at = cs_memcg_below(path, root);
+	FUZZ_CHECK(at == ref_below(path, root));
+	/* What lies below the mount never climbs out of it. */
+	size_t len = strlen(path);
+	FUZZ_CHECK(at < 0 || path[at] == '\0' ||
+		   (path[at] == '/' && !strstr(path + at, "/../") &&
+		    !(len - (size_t)at >= 3 && strcmp(path + len - 3, "/..") == 0)));
+}
+
+/* A reply parsed is exactly its sections: written again, the same bytes. */
+static void check_reply(const char *text, size_t size)
+{
+	cs_memcg_reply r;
+	memset(&r, 0x55, sizeof(r));
+	if (cs_memcg_parse_reply(text, size, &r) < 0) {
+		FUZZ_CHECK(r.cgroup == NULL && r.n == 0);
+		return;
+	}
+	FUZZ_CHECK(r.n <= CS_MEMCG_REPLY_MOUNTS && r.cgroup == text + (r.cgroup - text));
+	char *again = malloc(size + 1);
+	FUZZ_CHECK(again != NULL);
+	size_t at = (size_t)snprintf(again, size + 1, "C %zu\n", r.cgroup_len);
+	FUZZ_CHECK(at + r.cgroup_len <= size);
+	memcpy(again + at, r.cgroup, r.cgroup_len);
+	at += r.cgroup_len;
+	for (size_t i = 0; i < r.n; i++) {
+		FUZZ_CHECK(r.mounts[i].pid >= 0);
+		at += (size_t)snprintf(again + at, size + 1 - at, "M %d %zu\n", (int)r.mounts[i].pid, r.mounts[i].len);
+		FUZZ_CHECK(at + r.mounts[i].len <= size);
+		memcpy(again + at, r.mounts[i].mountinfo, r.mounts[i].len);
+		at += r.mounts[i].len;
+		/* The sections are what the other parsers read next. */
+		cs_cgroup_mounts m;
+		cs_cgroup_mounts_parse(r.mounts[i].mountinfo, r.mounts[i].len, &m);
+	}
+	FUZZ_CHECK(at == size && memcmp(again, text, size) == 0);
+	char path[64];
+	cs_memcg_parse_proc_cgroup(r.cgroup, r.cgroup_len, path, sizeof(path));
+	free(again);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* Exactly size bytes: a parser that reads on finds no terminator. */
@@ -157,6 +246,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_key(text, size, "inactive_file");
 	check_key(text, size, "total_inactive_file");
 	check_proc_cgroup(text, size);
+	check_below(text, size);
+	check_reply(text, size);
 	check_room(data, size);
 	free(text);
 	return 0;

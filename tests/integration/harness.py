@@ -104,9 +104,11 @@ class Case(unittest.TestCase):
         with open(os.path.join(self.ready, f"{pid}.ready")) as f:
             return dict(kv.split("=", 1) for kv in f.read().split())["role"]
 
-    def cs(self, *args, env=None, timeout=60):
+    def cs(self, *args, env=None, timeout=60, wrap=()):
+        """cudasnap with args, run through the command wrap (which ends by
+        exec'ing its arguments), as start runs the fake app."""
         t0 = time.monotonic()
-        p = subprocess.run([BIN, *args], capture_output=True, text=True, env=dict(self.env, **(env or {})),
+        p = subprocess.run([*wrap, BIN, *args], capture_output=True, text=True, env=dict(self.env, **(env or {})),
                            timeout=timeout)
         return Result(p, time.monotonic() - t0)
 

@@ -207,17 +207,28 @@ class Cgroups:
         except OSError:
             return False
 
-    def make(self, name):
-        path = f"{self.parent.path}/{name}"
-        directory = os.path.join(self.parent.dir, name)
+    def make(self, name, under=None):
+        """A child of the parent, or of under (a Cgroup of this tree)."""
+        top = under or self.parent
+        if self.version == 2 and under is not None and not self._enable_memory(under.dir):
+            raise OSError(f"cannot enable the memory controller below {under.dir}")
+        path = f"{top.path}/{name}"
+        directory = os.path.join(top.dir, name)
         os.mkdir(directory)
         cg = Cgroup(self, path, directory)
         self.children.append(cg)
         return cg
 
+    def mount(self):
+        """(mount point, filesystem type, options) of this tree's hierarchy:
+        what `mount -t TYPE -o OPTIONS none POINT` mounts again."""
+        point, _ = _mounts()["v1" if self.version == 1 else "v2"]
+        return (point, "cgroup", "memory") if self.version == 1 else (point, "cgroup2", "rw")
+
     def remove(self):
-        """Kills what is left in the children, then removes them and the parent."""
-        for cg in self.children + ([self.parent] if self.parent else []):
+        """Kills what is left in the children, then removes them (the
+        deepest first) and the parent."""
+        for cg in self.children[::-1] + ([self.parent] if self.parent else []):
             deadline = time.monotonic() + 10
             while True:
                 try:

@@ -16,6 +16,7 @@ namespace (registered without isolate.sh), where NVML's figure for each
 process is exact, and selects its processes by --pid and --cgroup only."""
 import os
 import re
+import shutil
 import unittest
 
 from harness import APP, GPU0, GPU1, Case
@@ -52,17 +53,28 @@ class MemoryCase(Case):
     def assertNoManifest(self):
         self.assertFalse(os.path.exists(os.path.join(self.state, "manifest.json")))
 
-    def assertRefusalNames(self, text, pid, cg, need, limit, bound=True):
-        """The refusal of pid names its cgroup, its need, the room left and
-        the limit that decides, with its value."""
+    def assertRefusalNames(self, text, pid, cg, need, limit, bound=True, path=None):
+        """The refusal of pid names its cgroup (by cg.path, or as path when
+        cudasnap names it otherwise), its need, the room left and the limit
+        that decides, with its value."""
         files = "|".join(map(re.escape, sorted(cg.limit_files())))
         m = re.search(f"process {pid} \\(fakecuda-app\\) refused: it needs {'up to ' if bound else ''}"
-                      f"{re.escape(gib(need))} of host memory in cgroup {re.escape(cg.path)} "
+                      f"{re.escape(gib(need))} of host memory in cgroup {re.escape(path or cg.path)} "
                       r"\([^)]*\)(?:; with the \d+ other process(?:es)? of that cgroup \d+\.\d\d GiB)?; "
                       r"the cgroup has (\d+\.\d\d) GiB left under its "
                       f"({files}) of {re.escape(gib(limit))}", text)
         self.assertTrue(m, f"refusal of {pid} not named as expected in:\n{text}")
         return float(m.group(1))
+
+
+    def assertUntouched(self, pids, *cgroups):
+        """Running with their data, no OOM kill in the cgroups (cg, kills
+        before), nothing checkpointed."""
+        self.assertStates(pids, "running")
+        self.assertDataOk(pids)
+        for cg, before in cgroups:
+            self.assertEqual(cg.oom_kills(), before, cg.path)
+        self.assertNoManifest()
 
 
 class Refused(MemoryCase):
@@ -373,6 +385,169 @@ class BoundByDeviceFiles(MemoryCase):
         self.assertNoManifest()
 
 
+class CgroupNamespace(MemoryCase):
+    """cudasnap in a cgroup namespace of its own (a privileged debug pod, a
+    node agent with hostPID, `unshare -C`), where its own cgroup mount does
+    not show the target's cgroup ("/../tight"), or shows the namespace's top
+    as "/" with the limit above it hidden. With CAP_SYS_ADMIN it reads the
+    chain from the initial cgroup namespace and refuses with the numbers;
+    without, a limit it cannot see refuses with memory-unknown, never "no
+    limit"; a namespace whose own limit it sees is judged by it, with a
+    note. Each time the process keeps running with its data, no OOM kill."""
+
+    MEM = 64
+
+    def setUp(self):
+        super().setUp()
+        if initial_pidns():
+            self.skipTest("acts on every CUDA process of its PID namespace: run it through isolate.sh")
+        for tool in ("unshare", "setpriv"):
+            if not shutil.which(tool):
+                self.skipTest(f"needs {tool} (util-linux)")
+        self.need = host_need(self.MEM * MIB)
+
+    def unshared(self, cg, mount=False, caps=True):
+        """A wrap: into cg, then into a cgroup namespace of its own there;
+        with mount, in a mount namespace where the hierarchy is mounted
+        again (its top then is the namespace's, "/"); without caps, with no
+        CAP_SYS_ADMIN (root's capabilities after exec are its bounding set)."""
+        argv = cg.enter_argv() + ["unshare", "-C"]
+        if mount:
+            point, fstype, opts = self.cgroups.mount()
+            argv += ["-m", "sh", "-c",
+                     f'umount -l "{point}" && mount -t {fstype} -o {opts} none "{point}" && exec "$@"', "sh"]
+        if not caps:
+            argv += ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"]
+        return argv
+
+    def memory_of(self, r, pid):
+        return {p["pid"]: p for p in r.obj["processes"]}[pid]
+
+    def assertUnseenRefused(self, r, pid):
+        """Refused with memory-unknown: what could not be read, and the way out."""
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("checkpoint refused; nothing was changed", r.err)
+        self.assertIn(f"process {pid} (fakecuda-app) refused: it needs up to {gib(self.need)} of host memory in "
+                      "its memory cgroup ", r.err)
+        hint = r.obj["error"]["hint"]
+        self.assertIn("host's cgroup namespace", hint)
+        self.assertIn("--ignore-memory (CUDASNAP_IGNORE_MEMORY=1)", hint)
+
+    def test_beside_the_target_refused_with_the_numbers(self):
+        """The target's cgroup lies beside cudasnap's namespace: read from
+        the initial cgroup namespace, with its path from the real root."""
+        tight, ns = self.cgroups.make("tight"), self.cgroups.make("ns")
+        pid, = self.start_in(tight, "--mem", str(self.MEM))
+        limit = tight.set_room(40 * MIB)
+        ooms = tight.oom_kills()
+        wrap = self.unshared(ns)
+        r = self.cs("checkpoint", "--dry-run", "--json", wrap=wrap)
+        self.assertEqual(r.rc, 1, r)
+        cg = self.memory_of(r, pid)["memory"]["cgroup"]
+        self.assertEqual((cg["route"], cg["seen"], cg["path"], cg["tightest"], cg["limit_bytes"]),
+                         ("initial-namespace", "whole", tight.path, tight.path, limit), r)
+        r = self.cs("checkpoint", "--json", wrap=wrap)
+        self.assertEqual(r.rc, 2, r)
+        self.assertRefusalNames(r.err, pid, tight, self.need, limit)
+        self.assertUntouched([pid], (tight, ooms))
+
+    def test_beside_the_target_without_cap_sys_admin(self):
+        """Nothing of the chain can be read: refused as unknown, and
+        --ignore-memory lets it through (in the plan)."""
+        tight, ns = self.cgroups.make("tight"), self.cgroups.make("ns")
+        pid, = self.start_in(tight, "--mem", str(self.MEM))
+        tight.set_room(40 * MIB)
+        ooms = tight.oom_kills()
+        wrap = self.unshared(ns, caps=False)
+        r = self.cs("checkpoint", "--json", wrap=wrap)
+        self.assertUnseenRefused(r, pid)
+        self.assertIn("its memory cgroup /../tight, and none of its memory cgroups can be read here: ", r.err)
+        self.assertIn("lies outside", r.err)
+        self.assertIn("CAP_SYS_ADMIN", r.err)
+        r = self.cs("checkpoint", "--dry-run", "--json", wrap=wrap)
+        self.assertEqual(r.rc, 1, r)
+        e = self.memory_of(r, pid)
+        self.assertEqual((e["verdict"], e["memory"]["cgroup"]["seen"], e["memory"]["cgroup"]["room_known"]),
+                         ("refused", "unread", "unknown"), r)
+        reason, = [x for x in e["reasons"] if x["code"] == "memory-unknown"]
+        self.assertTrue(reason["blocks"], r)
+        self.assertIn("--ignore-memory", reason["fix"])
+        r = self.cs("checkpoint", "--dry-run", "--json", wrap=wrap, env={"CUDASNAP_IGNORE_MEMORY": "1"})
+        self.assertEqual(r.rc, 0, r)
+        reason, = [x for x in self.memory_of(r, pid)["reasons"] if x["code"] == "memory-unknown"]
+        self.assertFalse(reason["blocks"], r)
+        self.assertIn("(allowed by --ignore-memory)", reason["text"])
+        self.assertUntouched([pid], (tight, ooms))
+
+    def test_limit_above_the_namespace_top(self):
+        """The namespace's own mount shows its top as "/", without a limit;
+        its parent has one, too small. Read whole from the initial
+        namespace; without CAP_SYS_ADMIN refused as unknown (on v1 with the
+        limit that memory.stat gives away)."""
+        outer = self.cgroups.make("outer")
+        inner = self.cgroups.make("inner", under=outer)
+        pid, = self.start_in(inner, "--mem", str(self.MEM))
+        limit = outer.set_room(40 * MIB)
+        kills = [(outer, outer.oom_kills()), (inner, inner.oom_kills())]
+        for caps in (True, False):
+            with self.subTest(caps=caps):
+                r = self.cs("checkpoint", "--json", wrap=self.unshared(inner, mount=True, caps=caps))
+                if caps:
+                    self.assertEqual(r.rc, 2, r)
+                    self.assertRefusalNames(r.err, pid, outer, self.need, limit)
+                else:
+                    self.assertUnseenRefused(r, pid)
+                    self.assertIn("its memory cgroup /, with no limit up to /; the cgroups above / cannot be read here",
+                                  r.err)
+                    if outer.version == 1:
+                        self.assertIn(f"one of them has a limit of {gib(limit)}", r.err)
+                self.assertUntouched([pid], *kills)
+
+    def test_the_namespace_own_limit_judged_and_the_rest_noted(self):
+        """Inside the target's own namespace (its container) without
+        CAP_SYS_ADMIN: its own limit is visible, its parents' are not. Judged
+        by the one it sees, with a note that does not refuse."""
+        outer = self.cgroups.make("outer")
+        ctr = self.cgroups.make("ctr", under=outer)
+        pid, = self.start_in(ctr, "--mem", str(self.MEM))
+        limit = ctr.set_room(40 * MIB)
+        kills = [(outer, outer.oom_kills()), (ctr, ctr.oom_kills())]
+        wrap = self.unshared(ctr, mount=True, caps=False)
+        r = self.cs("checkpoint", "--json", wrap=wrap)
+        self.assertEqual(r.rc, 2, r)
+        self.assertRefusalNames(r.err, pid, ctr, self.need, limit, path="/")
+        self.assertUntouched([pid], *kills)
+        ctr.set_room(512 * MIB)
+        r = self.cs("checkpoint", "--dry-run", "--json", wrap=wrap)
+        self.assertEqual((r.rc, r.obj["go"]), (0, True), r)
+        e = self.memory_of(r, pid)
+        self.assertEqual((e["memory"]["cgroup"]["seen"], e["memory"]["cgroup"]["room_known"]), ("part", "part"), r)
+        note, = [x for x in e["reasons"] if x["code"] == "memory-unknown"]
+        self.assertFalse(note["blocks"], r)
+        self.assertIn("could be read only up to /, and it was judged by the limits up to there", note["text"])
+        r = self.cs("checkpoint", wrap=wrap)
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn(f"warning: process {pid} (fakecuda-app): its memory cgroup chain could be read only up to /",
+                      r.err)
+        self.assertStates([pid], "checkpointed")
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertUntouched([pid], *kills)
+
+    def test_room_to_spare_goes_through(self):
+        """No false refusal: with room, the checkpoint from the namespace
+        goes through and the process comes back."""
+        roomy, ns = self.cgroups.make("roomy"), self.cgroups.make("ns")
+        pid, = self.start_in(roomy, "--mem", str(self.MEM))
+        roomy.set_room(512 * MIB)
+        ooms = roomy.oom_kills()
+        r = self.cs("checkpoint", wrap=self.unshared(ns))
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("warning", r.err)
+        self.assertStates([pid], "checkpointed")
+        self.assertEqual(self.cs("restore", wrap=self.unshared(ns)).rc, 0)
+        self.assertUntouched([pid], (roomy, ooms))
+
+
 class ExactFigures(MemoryCase):
     """In the initial PID namespace NVML names each process with its own
     memory: two processes of one cgroup that fit one at a time but not
@@ -424,6 +599,29 @@ class ExactFigures(MemoryCase):
             self.assertEqual(r.rc, 0, r)
         self.assertEqual([self.state_of(p) for p in pids], ["running"] * 2)
         self.assertDataOk(pids)
+
+    def test_a_process_listed_without_a_figure_is_bounded(self):
+        """NVML lists the process with NVML_VALUE_NOT_AVAILABLE as its used
+        memory: it holds GPU memory, bounded by the use of the GPUs it uses,
+        never counted as 0 (which let its checkpoint into the OOM killer)."""
+        cg = self.cgroups.make("na")
+        pid, = self.start_in(cg, "--mem", "64")
+        limit = cg.set_room(40 * MIB)
+        ooms = cg.oom_kills()
+        env = {"FAKECUDA_NVML_PROC_NA": "1"}
+        r = self.cs("checkpoint", "--pid", str(pid), "--dry-run", "--json", env=env)
+        self.assertEqual(r.rc, 1, r)
+        mem = {p["pid"]: p for p in r.obj["processes"]}[pid]["memory"]
+        self.assertEqual(mem["gpu_bytes_known"], "at-most", r)
+        self.assertGreaterEqual(mem["gpu_bytes"], (64 + self.CONTEXT_MIB) * MIB, r)
+        r = self.cs("checkpoint", "--pid", str(pid), env=env)
+        self.assertEqual(r.rc, 2, r)
+        # The bound counts every process on the GPU, other tests' too: only its shape is certain.
+        self.assertRegex(r.err, f"process {pid} \\(fakecuda-app\\) refused: it needs up to \\d+\\.\\d\\d GiB of host "
+                         f"memory in cgroup {re.escape(cg.path)} .* under its [a-z_.]+ of {re.escape(gib(limit))}")
+        self.assertEqual(self.state_of(pid), "running")
+        self.assertDataOk([pid])
+        self.assertEqual(cg.oom_kills(), ooms)
 
 
 class HostSelection(Case):

@@ -175,7 +175,7 @@ static void mounts_v1_memory(void **state)
 	assert_string_equal(m.v1mem, "");
 
 	/* A path that does not fit is not used; the next mount is. */
-	char over[300], line[1024];
+	char over[sizeof(m.v1mem) + 1], line[sizeof(over) + 256];
 	memset(over, 'm', sizeof(over) - 1);
 	over[sizeof(over) - 1] = '\0';
 	snprintf(line, sizeof(line),
@@ -363,7 +363,7 @@ static void mounts_long_paths(void **state)
 	(void)state;
 	cs_cgroup_mounts m;
 	char *fits = repeat('a', sizeof(m.v2) - 2), *over = repeat('b', sizeof(m.v2) - 1);
-	char line[2048];
+	char line[4 * sizeof(m.v2) + 256];
 
 	snprintf(line, sizeof(line), "1 0 0:1 /%s /%s rw - cgroup2 cgroup2 rw\n", fits, fits);
 	parse(line, &m);
