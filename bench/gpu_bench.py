@@ -28,9 +28,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import suite  # noqa: E402
 
 
-def cudasnap_cycle(env, extra):
-    c = env.cs_json("checkpoint", "--all", *extra)
-    r = env.cs_json("restore", *extra)
+def select(pids):
+    """The processes by --pid: every build, old or new, takes that."""
+    return [x for p in pids for x in ("--pid", str(p))]
+
+
+def cudasnap_cycle(env, pids, extra):
+    c = env.cs_json("checkpoint", *select(pids), *extra)
+    r = env.cs_json("restore", *select(pids), *extra)
     if c.returncode or r.returncode:
         raise SystemExit(f"failed: {c.stderr[-500:]} {r.stderr[-500:]}")
     slow_c = max(p["seconds"].get("lock", 0) + p["seconds"].get("checkpoint", 0) for p in c.obj["processes"])
@@ -54,8 +59,8 @@ def shape(env, procs, gib):
     pids = []
     for _ in range(procs):
         pids += env.workload_proc(gib)[1]
-    par = cudasnap_cycle(env, [])
-    seq = cudasnap_cycle(env, ["--sequential"])
+    par = cudasnap_cycle(env, pids, [])
+    seq = cudasnap_cycle(env, pids, ["--sequential"])
     tog = (toggle_all(env, pids), toggle_all(env, pids))
     got = env.verify_data(pids)
     ok = len(got) == len(pids) and all(v.startswith("ok") for v in got.values())
@@ -76,8 +81,8 @@ def versus(env, baseline, procs, gib, rounds):
     for r in range(rounds):
         order = (("new", env), ("old", old)) if r % 2 == 0 else (("old", old), ("new", env))
         for name, e in order:
-            got[name].append(cudasnap_cycle(e, []))
-    dry = [env.cs("checkpoint", "--all", "--dry-run").wall for _ in range(rounds)]
+            got[name].append(cudasnap_cycle(e, pids, []))
+    dry = [env.cs("checkpoint", *select(pids), "--dry-run").wall for _ in range(rounds)]
     data = env.verify_data(pids)
     ok = len(data) == len(pids) and all(v.startswith("ok") for v in data.values())
     suite.stop_all()

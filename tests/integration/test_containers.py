@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -255,6 +256,43 @@ class Cases:
         cg.set_room(512 * 1024 * 1024)
         r = self.checkpoint(c)  # the engine removes the cgroup with the container
         self.assertEqual(r.rc, 0, r)
+        r, n = self.restore(c)
+        self.assertEqual(r.rc, 0, r)
+        self.assertRunningAndOk(n, f"after the restore:\n{r}")
+
+    def filler(self, mib):
+        """A process of the machine, outside any container, that holds mib
+        MiB of the GPU's memory."""
+        ready = os.path.join(self.tmp, "filler")
+        os.makedirs(ready, exist_ok=True)
+        p = subprocess.Popen([APP, "--ready-dir", ready, "--mem", str(mib)], env=machine_env(),
+                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (p.poll() is None and os.killpg(p.pid, signal.SIGKILL), p.wait()))
+        deadline = time.monotonic() + 20
+        while not os.path.exists(os.path.join(ready, f"{p.pid}.ready")):
+            self.assertLess(time.monotonic(), deadline, "the filler did not start")
+            time.sleep(0.02)
+        return p
+
+    def test_restore_refused_before_criu_creates_anything_while_the_gpu_is_full(self):
+        """Another process took the GPU after the checkpoint: the engine's
+        restore fails at the plugin's init, before CRIU creates any process,
+        so the engine says so and the images are intact; once the GPU has room
+        the same images restore, data verified."""
+        MACHINE.fakecuda({"FAKECUDA_GPUS": GPU0, "FAKECUDA_GPU_TOTAL_MIB": "1024"})
+        c = self.container("--spawn", "1", "--mem", "64", expect=2)
+        r = self.checkpoint(c)
+        self.assertEqual(r.rc, 0, r)
+        f = self.filler(900)
+        r, n = self.restore(c)
+        self.assertNotEqual(r.rc, 0, f"the engine took a refused GPU restore for a restored container:\n{r}")
+        self.assertLogNames(r, r"REFUSED before CRIU created any process", "the refusal at the restore's init")
+        self.assertLogNames(r, r"cannot be restored here: its restore needs 0\.\d\d GiB on GPU 0", "the numbers")
+        self.assertFalse(any("restore: CUDA" in line for line in r.cudasnap_lines()), r)
+        if n.name != c.name:
+            self.engine.remove(n)
+        os.killpg(f.pid, signal.SIGKILL)
+        f.wait()
         r, n = self.restore(c)
         self.assertEqual(r.rc, 0, r)
         self.assertRunningAndOk(n, f"after the restore:\n{r}")

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import criu_rpc
@@ -140,6 +141,26 @@ class Criu(CriuCase):
         lines = r.cudasnap_lines()
         self.assertTrue(any("checkpointed 3 processes" in line for line in lines), r)
         self.assertTrue(any("3 processes back to running after the failed dump" in line for line in lines), r)
+        self.assertRunningAndOk(pids)
+
+    # The GPU filled up after the dump: refused at the restore's init,
+    # before CRIU creates any process, and restorable once there is room;
+    # CUDASNAP_WAIT_MEMORY waits for it there
+    def test_restore_refused_at_init_while_the_gpu_is_full(self):
+        self.env["FAKECUDA_GPU_TOTAL_MIB"] = "1024"
+        pids = self.tree("--spawn", "1", "--mem", "64", expect=2)
+        self.assertDumped(pids)
+        filler, = self.start("--mem", "900")
+        r = self.restore()
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertIn("REFUSED before CRIU created any process", r.log, r)
+        self.assertTrue(any("cannot be restored here: its restore needs" in line for line in r.cudasnap_lines()), r)
+        self.assertFalse([p for p in pids if os.path.exists(f"/proc/{p}")], "CRIU created processes")
+        threading.Timer(2.0, os.kill, (filler, signal.SIGKILL)).start()
+        r = self.restore(log="restore2.log", env={"CUDASNAP_WAIT_MEMORY": "30"})
+        self.assertEqual(r.rc, 0, r)
+        self.assertGreaterEqual(r.wall, 1.9, r)
+        self.assertIn("waiting up to", r.log, r)
         self.assertRunningAndOk(pids)
 
     # --leave-running: the GPU state comes back at the end of the dump

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""A restore never destroys a process: the checks of GPU memory before a
+restore that a real GPU must confirm, each printed as PASS/FAIL with what it
+measured (the helpers are tests/gpu/safety.py's).
+
+  cli        a checkpointed process, then another process takes the GPU:
+             restore --dry-run and restore refuse with the numbers (exit 1,
+             2), the process stays checkpointed and is not destroyed; once
+             the other process ends it is restored with its data
+  wait       restore --wait-memory waits while the other process holds the
+             GPU and restores once it ends
+  dropin     cuda-checkpoint --toggle of it refused in NVIDIA's format, then
+             restored once there is room
+  container  a runc container (cudasnap_plugin.so): runc restore refused
+             before CRIU creates any process while the GPU is full; the
+             image restored later, data verified
+
+Usage (root): tests/gpu/room.py --cudasnap BIN --workload BIN [--tools DIR
+    --plugin SO --driver-dir DIR] [--only a,b] [--gib 8] [--json OUT]
+With --fake-app the same runs against the driver double (CUDASNAP_LIBCUDA,
+CUDASNAP_LIBNVML and FAKECUDA_GPU_TOTAL_MIB set). Ends with "N passed, N
+failed".
+"""
+import argparse
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+import safety as s
+
+GIB, MIB = s.GIB, s.MIB
+
+# Takes the GPU's memory until only argv[1] bytes are left free, says how
+# much is free, and holds it until stdin closes.
+TORCH_FILLER = r"""
+import sys, torch
+target = int(sys.argv[1])
+held = []
+def free():
+    return torch.cuda.mem_get_info()[0]
+for chunk in (1 << 30, 64 << 20, 2 << 20):
+    while free() - chunk >= target:
+        held.append(torch.empty(chunk, dtype=torch.uint8, device="cuda"))
+print(free(), flush=True)
+sys.stdin.read()
+"""
+
+
+class Filler:
+    """Another process that takes the GPU until only left bytes are free."""
+
+    def __init__(self, a, w, left):
+        if a.fake_app:
+            total = int(os.environ.get("FAKECUDA_GPU_TOTAL_MIB", "0")) * MIB
+            mib = max(1, (total - left) // MIB)
+            self.pid = w.start([a.fake_app, "--mem", str(mib), "--ready-dir", w.dir])[0]
+            self.p = s.procs[-1]
+            self.free = total - mib * MIB
+            return
+        self.p = subprocess.Popen([sys.executable, "-c", TORCH_FILLER, str(left)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, start_new_session=True)
+        s.procs.append(self.p)
+        self.pid = self.p.pid
+        self.free = int(self.p.stdout.readline() or 0)
+
+    def stop(self):
+        try:
+            os.killpg(self.p.pid, 9)
+        except ProcessLookupError:
+            pass
+        self.p.wait()
+
+
+def moved(c):
+    return sum(p["bytes"] for p in (c.obj or {}).get("processes", []))
+
+
+def checkpointed(a, cs, w, gib):
+    pid = w.workload(gib)
+    c = cs("checkpoint", "--pid", str(pid), "--json")
+    if c.returncode != 0:
+        raise RuntimeError("checkpoint failed: " + s.tail(c))
+    return pid, c
+
+
+def scenario_cli(a, cs):
+    w = s.Procs(a)
+    pid, c = checkpointed(a, cs, w, a.gib)
+    f = Filler(a, w, moved(c) // 2)
+    d = cs("restore", "--dry-run", "--json", "--pid", str(pid))
+    e = ((d.obj or {}).get("processes") or [{}])[0]
+    g = (e.get("gpu_memory") or {}).get("gpus", [{}])[0]
+    s.check("cli: --dry-run says the restore would not fit (exit 1, gpu-memory, the need and the free memory)",
+            d.returncode == 1 and "gpu-memory" in [r["code"] for r in e.get("reasons", [])] and
+            g.get("bytes_needed", 0) > moved(c) and g.get("free_bytes", 1 << 62) < g.get("bytes_needed", 0),
+            s.tail(d))
+    r = cs("restore", "--json", "--pid", str(pid))
+    # NVML names the other process where its pids are this namespace's (the
+    # driver double answers that only in the initial PID namespace)
+    named = f"pid {f.pid} (" in r.stderr or a.fake_app
+    s.check("cli: restore refused before the driver is asked (exit 2; the GPU, the numbers, the other process)",
+            r.returncode == 2 and "GPU 0" in r.stderr and "free" in r.stderr and named, s.tail(r))
+    st = cs.states([pid])[pid]
+    s.check("cli: the process is still checkpointed", st == "checkpointed", f"state={st}")
+    s.record("restore-refused", moved=moved(c), need=g.get("bytes_needed"), free=g.get("free_bytes"),
+             filler_free=f.free, refuse_s=round(r.wall, 3), dry_run_s=round(d.wall, 3))
+    f.stop()
+    time.sleep(0.5)
+    r = cs("restore", "--json", "--pid", str(pid))
+    ok, got = w.verify([pid])
+    s.check("cli: once the other process ended, restored with its data (not destroyed)",
+            r.returncode == 0 and ok, s.tail(r) + str(got))
+    s.record("restore-after", restore_s=round(r.wall, 3))
+
+
+def scenario_wait(a, cs):
+    w = s.Procs(a)
+    pid, c = checkpointed(a, cs, w, a.gib)
+    f = Filler(a, w, moved(c) // 2)
+    threading.Timer(5.0, f.stop).start()
+    r = cs("restore", "--wait-memory", "120", "--json", "--pid", str(pid))
+    ok, got = w.verify([pid])
+    s.check("wait: restore --wait-memory waits for the other process to end, then restores with its data",
+            r.returncode == 0 and r.wall >= 5 and "waiting up to" in r.stderr and ok,
+            f"{r.wall:.2f}s " + s.tail(r) + str(got))
+    s.record("wait-memory", wall_s=round(r.wall, 3))
+
+
+def scenario_dropin(a, cs):
+    w = s.Procs(a)
+    pid = w.workload(a.gib)
+    link = os.path.join(w.dir, "cuda-checkpoint")
+    os.symlink(a.cudasnap, link)
+    t = cs("--toggle", "--pid", str(pid), argv0=link)
+    f = Filler(a, w, GIB // 4 if not a.fake_app else 32 * MIB)
+    r = cs("--toggle", "--pid", str(pid), argv0=link)
+    st = cs.states([pid])[pid]
+    s.check("dropin: cuda-checkpoint --toggle refuses the restore in NVIDIA's format (exit 1), still checkpointed",
+            t.returncode == 0 and r.returncode == 1 and
+            r.stderr.startswith(f"Error toggling CUDA in process ID {pid}: \"restore refused") and
+            st == "checkpointed", s.tail(r) + f" state={st}")
+    f.stop()
+    time.sleep(0.5)
+    r = cs("--toggle", "--pid", str(pid), argv0=link)
+    ok, got = w.verify([pid])
+    s.check("dropin: restored by the next toggle once there is room, data verified", r.returncode == 0 and ok,
+            s.tail(r) + str(got))
+
+
+def scenario_container(a, cs, t, base):
+    a.gib = 1 if not a.fake_app else 0.0625
+    c, pids = s.start_container(a, t, base, "room", 2)
+    try:
+        img, work = s.dirs(base, "room")
+        rc, err, ck = c.runc("checkpoint", "--image-path", img, "--work-path", work, "room")
+        s.cb.reap()
+        c.runc("delete", "-f", "room")
+        w = s.Procs(a)
+        f = Filler(a, w, GIB // 2 if not a.fake_app else 32 * MIB)
+        c.name = "roomr"
+        rrc, err2, rs = c.runc("restore", "-d", "--image-path", img, "--work-path", work, "roomr", stdio=True)
+        lines = s.cb.log_lines(os.path.join(work, "restore.log"), ("cudasnap:",), 12)
+        left = c.host_pids(2, timeout=3) if rrc == 0 else {}
+        s.check("container: runc restore refused before CRIU created any process, and runc says it failed",
+                rc == 0 and rrc != 0 and any("REFUSED before CRIU created any process" in x for x in lines) and
+                not left, f"checkpoint rc={rc} restore rc={rrc} {rs:.2f}s {lines[-4:]}")
+        c.runc("delete", "-f", "roomr")
+        f.stop()
+        time.sleep(0.5)
+        c.name = "roomr2"
+        rrc, err2, rs2 = c.runc("restore", "-d", "--image-path", img, "--work-path", work, "roomr2", stdio=True)
+        after = c.host_pids(2) if rrc == 0 else {}
+        ok = bool(after) and c.verify(after)
+        s.check("container: the same image restored once the GPU has room (new pids, data verified)",
+                rrc == 0 and ok, f"rc={rrc} {rs2:.2f}s {err2[-300:]}")
+        s.record("container-room", checkpoint_s=round(ck, 3), refused_s=round(rs, 3), restore_s=round(rs2, 3))
+    finally:
+        c.remove()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cudasnap", required=True)
+    ap.add_argument("--workload")
+    ap.add_argument("--fake-app")
+    ap.add_argument("--tools")
+    ap.add_argument("--plugin")
+    ap.add_argument("--driver-dir")
+    ap.add_argument("--gib", type=float, default=8)
+    ap.add_argument("--only", default="cli,wait,dropin,container")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    a.cudasnap = os.path.abspath(a.cudasnap)
+    if a.fake_app:
+        a.gib = min(a.gib, 0.25)
+    ctypes.CDLL(None).prctl(s.cb.PR_SET_CHILD_SUBREAPER, 1)
+    base = tempfile.mkdtemp(prefix="room-")
+    os.chmod(base, 0o755)
+    cs = s.Cs(a, None)
+    t = None
+    if a.tools:
+        a.tools, a.plugin = os.path.abspath(a.tools), os.path.abspath(a.plugin)
+        a.workload = os.path.abspath(a.workload) if a.workload else None
+        a.show_log = False
+        s.cb.TOOLS = t = s.cb.Tools(a)
+    print("date:", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), flush=True)
+    steps = {"cli": lambda: scenario_cli(a, cs), "wait": lambda: scenario_wait(a, cs),
+             "dropin": lambda: scenario_dropin(a, cs), "container": lambda: scenario_container(a, cs, t, base)}
+    for name in a.only.split(","):
+        t0 = time.monotonic()
+        try:
+            steps[name]()
+        except Exception as e:  # one broken scenario must not hide the others
+            traceback.print_exc()
+            s.check(f"{name}: ran to the end", False, repr(e))
+        finally:
+            s.stop_all()
+        print(f"  ({name}: {time.monotonic() - t0:.1f} s)", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(s.rows, f, indent=1)
+    print(f"{s.results['passed']} passed, {s.results['failed']} failed")
+    return 1 if s.results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
