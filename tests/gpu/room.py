@@ -21,36 +21,15 @@ With --fake-app the same runs against the driver double (CUDASNAP_LIBCUDA,
 CUDASNAP_LIBNVML and FAKECUDA_GPU_TOTAL_MIB set). Ends with "N passed, N
 failed".
 """
-import argparse
-import ctypes
-import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 
 import safety as s
 
 GIB, MIB = s.GIB, s.MIB
-
-# Takes the GPU's memory until only argv[1] bytes are left free, says how
-# much is free, and holds it until stdin closes.
-TORCH_FILLER = r"""
-import sys, torch
-target = int(sys.argv[1])
-held = []
-def free():
-    return torch.cuda.mem_get_info()[0]
-for chunk in (1 << 30, 64 << 20, 2 << 20):
-    while free() - chunk >= target:
-        held.append(torch.empty(chunk, dtype=torch.uint8, device="cuda"))
-print(free(), flush=True)
-sys.stdin.read()
-"""
-
 
 class Filler:
     """Another process that takes the GPU until only left bytes are free."""
@@ -63,7 +42,9 @@ class Filler:
             self.p = s.procs[-1]
             self.free = total - mib * MIB
             return
-        self.p = subprocess.Popen([sys.executable, "-c", TORCH_FILLER, str(left)], stdin=subprocess.PIPE,
+        from gpu_restore_probe import FILLER  # it needs pynvml, which only a GPU machine has
+
+        self.p = subprocess.Popen([sys.executable, "-c", FILLER, str(left)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True, start_new_session=True)
         s.procs.append(self.p)
         self.pid = self.p.pid
@@ -185,48 +166,13 @@ def scenario_container(a, cs, t, base):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cudasnap", required=True)
-    ap.add_argument("--workload")
-    ap.add_argument("--fake-app")
-    ap.add_argument("--tools")
-    ap.add_argument("--plugin")
-    ap.add_argument("--driver-dir")
-    ap.add_argument("--gib", type=float, default=8)
-    ap.add_argument("--only", default="cli,wait,dropin,container")
-    ap.add_argument("--json")
-    a = ap.parse_args()
-    a.cudasnap = os.path.abspath(a.cudasnap)
+    a = s.arguments("cli,wait,dropin,container", [("--gib", {"type": float, "default": 8})])
     if a.fake_app:
         a.gib = min(a.gib, 0.25)
-    ctypes.CDLL(None).prctl(s.cb.PR_SET_CHILD_SUBREAPER, 1)
-    base = tempfile.mkdtemp(prefix="room-")
-    os.chmod(base, 0o755)
-    cs = s.Cs(a, None)
-    t = None
-    if a.tools:
-        a.tools, a.plugin = os.path.abspath(a.tools), os.path.abspath(a.plugin)
-        a.workload = os.path.abspath(a.workload) if a.workload else None
-        a.show_log = False
-        s.cb.TOOLS = t = s.cb.Tools(a)
-    print("date:", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), flush=True)
+    cs, t, base = s.setup(a, "room-")
     steps = {"cli": lambda: scenario_cli(a, cs), "wait": lambda: scenario_wait(a, cs),
              "dropin": lambda: scenario_dropin(a, cs), "container": lambda: scenario_container(a, cs, t, base)}
-    for name in a.only.split(","):
-        t0 = time.monotonic()
-        try:
-            steps[name]()
-        except Exception as e:  # one broken scenario must not hide the others
-            traceback.print_exc()
-            s.check(f"{name}: ran to the end", False, repr(e))
-        finally:
-            s.stop_all()
-        print(f"  ({name}: {time.monotonic() - t0:.1f} s)", flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(s.rows, f, indent=1)
-    print(f"{s.results['passed']} passed, {s.results['failed']} failed")
-    return 1 if s.results["failed"] else 0
+    return s.run_steps(a, steps)
 
 
 if __name__ == "__main__":

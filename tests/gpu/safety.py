@@ -442,7 +442,9 @@ def scenario_killed_criu(a, cs, t, base):
         c.remove()
 
 
-def main():
+def arguments(only, extra=()):
+    """The options every runner of these checks takes (and extra ones:
+    (flag, kwargs) pairs)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--cudasnap", required=True)
     ap.add_argument("--workload")
@@ -450,28 +452,37 @@ def main():
     ap.add_argument("--tools")
     ap.add_argument("--plugin")
     ap.add_argument("--driver-dir")
-    ap.add_argument("--only", default="memory,together,ipc,monitors,containers,killed-criu")
+    ap.add_argument("--only", default=only)
     ap.add_argument("--json")
-    a = ap.parse_args()
+    for flag, kw in extra:
+        ap.add_argument(flag, **kw)
+    return ap.parse_args()
+
+
+def setup(a, prefix):
+    """What every runner prepares: the subreaper, the memory controller, a
+    base directory, cudasnap, and the container tools when given. Returns
+    (cs, tools, base)."""
     a.cudasnap = os.path.abspath(a.cudasnap)
     ctypes.CDLL(None).prctl(cb.PR_SET_CHILD_SUBREAPER, 1)
     ensure_v2_memory_controller()
-    base = tempfile.mkdtemp(prefix="safety-")
+    base = tempfile.mkdtemp(prefix=prefix)
     os.chmod(base, 0o755)
     state = os.path.join(base, "cs-state")
     os.makedirs(state, mode=0o700)
-    cs = Cs(a, state)
     t = None
     if a.tools:
         a.tools, a.plugin = os.path.abspath(a.tools), os.path.abspath(a.plugin)
         a.workload = os.path.abspath(a.workload) if a.workload else None
         a.show_log = False
         cb.TOOLS = t = cb.Tools(a)
+    return Cs(a, state), t, base
+
+
+def run_steps(a, steps):
+    """Runs the steps --only names, each to its end whatever the others do;
+    writes the rows to --json; says "N passed, N failed"."""
     print("date:", time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), flush=True)
-    steps = {"memory": lambda: scenario_memory(a, cs), "together": lambda: scenario_together(a, cs),
-             "ipc": lambda: scenario_ipc(a, cs), "monitors": lambda: scenario_monitors(a, cs),
-             "containers": lambda: scenario_containers(a, cs, t, base),
-             "killed-criu": lambda: scenario_killed_criu(a, cs, t, base)}
     for name in a.only.split(","):
         t0 = time.monotonic()
         try:
@@ -487,6 +498,16 @@ def main():
             json.dump(rows, f, indent=1)
     print(f"{results['passed']} passed, {results['failed']} failed")
     return 1 if results["failed"] else 0
+
+
+def main():
+    a = arguments("memory,together,ipc,monitors,containers,killed-criu")
+    cs, t, base = setup(a, "safety-")
+    steps = {"memory": lambda: scenario_memory(a, cs), "together": lambda: scenario_together(a, cs),
+             "ipc": lambda: scenario_ipc(a, cs), "monitors": lambda: scenario_monitors(a, cs),
+             "containers": lambda: scenario_containers(a, cs, t, base),
+             "killed-criu": lambda: scenario_killed_criu(a, cs, t, base)}
+    return run_steps(a, steps)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #
 # TOOLS as bench/gpu_containers.sh lays it out (runc and libseccomp, criu,
 # the built cudasnap and cudasnap_plugin.so in cs/); OUT receives safety.json.
+# CHECKS=room runs tests/gpu/room.py instead (room.sh), into room.json.
 set -u
 tools=$(cd "$1" && pwd)
 out=$2
@@ -27,8 +28,9 @@ for f in "$(dirname "$lib")"/libcuda.so* "$(dirname "$lib")"/libnvidia-ml.so* \
 	"$(dirname "$lib")"/libnvidia-ptxjitcompiler.so* "$(dirname "$lib")"/libnvidia-gpucomp.so*; do
 	[ -e "$f" ] && cp -L "$f" "$drv/"
 done
-PYTHONUNBUFFERED=1 python3 "$here/safety.py" --cudasnap "$tools/cs/cudasnap" --workload "$w/workload" \
-	--tools "$tools" --plugin "$tools/cs/cudasnap_plugin.so" --driver-dir "$drv" --json "$out/safety.json" "$@"
+checks=${CHECKS:-safety}
+PYTHONUNBUFFERED=1 python3 "$here/$checks.py" --cudasnap "$tools/cs/cudasnap" --workload "$w/workload" \
+	--tools "$tools" --plugin "$tools/cs/cudasnap_plugin.so" --driver-dir "$drv" --json "$out/$checks.json" "$@"
 rc=$?
 rm -rf "$drv" "$w"
 exit $rc
