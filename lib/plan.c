@@ -2,6 +2,7 @@
  * --dry-run prints from them. */
 #include "plan.h"
 #include "halt.h"
+#include "pool.h"
 #include "select.h"
 #include "session_int.h"
 #include "util.h"
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GIB (1024.0 * 1024 * 1024)
 
@@ -19,12 +21,6 @@
 #define CKPT_ALL_BPS 8.5e9
 #define RESTORE_ONE_BPS 3.0e9
 #define RESTORE_ALL_BPS 11.0e9
-
-void cs_plan_free(cs_plan *p)
-{
-	free(p->e);
-	memset(p, 0, sizeof(*p));
-}
 
 static bool checkpoints(cs_op op)
 {
@@ -37,28 +33,6 @@ static int start_state(cs_op op)
 	return op == CS_OP_RESTORE                                  ? CS_STATE_CHECKPOINTED :
 		op == CS_OP_UNLOCK || op == CS_OP_CHECKPOINT_LOCKED ? CS_STATE_LOCKED :
 								      CS_STATE_RUNNING;
-}
-
-/* Adds a reason and returns it, so that its fix can be filled; a spare
- * when the entry is full. */
-__attribute__((format(printf, 4, 5))) static cs_reason *add_reason(cs_plan_entry *e, const char *code, bool blocks,
-								   const char *fmt, ...)
-{
-	static __thread cs_reason spare;
-	cs_reason *r = e->nreasons < CS_PLAN_REASONS ? &e->reason[e->nreasons++] : &spare;
-	r->code = code;
-	r->blocks = blocks;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(r->text, sizeof(r->text), fmt, ap);
-	va_end(ap);
-	r->fix[0] = '\0';
-	return r;
-}
-
-static void set_fix(cs_reason *r, const char *fix)
-{
-	snprintf(r->fix, sizeof(r->fix), "%s", fix);
 }
 
 #define FIX_IPC \
@@ -80,17 +54,18 @@ static void check_ipc(const cs_session *s, const cs_proc *p, cs_plan_entry *e)
 		return;
 	bool allow = s->allow_unrestorable;
 	if (e->state == CS_STATE_CHECKPOINTED)
-		add_reason(e, "unrestorable", true,
-			   "it maps device memory that another process shares with it (CUDA IPC, %s): the driver "
-			   "refuses to restore such a process",
-			   p->ipc_import);
+		cs_plan_add_reason(e, "unrestorable", true,
+				   "it maps device memory that another process shares with it (CUDA IPC, %s): the driver "
+				   "refuses to restore such a process",
+				   p->ipc_import);
 	else
-		set_fix(add_reason(e, "ipc-import", !allow,
-				   "it maps device memory that another process shares with it (CUDA IPC, %s): the "
-				   "driver checkpoints such a process but can never restore it%s",
-				   p->ipc_import,
-				   allow ? " (allowed by --allow-unrestorable: it would not come back)" : ""),
-			FIX_IPC);
+		cs_plan_set_fix(cs_plan_add_reason(
+					e, "ipc-import", !allow,
+					"it maps device memory that another process shares with it (CUDA IPC, %s): the "
+					"driver checkpoints such a process but can never restore it%s",
+					p->ipc_import,
+					allow ? " (allowed by --allow-unrestorable: it would not come back)" : ""),
+				FIX_IPC);
 }
 
 static void check_halt(const cs_proc *p, cs_plan_entry *e)
@@ -101,7 +76,7 @@ static void check_halt(const cs_proc *p, cs_plan_entry *e)
 	cs_proc_halt(cs_proc_dir(), p->pid, p->restore_tid, &h);
 	char why[400];
 	cs_halt_clause(&h, p->pid, why, sizeof(why));
-	add_reason(e, cs_halt_name(p->halt), true, "it is %s and cannot answer the driver", why);
+	cs_plan_add_reason(e, cs_halt_name(p->halt), true, "it is %s and cannot answer the driver", why);
 }
 
 /* The memory reasons of a target: refused (memory); or its cgroup chain
@@ -119,20 +94,20 @@ static void reason_memory(const cs_session *s, cs_plan_entry *e)
 			 "%.1300s Where swap or overcommit makes room after all, --ignore-memory "
 			 "(CUDASNAP_IGNORE_MEMORY=1) skips this check.",
 			 f->fix);
-		set_fix(add_reason(e, "memory", !ignore, "it %s%s", f->why, allowed), fix);
+		cs_plan_set_fix(cs_plan_add_reason(e, "memory", !ignore, "it %s%s", f->why, allowed), fix);
 	} else if (f->known && f->room == CS_ROOM_UNKNOWN) {
-		set_fix(add_reason(e, "memory-unknown", !ignore, "it %s%s", f->why, allowed), f->fix);
+		cs_plan_set_fix(cs_plan_add_reason(e, "memory-unknown", !ignore, "it %s%s", f->why, allowed), f->fix);
 	} else if (!f->known) {
-		add_reason(e, "memory-unknown", false,
-			   "its GPU memory cannot be known here (no NVML, or NVML names no process of this PID "
-			   "namespace and no GPU figure either), so whether its checkpoint fits in host memory "
-			   "is not known");
+		cs_plan_add_reason(e, "memory-unknown", false,
+				   "its GPU memory cannot be known here (no NVML, or NVML names no process of this PID "
+				   "namespace and no GPU figure either), so whether its checkpoint fits in host memory "
+				   "is not known");
 	}
 	if (f->known && f->room == CS_ROOM_PART && f->cg.n)
-		add_reason(e, "memory-unknown", false,
-			   "its memory cgroup chain could be read only up to %.*s, and it was judged by the limits up "
-			   "to there: %s",
-			   (int)f->cg.node[f->cg.n - 1].len, f->cg.path, f->cg.problem);
+		cs_plan_add_reason(e, "memory-unknown", false,
+				   "its memory cgroup chain could be read only up to %.*s, and it was judged by the limits up "
+				   "to there: %s",
+				   (int)f->cg.node[f->cg.n - 1].len, f->cg.path, f->cg.problem);
 }
 
 /* Memory of the entries that are targets of a checkpoint. */
@@ -166,21 +141,22 @@ static void note_bystander(const cs_session *s, const cs_proc *p, cs_plan_entry 
 {
 	bool strict = s->o->strict;
 	if (p->nvml_only)
-		add_reason(e, "nvml-only", strict && checkpoints(s->o->op),
-			   "it uses NVML only (a monitor): not checkpointed unless named with --pid; its %d device "
-			   "file%s stay open%s",
-			   p->device_fds, p->device_fds == 1 ? "" : "s", strict ? ", which --strict refuses" : "");
+		cs_plan_add_reason(e, "nvml-only", strict && checkpoints(s->o->op),
+				   "it uses NVML only (a monitor): not checkpointed unless named with --pid; its %d device "
+				   "file%s stay open%s",
+				   p->device_fds, p->device_fds == 1 ? "" : "s",
+				   strict ? ", which --strict refuses" : "");
 	else if (p->cls == CS_CLASS_CUDA)
-		add_reason(e, "not-selected", strict && checkpoints(s->o->op) && p->nrefs,
-			   "a CUDA process in the selection's scope that the selection leaves out: its device files "
-			   "stay%s",
-			   strict && p->nrefs ? ", which --strict refuses" : "");
+		cs_plan_add_reason(e, "not-selected", strict && checkpoints(s->o->op) && p->nrefs,
+				   "a CUDA process in the selection's scope that the selection leaves out: its device files "
+				   "stay%s",
+				   strict && p->nrefs ? ", which --strict refuses" : "");
 	else if (p->cls == CS_CLASS_DEVICE_HOLDER)
-		add_reason(e, "device-holder", strict && checkpoints(s->o->op),
-			   "it holds %d GPU device file%s and %d mapping%s the driver cannot release (forked after "
-			   "CUDA init without exec, or it opened them itself)%s",
-			   p->device_fds, p->device_fds == 1 ? "" : "s", p->device_maps, p->device_maps == 1 ? "" : "s",
-			   strict ? ", which --strict refuses" : "");
+		cs_plan_add_reason(e, "device-holder", strict && checkpoints(s->o->op),
+				   "it holds %d GPU device file%s and %d mapping%s the driver cannot release (forked after "
+				   "CUDA init without exec, or it opened them itself)%s",
+				   p->device_fds, p->device_fds == 1 ? "" : "s", p->device_maps,
+				   p->device_maps == 1 ? "" : "s", strict ? ", which --strict refuses" : "");
 }
 
 /* One process of the table; t is its target, NULL when it is none. */
@@ -193,11 +169,11 @@ static void fill_entry(const cs_session *s, const cs_proc *p, const cs_target *t
 		return;
 	}
 	if (p->busy)
-		add_reason(e, "busy", true, "another operation holds it: %s", p->busy_holder);
+		cs_plan_add_reason(e, "busy", true, "another operation holds it: %s", p->busy_holder);
 	check_halt(p, e);
 	e->target = e->state == start_state(s->o->op) || (e->state == CS_STATE_UNKNOWN && !p->busy);
 	if (!e->target && !p->busy && cs_state_name(e->state))
-		add_reason(e, "already", false, "it is %s: left as it is", cs_state_name(e->state));
+		cs_plan_add_reason(e, "already", false, "it is %s: left as it is", cs_state_name(e->state));
 	if (checkpoints(s->o->op) || s->o->op == CS_OP_RESTORE)
 		check_ipc(s, p, e);
 }
@@ -329,6 +305,47 @@ static int keep_fits(cs_session *s, const cs_plan *p)
 	return 0;
 }
 
+static const cs_reason *short_reason(const cs_plan *p, const cs_plan_entry **who)
+{
+	for (size_t i = 0; i < p->n; i++)
+		for (size_t k = 0; k < p->e[i].nreasons; k++)
+			if (p->e[i].reason[k].blocks && strcmp(p->e[i].reason[k].code, "gpu-memory") == 0) {
+				*who = &p->e[i];
+				return &p->e[i].reason[k];
+			}
+	return NULL;
+}
+
+static bool interrupted(const cs_session *s)
+{
+	return s->o->interrupted && *s->o->interrupted;
+}
+
+int cs_plan_wait_room(cs_session *s, cs_plan *p, cs_error *err)
+{
+	double said = -1e9;
+	s->wait_until = cs_now() + s->wait_memory_s;
+	for (;;) {
+		const cs_plan_entry *who = NULL;
+		const cs_reason *r = short_reason(p, &who);
+		double now = cs_now();
+		if (!r || now >= s->wait_until || interrupted(s))
+			return 0;
+		if (now - said >= 10) {
+			const char *end = strstr(r->text, ". A restore");
+			cs_session_warn(s, "waiting up to %.0f s more for GPU memory: process %d (%s) %.*s",
+					s->wait_until - now, (int)who->pid, who->comm,
+					(int)(end ? end - r->text : (long)strlen(r->text)), r->text);
+			said = now;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 500000000L }, NULL);
+		cs_plan_free(p);
+		int rc = cs_session_plan(s, false, p, err);
+		if (rc < 0)
+			return rc;
+	}
+}
+
 int cs_session_check(cs_session *s, cs_error *err)
 {
 	bool restore = s->o->op == CS_OP_RESTORE;
@@ -409,19 +426,4 @@ void cs_session_name_lost(cs_session *s)
 			break;
 		}
 	}
-}
-
-cs_reason *cs_plan_add_reason(cs_plan_entry *e, const char *code, bool blocks, const char *fmt, ...)
-{
-	char text[sizeof(((cs_reason *)0)->text)];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	return add_reason(e, code, blocks, "%s", text);
-}
-
-void cs_plan_set_fix(cs_reason *r, const char *fix)
-{
-	set_fix(r, fix);
 }

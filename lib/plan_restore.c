@@ -4,14 +4,12 @@
  * state); and the wait for room that --wait-memory asks for. */
 #include "gpuroom.h"
 #include "plan.h"
-#include "pool.h"
 #include "session_int.h"
 #include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define GIB (1024.0 * 1024 * 1024)
 
@@ -95,48 +93,5 @@ void cs_plan_restore_room(cs_session *s, cs_plan_entry *e, size_t n)
 	for (size_t k = 0; k < m; k++) {
 		note_gpus(t[k], gpus, ngpus, &e[at[k]]);
 		add_room_reason(s, t[k], &room[k], &e[at[k]]);
-	}
-}
-
-/* ---- --wait-memory ------------------------------------------------------ */
-
-static const cs_reason *short_reason(const cs_plan *p, const cs_plan_entry **who)
-{
-	for (size_t i = 0; i < p->n; i++)
-		for (size_t k = 0; k < p->e[i].nreasons; k++)
-			if (p->e[i].reason[k].blocks && strcmp(p->e[i].reason[k].code, "gpu-memory") == 0) {
-				*who = &p->e[i];
-				return &p->e[i].reason[k];
-			}
-	return NULL;
-}
-
-static bool interrupted(const cs_session *s)
-{
-	return s->o->interrupted && *s->o->interrupted;
-}
-
-int cs_plan_wait_room(cs_session *s, cs_plan *p, cs_error *err)
-{
-	double said = -1e9;
-	s->wait_until = cs_now() + s->wait_memory_s;
-	for (;;) {
-		const cs_plan_entry *who = NULL;
-		const cs_reason *r = short_reason(p, &who);
-		double now = cs_now();
-		if (!r || now >= s->wait_until || interrupted(s))
-			return 0;
-		if (now - said >= 10) {
-			const char *end = strstr(r->text, ". A restore");
-			cs_session_warn(s, "waiting up to %.0f s more for GPU memory: process %d (%s) %.*s",
-					s->wait_until - now, (int)who->pid, who->comm,
-					(int)(end ? end - r->text : (long)strlen(r->text)), r->text);
-			said = now;
-		}
-		nanosleep(&(struct timespec){ .tv_nsec = 500000000L }, NULL);
-		cs_plan_free(p);
-		int rc = cs_session_plan(s, false, p, err);
-		if (rc < 0)
-			return rc;
 	}
 }

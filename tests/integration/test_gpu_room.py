@@ -55,7 +55,8 @@ class Room(Case):
 
     def checkpointed(self, *mibs):
         pids = [self.start("--mem", str(m))[0] for m in mibs]
-        r = self.cs("checkpoint", "--json")
+        # one at a time, in pid order: the manifest's order, which restore follows
+        r = self.cs("checkpoint", "--sequential", "--json")
         self.assertEqual(r.rc, 0, r)
         self.assertStates(pids, "checkpointed")
         return pids
@@ -162,8 +163,8 @@ class Room(Case):
         restore and refused without a driver call, and the first is
         returned to checkpointed."""
         a, b = self.checkpointed(64, 64)
-        self.fault(f"{a} restore delay=2000 1")
-        self.filler(820, after=0.5)
+        self.fault(f"{a} restore delay=6000 1")
+        self.filler(820, after=1.5)
         r = self.cs("restore", "--sequential", "--json")
         self.assertEqual(r.rc, 1, r)
         self.assertIn(f"restore of process {b} (fakecuda-app) not asked of the driver", r.err)
@@ -172,8 +173,8 @@ class Room(Case):
 
     def test_rollback_restore_without_room_leaves_the_process_checkpointed(self):
         a, b = [self.start("--mem", "64")[0] for _ in range(2)]
-        self.fault(f"{b} checkpoint delay=1500 1", f"{b} checkpoint error=999 1")
-        th = self.filler(900, after=0.5)
+        self.fault(f"{b} checkpoint delay=6000 1", f"{b} checkpoint error=999 1")
+        th = self.filler(900, after=1.5)
         r = self.cs("checkpoint", "--sequential", "--json")
         self.assertEqual(r.rc, 3, r)
         self.assertIn("LEFT BEHIND", r.err)
