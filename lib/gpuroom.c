@@ -64,8 +64,8 @@ static void add_need(cs_target *t, const char *uuid, unsigned long long bytes, c
 	restored_onto(uuid, pairs, npairs, onto, sizeof(onto));
 	for (unsigned k = 0; k < t->nneed; k++)
 		if (strcasecmp(t->need[k].uuid, onto) == 0) {
-			/* Two GPUs mapped onto one: their needs add up. */
-			t->need[k].bytes += bytes ? bytes : 0;
+			/* Two GPUs mapped onto one: their needs add up (unknown stays unknown). */
+			t->need[k].bytes = t->need[k].bytes && bytes ? t->need[k].bytes + bytes : 0;
 			return;
 		}
 	if (t->nneed == CS_TARGET_GPUS)
