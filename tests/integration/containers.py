@@ -1,18 +1,21 @@
 """Real containers for the integration tests: a private copy of the machine,
-runc bundles and Podman containers that run the fake CUDA application, and
-the mapping of their processes to the pids this test sees.
+runc bundles, Podman containers and containerd containers that run the fake
+CUDA application, and the mapping of their processes to the pids this test
+sees.
 
 The machine: in the test's own mount namespace (isolate.sh made one) /usr,
 /etc and /var are overlays whose upper directories lie in the test's
 temporary directory, and /run is a tmpfs. There the driver doubles are "the
 machine's" libcuda.so.1 and libnvidia-ml.so.1, the plugin sits in CRIU's
 default plugin directory and CRIU is `criu` on the PATH, as on a node where
-runc and Podman find them without being told: neither passes --libdir, and
-Podman passes no environment. Nothing is written outside the temporary
-directory; every engine, CRIU and the test's own processes die with the
-test's PID namespace.
+runc, Podman and containerd find them without being told: none passes
+--libdir, and Podman and containerd pass no environment. Nothing is written
+outside the temporary directory; every engine, CRIU and the test's own
+processes die with the test's PID namespace.
 """
+import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -35,6 +38,8 @@ APP = "/usr/local/bin/fakecuda-app"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Every container's cgroups go below these, one per test run, removed at the end.
 CGROUP_ROOT = "/sys/fs/cgroup"
+# An OCI image's architecture for uname's machine
+GOARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
 
 
 def loopback_up():
@@ -101,7 +106,9 @@ class Machine:
     - /var: an overlay, for what Podman writes below /var/lib/containers and
       /var/tmp (/var/run is the link to /run);
     - /run: a tmpfs, for CRIU's /run/criu.kdat, cudasnap's /run/cudasnap (the
-      claims that the plugin and the command line share) and Podman's files.
+      claims that the plugin and the command line share), Podman's files and
+      containerd's shim sockets and ctr's FIFOs (/run/containerd/s and
+      /run/containerd/fifo, whatever containerd's --state says).
 
     The overlays' upper and work directories lie on a tmpfs of their own
     in the test's directory (an overlay cannot take its upper directory on
@@ -283,6 +290,25 @@ def members(init):
     return out
 
 
+# A cgroup's freezer: cgroup v1's freezer.state, v2's cgroup.freeze
+FROZEN = {"FROZEN": "FROZEN", "FREEZING": "FREEZING", "THAWED": "THAWED", "1": "FROZEN", "0": "THAWED"}
+
+
+def freezer_state_file(pid):
+    """The file that says whether pid's cgroup is frozen (cgroup v1's
+    freezer.state where the freezer controller is mounted, else v2's
+    cgroup.freeze), or None."""
+    v2 = None
+    for line in read(f"/proc/{pid}/cgroup").splitlines():
+        hid, ctrls, path = line.split(":", 2)
+        if "freezer" in ctrls.split(","):
+            f = os.path.join(CGROUP_ROOT, "freezer" + path, "freezer.state")
+            return f if os.path.exists(f) else None
+        if hid == "0":
+            v2 = os.path.join(CGROUP_ROOT + path, "cgroup.freeze")
+    return v2 if v2 and os.path.exists(v2) else None
+
+
 def criu_lines(log, *words):
     """The lines of a CRIU log that matter for a failure: cudasnap's and errors."""
     keep = ("cudasnap:", "Error", *words)
@@ -310,15 +336,16 @@ def read(path):
 
 
 class Container:
-    """A container of either engine: its name, host-side init, and the
+    """A container of any engine: its name, host-side init, and the
     directory its application writes ready and verify files to."""
 
     def __init__(self, engine, name, share, expect):
         self.engine = engine
         self.name = name
         self.share = share
-        self.ready = os.path.join(share, "ready")
-        self.faults = os.path.join(share, "faults")
+        # no share: a container found by its name alone, to be removed
+        self.ready = share and os.path.join(share, "ready")
+        self.faults = share and os.path.join(share, "faults")
         self.expect = expect
 
     def init(self):
@@ -376,20 +403,23 @@ class Container:
 
 class Outcome:
     """What an engine's checkpoint or restore gave: exit status, output, wall
-    time and CRIU's log."""
+    time and CRIU's log; gone says why there is no CRIU log to read (the
+    engine deleted it), where that is so."""
 
-    def __init__(self, rc, out, wall, log):
+    def __init__(self, rc, out, wall, log, gone=None):
         self.rc = rc
         self.out = out
         self.wall = wall
         self.log = log
+        self.gone = gone
 
     def cudasnap_lines(self):
         return [line for line in self.log.splitlines() if "cudasnap:" in line]
 
     def __repr__(self):
-        return (f"rc={self.rc} wall={self.wall:.2f}s\noutput: {self.out[-3000:]}\n"
-                "CRIU log (cudasnap and error lines):\n" + "\n".join(criu_lines(self.log)[-80:]))
+        return (f"rc={self.rc} wall={self.wall:.2f}s\noutput: {self.out[-3000:]}\n" +
+                (f"CRIU log: none, {self.gone}" if self.gone else
+                 "CRIU log (cudasnap and error lines):\n" + "\n".join(criu_lines(self.log)[-80:])))
 
 
 class Pending:
@@ -416,6 +446,9 @@ class Pending:
 class Engine:
     name = ""
     needs = ()
+    # A driver delay that makes each checkpoint's GPU part outlast the
+    # engine's own part (test_two_containers_at_once)
+    driver_delay = 2.0
 
     def missing(self):
         """Why this engine cannot run here, or None."""
@@ -671,3 +704,266 @@ class Podman(Engine):
     def diagnose(self, c):
         p = self.run("logs", c.name, check=False)
         return f"podman logs {c.name}:\n{(p.stdout + p.stderr)[-3000:]}"
+
+
+class ContainerdPending(Pending):
+    """A `ctr` checkpoint in the background. containerd deletes CRIU's work
+    directory, dump.log with it, once the checkpoint has succeeded; after a
+    failure its shim has copied dump.log to the bundle (criu-dump.log)."""
+
+    def __init__(self, engine, c, args, leave_running):
+        self.engine = engine
+        self.c = c
+        self.leave_running = leave_running
+        live = os.path.join(engine.workdir(c), "criu-work", "dump.log")
+        self.failed = os.path.join(engine.bundle(c), "criu-dump.log")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.failed)  # an earlier failure's
+        # while the dump runs, its log is in the work directory
+        super().__init__(args, lambda: read(live) or read(self.failed), engine.env)
+
+    def wait(self, timeout=120):
+        r = super().wait(timeout)
+        if r.rc != 0:
+            r.log = read(self.failed)
+            if not r.log:
+                r.gone = f"no {self.failed} after the failed checkpoint"
+            return r
+        r.log = ""
+        r.gone = ("containerd deleted CRIU's work directory, dump.log with it, after the successful "
+                  "checkpoint")
+        if not self.leave_running:
+            # `ctr c checkpoint --task` leaves the task running (containerd
+            # 1.6's ctr has no checkpoint that stops the task and that
+            # `ctr c restore` can restore): the container is stopped and
+            # removed after it, as a node does to move it
+            self.engine.remove(self.c)
+        return r
+
+
+class Containerd(Engine):
+    """containerd with runc (its io.containerd.runc.v2 shim) as the runtime,
+    driven with `ctr` as a user does: a daemon of the test's own (its own
+    root, state, sockets and configuration, no CRI plugin, the native
+    snapshotter: no kernel overlay on top of the machine's), started at the
+    first container and killed at the end; an image imported from a
+    tarball (no registry, no network).
+
+    A checkpoint is `ctr c checkpoint --task NAME REF`: containerd pauses
+    the container (cgroup freezer), runc runs CRIU with --leave-running, and
+    the checkpoint becomes an image REF in containerd's content store; a
+    restore is `ctr c restore --live NEW REF`, a new container from it.
+    CRIU's logs: restore.log stays in the shim's work directory while the
+    container exists; dump.log only after a failure (ContainerdPending).
+
+    The shims' sockets are in /run/containerd/s whatever --state says (a
+    constant of containerd 1.6): /run of the private machine, a tmpfs."""
+
+    name = "containerd"
+    needs = ("containerd", "ctr", "containerd-shim-runc-v2", "runc")
+    image = "localhost/cudasnap-it:latest"
+    namespace = "cudasnap-it"
+    snapshotter = "native"
+    # containerd's own part of a checkpoint (pause, CRIU's thaw and freeze of
+    # the cgroup, the content store) took up to 2.4 s on two loaded cores
+    driver_delay = 4.0
+
+    def __init__(self, machine, tmp):
+        self.machine = machine
+        self.tmp = os.path.join(tmp, "containerd")
+        self.root = os.path.join(self.tmp, "root")
+        self.state = os.path.join(self.tmp, "state")
+        self.runc_root = os.path.join(self.tmp, "runc")
+        self.address = os.path.join(self.tmp, "containerd.sock")
+        # containerd unpacks a checkpoint below $TMPDIR (and leaves it there)
+        self.env = machine_env(TMPDIR=os.path.join(self.tmp, "tmp"))
+        self.daemon = None
+        self.serial = 0
+
+    def start_daemon(self):
+        if self.daemon:
+            return
+        for d in (self.root, self.state, self.runc_root, os.path.join(self.tmp, "tmp")):
+            os.makedirs(d, exist_ok=True)
+        config = os.path.join(self.tmp, "config.toml")
+        # the CRI plugin (Kubernetes' API) is not needed; `opt` would make
+        # /opt/containerd on the machine
+        write(config, f"""version = 2
+root = "{self.root}"
+state = "{self.state}"
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.internal.v1.opt"]
+
+[grpc]
+  address = "{self.address}"
+
+[ttrpc]
+  address = "{self.address}.ttrpc"
+
+[debug]
+  address = "{self.tmp}/debug.sock"
+""")
+        log = open(os.path.join(self.tmp, "containerd.log"), "ab")
+        self.daemon = subprocess.Popen([shutil.which("containerd", path=PATH), "--config", config],
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env)
+        log.close()
+        ACTIVE.add(self.daemon.pid)
+        deadline = time.monotonic() + 30
+        while self.ctr("version", check=False).returncode != 0:
+            if self.daemon.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"containerd did not start:\n{read(os.path.join(self.tmp, 'containerd.log'))[-3000:]}")
+            time.sleep(0.1)
+        self.import_image()
+
+    def cmd(self, *args):
+        return [shutil.which("ctr", path=PATH) or "ctr", "--address", self.address, "--namespace", self.namespace, *args]
+
+    def ctr(self, *args, check=False, timeout=120):
+        return run(self.cmd(*args), check=check, timeout=timeout, env=self.env, stdin=subprocess.DEVNULL)
+
+    def import_image(self):
+        """An OCI image layout of one layer, the empty mount points and the
+        merged-/usr links; /usr itself comes from the machine, bound
+        read-only (system_dirs)."""
+        rootfs = os.path.join(self.tmp, "rootfs")
+        for d in ("usr", "proc", "dev", "sys", "tmp", "etc", "run", "var/tmp"):
+            os.makedirs(os.path.join(rootfs, d), exist_ok=True)
+        self.binds = system_dirs(rootfs)
+        layout = os.path.join(self.tmp, "oci")
+        blobs = os.path.join(layout, "blobs", "sha256")
+        os.makedirs(blobs)
+
+        def blob(data, media_type, **extra):
+            digest = hashlib.sha256(data).hexdigest()
+            with open(os.path.join(blobs, digest), "wb") as f:
+                f.write(data)
+            return dict({"mediaType": media_type, "digest": "sha256:" + digest, "size": len(data)}, **extra)
+
+        layer_tar = os.path.join(self.tmp, "layer.tar")
+        run(["tar", "-C", rootfs, "--numeric-owner", "-cf", layer_tar, "."])
+        with open(layer_tar, "rb") as f:
+            layer = blob(f.read(), "application/vnd.oci.image.layer.v1.tar")
+        platform = {"architecture": GOARCH.get(os.uname().machine, os.uname().machine), "os": "linux"}
+        config = blob(json.dumps(dict(platform, config={"Env": ["PATH=" + PATH]},
+                                      rootfs={"type": "layers", "diff_ids": [layer["digest"]]})).encode(),
+                      "application/vnd.oci.image.config.v1+json")
+        manifest = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                                    "config": config, "layers": [layer]}).encode(),
+                        "application/vnd.oci.image.manifest.v1+json", platform=platform,
+                        annotations={"io.containerd.image.name": self.image})
+        write(os.path.join(layout, "index.json"), json.dumps({"schemaVersion": 2, "manifests": [manifest]}))
+        write(os.path.join(layout, "oci-layout"), json.dumps({"imageLayoutVersion": "1.0.0"}))
+        tarball = os.path.join(self.tmp, "image.tar")
+        run(["tar", "-C", layout, "-cf", tarball, "."])
+        self.ctr("images", "import", "--snapshotter", self.snapshotter, tarball, check=True)
+
+    def bundle(self, c):
+        """The shim's bundle: config.json, the rootfs, criu-dump.log."""
+        return os.path.join(self.state, "io.containerd.runtime.v2.task", self.namespace, c.name)
+
+    def workdir(self, c):
+        """The shim's work directory: criu-work/dump.log while a checkpoint
+        runs, restore.log of the restore that made the container."""
+        return os.path.join(self.root, "io.containerd.runtime.v2.task", self.namespace, c.name)
+
+    def start(self, name, share, args, env, expect):
+        self.start_daemon()
+        flags = ["--snapshotter", self.snapshotter, "--cgroup", f"/{self.machine.cgroup}/{name}",
+                 "--runc-root", self.runc_root, "--log-uri", f"file://{self.tmp}/{name}.stdio",
+                 "--mount", f"type=bind,src={share},dst={share},options=rbind:rw"]
+        for d in self.binds:
+            flags += ["--mount", f"type=bind,src={d},dst={d},options=rbind:ro"]
+        for k, v in env.items():
+            flags += ["--env", f"{k}={v}"]
+        p = self.ctr("run", "-d", *flags, self.image, name, *args)
+        c = Container(self, name, share, expect)
+        if p.returncode != 0:
+            raise AssertionError(f"ctr run {name}: exit {p.returncode}\n{p.stdout}{p.stderr}\n{self.diagnose(c)}")
+        return c
+
+    def task(self, c):
+        """(pid, status) of c's task, or None."""
+        p = self.ctr("tasks", "ls")
+        for line in p.stdout.splitlines()[1:]:
+            f = line.split()
+            if len(f) == 3 and f[0] == c.name:
+                return int(f[1]), f[2]
+        return None
+
+    def init_pid(self, c):
+        t = self.task(c)
+        return t[0] if t and t[1] in ("RUNNING", "PAUSED", "CREATED") and t[0] > 0 else None
+
+    def checkpoint_async(self, c, *extra):
+        """`ctr c checkpoint --task` (--leave-running: the same, with the
+        container left as it is; other flags, --rw or --image, passed on)."""
+        leave = "--leave-running" in extra
+        flags = [x for x in extra if x != "--leave-running"]
+        if getattr(c, "ref", None):
+            # containerd before 2.0 stores a checkpoint's runtime spec as a
+            # blob of its content store and takes the blob that is there
+            # already (the same spec: an earlier checkpoint of this container
+            # or of the one it was restored from) for an error, which it then
+            # ignores: the image it makes lacks the CRIU images and the spec,
+            # and `ctr c restore` says 'media type not found' (containerd
+            # pull request 8401). The earlier checkpoint goes first.
+            self.ctr("images", "rm", "--sync", c.ref, check=True)
+            c.ref = None
+        self.serial += 1
+        c.ref = f"localhost/checkpoint/{c.name}:{self.serial}"
+        return ContainerdPending(self, c, self.cmd("containers", "checkpoint", "--task", *flags, c.name, c.ref),
+                                 leave)
+
+    def restore(self, c, timeout=120, flags=()):
+        """`ctr c restore --live` of c's last checkpoint as a new container."""
+        self.serial += 1
+        name = re.sub(r"(-r\d+)?$", f"-r{self.serial}", c.name, count=1)
+        n = Container(self, name, c.share, c.expect)
+        n.ref = c.ref
+        t0 = time.monotonic()
+        p = self.ctr("containers", "restore", "--live", *flags, name, c.ref, timeout=timeout)
+        wall = time.monotonic() - t0
+        log = read(os.path.join(self.workdir(n), "restore.log"))
+        r = Outcome(p.returncode, p.stdout + p.stderr, wall, log)
+        if not log:
+            r.gone = f"no {self.workdir(n)}/restore.log"
+        return r, n
+
+    def stop(self, c):
+        self.remove(c)
+
+    def remove(self, c):
+        self.ctr("tasks", "kill", "--signal", "SIGKILL", c.name)
+        deadline = time.monotonic() + 10
+        while self.init_pid(c) and time.monotonic() < deadline:
+            reap()
+            time.sleep(0.05)
+        # without --force: ctr 1.6 waits for ever to force the deletion of a
+        # task whose restore failed (CREATED, pid 0), which needs none
+        if self.ctr("tasks", "delete", c.name).returncode != 0 and self.task(c):
+            self.ctr("tasks", "delete", "--force", c.name, timeout=30)
+        self.ctr("containers", "delete", c.name)
+
+    def cleanup(self):
+        if not self.daemon:
+            return
+        try:
+            for line in self.ctr("containers", "ls", "--quiet").stdout.split():
+                self.remove(Container(self, line, None, 0))
+        finally:
+            self.daemon.terminate()
+            try:
+                self.daemon.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                self.daemon.wait()
+            ACTIVE.discard(self.daemon.pid)
+            self.daemon = None
+            # a shim outlives the daemon until its task is deleted
+            for pid in pids_of("containerd-shim"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            reap()
+
+    def diagnose(self, c):
+        return (f"stdio of {c.name}:\n{read(os.path.join(self.tmp, f'{c.name}.stdio'))[-3000:]}\n"
+                f"containerd's log:\n{read(os.path.join(self.tmp, 'containerd.log'))[-3000:]}")

@@ -1,15 +1,15 @@
-"""Checkpoint and restore of real containers through cudasnap_plugin.so: runc
-and Podman drive a real CRIU (4.1 or newer) over its RPC, as they do on a
-node, and the containers run the fake CUDA application against the driver
-double.
+"""Checkpoint and restore of real containers through cudasnap_plugin.so: runc,
+Podman and containerd (runc under it) drive a real CRIU (4.1 or newer) over
+its RPC, as they do on a node, and the containers run the fake CUDA
+application against the driver double.
 
 What differs from `criu dump -t PID` (test_criu.py), and is tested here:
 CRIU runs as `criu swrk 3` (retitled `criu: dump --rpc -t PID` while it
 dumps) with its options in an RPC message; the container
 has its own PID, mount, IPC, UTS and network namespaces and a tmpfs /dev;
 after a restore its processes keep their PIDs inside and get new ones on the
-host; Podman passes no environment, so the plugin and the driver double in
-CRIU learn everything from files (/etc/cudasnap/cudasnap.conf,
+host; no engine passes CRIU an environment, so the plugin and the driver
+double in CRIU learn everything from files (/etc/cudasnap/cudasnap.conf,
 /etc/fakecuda.conf) and from CRIU itself.
 
 Environment (set by meson, except the first):
@@ -33,12 +33,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
 import containers
 import memcg
-from containers import APP, Machine, Podman, Runc, machine_env, reap, run
+from containers import APP, Containerd, Machine, Podman, Runc, machine_env, reap, run
 from harness import BIN, GPU0, GPU1, LIBCUDA, LIBNVML
 from harness import APP as BUILT_APP
 
@@ -106,7 +107,7 @@ def word(n):
 
 
 class Cases:
-    """The cases both engines go through, and the helpers of the engine
+    """The cases every engine goes through, and the helpers of the engine
     specific ones; a TestCase once mixed with an engine."""
 
     engine_class = None
@@ -196,13 +197,15 @@ class Cases:
         self.assertTrue(any(re.search(pattern, line) for line in outcome.cudasnap_lines()),
                         f"no cudasnap: line with {what}:\n{outcome}")
 
-    # --- the cases of both engines ---
+    # --- the cases of every engine ---
 
     def test_checkpoint_and_restore(self):
         c = self.container("--spawn", "2", "--mem", "8", expect=3)
         before = c.pids()
         r = self.checkpoint(c)
         self.assertEqual(r.rc, 0, r)
+        if r.gone:
+            self.log_gone(r, sorted(before.values()))
         self.assertEqual(c.pids(), {}, "the container still runs after its checkpoint")
         r, n = self.restore(c)
         self.assertEqual(r.rc, 0, r)
@@ -322,6 +325,39 @@ class Cases:
                              f"the plugin did not take the settings file's map:\n{r}")
         self.assertRunningAndOk(n, f"after the restore:\n{r}", gpu=GPU1)
 
+    def test_plugin_directory_named_in_criu_configuration(self):
+        """No engine passes CRIU --libdir: where the plugin is not in CRIU's
+        default plugin directory, CRIU's own configuration names its
+        directory, in /etc/criu/default.conf (every CRIU reads it, `criu
+        swrk` too) or in /etc/criu/runc.conf (the file runc hands CRIU with
+        its RPC request). The restore's log proves the plugin was loaded
+        (CRIU alone would restore the double's device files, regular files
+        here, without a word)."""
+        moved = "/usr/local/lib/cudasnap-criu"
+        plugin = os.path.join(containers.CRIU_PLUGIN_DIR, "cudasnap_plugin.so")
+        os.makedirs(moved, exist_ok=True)
+        os.rename(plugin, os.path.join(moved, "cudasnap_plugin.so"))
+        self.addCleanup(os.rename, os.path.join(moved, "cudasnap_plugin.so"), plugin)
+        for conf in ("/etc/criu/default.conf", "/etc/criu/runc.conf"):
+            with self.subTest(conf=conf):
+                self.assertFalse(os.path.exists(conf), f"{conf} of the machine would be overwritten")
+                containers.write(conf, f"libdir {moved}\n")
+                try:
+                    c = self.container("--spawn", "1", "--mem", "4", expect=2)
+                    host = c.pids()
+                    r = self.checkpoint(c)
+                    self.assertEqual(r.rc, 0, r)
+                    if r.gone:
+                        self.log_gone(r, sorted(host.values()))
+                    else:
+                        self.assertLogNames(r, r"checkpointed 2 processes", "the checkpoint")
+                    r, n = self.restore(c)
+                    self.assertEqual(r.rc, 0, r)
+                    self.assertLogNames(r, r"restored 2 processes", "the restore")
+                    self.assertRunningAndOk(n, f"after the restore:\n{r}")
+                finally:
+                    os.unlink(conf)
+
     def test_restore_onto_other_gpus(self):
         self.restore_onto_gpu_b({})
 
@@ -333,22 +369,26 @@ class Cases:
     def test_two_containers_at_once(self):
         """Two pods of one node checkpointed at the same moment: two CRIUs, two
         plugins, each on its own processes; neither waits for the other (each
-        checkpoint takes 2 s in the driver, so one after the other takes more
-        than 4 s)."""
+        checkpoint takes the engine's driver_delay in the driver, 2 s, 4 s
+        under containerd, whose own part is longer; one after the other takes
+        more than twice that)."""
+        delay = self.engine.driver_delay
         a = self.container("--spawn", "1", "--mem", "4", expect=2)
         b = self.container("--spawn", "1", "--mem", "4", expect=2)
         for c in (a, b):
-            c.fault("* checkpoint delay=2000")
+            c.fault(f"* checkpoint delay={int(delay * 1000)}")
         t0 = time.monotonic()
         pa, pb = self.engine.checkpoint_async(a), self.engine.checkpoint_async(b)
         ra, rb = pa.wait(), pb.wait()
-        both = time.monotonic() - t0
+        # until the later of the two commands ended (containerd's engine
+        # removes the container after its command)
+        both = max(pa.t0 + ra.wall, pb.t0 + rb.wall) - t0
         self.assertEqual(ra.rc, 0, f"first container:\n{ra}\nsecond:\n{rb}")
         self.assertEqual(rb.rc, 0, f"second container:\n{rb}\nfirst:\n{ra}")
         print(f"{self.engine.name}: two checkpoints at once: {ra.wall:.2f} s and {rb.wall:.2f} s, "
               f"{both:.2f} s for both", file=sys.stderr)
-        self.assertGreater(min(ra.wall, rb.wall), 2.0, "the checkpoint delay did not apply")
-        self.assertLess(both, 4.0, f"they did not overlap:\n{ra}\n{rb}")
+        self.assertGreater(min(ra.wall, rb.wall), delay, "the checkpoint delay did not apply")
+        self.assertLess(both, 2 * delay, f"they did not overlap:\n{ra}\n{rb}")
         for c in (a, b):
             c.clear_faults()
             r, n = self.restore(c)
@@ -480,7 +520,20 @@ class Cases:
 
     def assertSilent(self, outcome):
         self.assertEqual(outcome.rc, 0, outcome)
+        if outcome.gone:
+            self.log_gone(outcome, [])
+            return
         self.assertEqual(outcome.cudasnap_lines(), [], outcome)
+
+    def log_gone(self, outcome, processes):
+        """The hook for what the plugin said where the engine deleted CRIU's
+        log (containerd, after a successful checkpoint): processes are the
+        host pids the plugin had to checkpoint ([]: none, the plugin had to
+        stay silent). CRIU's log cannot tell it any more; the callers assert
+        the engine's result and the processes' states (`cudasnap ps`). An
+        operation log of the state directory, which outlives the engine's
+        cleanup, can be asserted here; this asserts nothing else."""
+        self.assertTrue(outcome.gone, outcome)
 
     def test_container_without_cuda_needs_no_state_directory(self):
         for how in self.unusable:
@@ -601,6 +654,137 @@ class RuncCases(Cases, unittest.TestCase):
             for i, victim in enumerate(sorted(c.ready_pids())):
                 with self.subTest(op=op, victim=victim):
                     c = self.fault_at_restore(c, op, victim, keep=i == 1)
+
+
+class ContainerdCases(Cases, unittest.TestCase):
+    """containerd 1.6 (Debian 12's) with runc under it, driven by `ctr` (see
+    containers.Containerd): every shared case, with containerd's checkpoint,
+    `ctr c checkpoint --task`, which pauses the container first and leaves
+    it running (runc's --leave-running); where a case wants the container
+    gone after its checkpoint, the engine then removes it, as a node does to
+    move a container. containerd deletes CRIU's dump.log once a checkpoint
+    has succeeded: those cases assert the engine's result and the
+    processes' states (Outcome.gone, Cases.log_gone); a failed checkpoint's
+    log is the bundle's criu-dump.log, a restore's the shim's restore.log."""
+
+    engine_class = Containerd
+    # the shims' sockets are in /run/containerd/s (containerd 1.6 puts them
+    # there whatever --state says): all of /run cannot be read-only
+    unusable = ("read-only /run/cudasnap", "/run/cudasnap 0775")
+
+    def test_fault_at_each_step(self):
+        """One cell for each step (the whole matrix runs under runc); a
+        refused checkpoint leaves the task RUNNING, not paused."""
+        c = self.container("--spawn", "1", "--mem", "2", expect=2)
+        child = max(c.ready_pids())
+        for op in ("lock", "checkpoint"):
+            with self.subTest(op=op):
+                self.fault_at_dump(c, op, child if op == "lock" else 1)
+                self.assertEqual((self.engine.task(c) or (0, None))[1], "RUNNING", "the task was left paused")
+        for op in ("restore", "unlock"):
+            with self.subTest(op=op):
+                c = self.fault_at_restore(c, op, child if op == "restore" else 1, keep=op == "unlock")
+
+    def test_paused_before_the_checkpoint_running_after(self):
+        """containerd pauses the container (freezes its cgroup) before runc
+        starts CRIU; CRIU seizes the tree with ptrace, as the plugin asks, and
+        thaws the cgroup for that ("unfreezing cgroup for plugin
+        compatibility"), so the plugin's lock, which needs the processes' own
+        threads, goes through; containerd resumes the container at the end.
+        Each checkpoint takes 2 s in the driver, long enough to watch the
+        task's state and the cgroup's freezer meanwhile."""
+        c = self.container("--spawn", "1", "--mem", "4", expect=2)
+        c.fault("* checkpoint delay=2000")
+        before = c.pids()
+        freezer = containers.freezer_state_file(before[1])
+        if not freezer:
+            self.skipTest("the container's freezer cgroup is not visible here")
+        pending = self.engine.checkpoint_async(c, "--leave-running")
+        tasks, frozen = set(), []  # frozen: (time, state) at each change
+
+        def watch_tasks():
+            # apart: `ctr t ls` waits while the shim checkpoints
+            while pending.p.poll() is None:
+                t = self.engine.task(c)
+                tasks.add(t[1] if t else None)
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch_tasks, daemon=True)
+        watcher.start()
+        while pending.p.poll() is None:
+            state = containers.FROZEN.get(containers.read(freezer).strip(), "?")
+            if not frozen or frozen[-1][1] != state:
+                frozen.append((time.monotonic() - pending.t0, state))
+            time.sleep(0.003)
+        r = pending.wait()
+        watcher.join()
+        c.clear_faults()
+        timeline = " ".join(f"{state}@{t:.2f}" for t, state in frozen)
+        note = f"task states {tasks}, freezer {timeline}:\n{r}"
+        print(f"containerd: checkpoint --leave-running in {r.wall:.2f} s; freezer {timeline}", file=sys.stderr)
+        self.assertEqual(r.rc, 0, note)
+        self.assertTrue(tasks & {"PAUSING", "PAUSED"}, f"the task was never paused during the checkpoint: {note}")
+        states = [state for _, state in frozen]
+        self.assertIn("FROZEN", states, note)
+        # thawed after containerd froze it, for the driver's 2 s at least
+        first = states.index("FROZEN")
+        ends = [t for t, _ in frozen[first + 1:]] + [r.wall]
+        thawed = sum(end - t for (t, state), end in zip(frozen[first:], ends) if state == "THAWED")
+        self.assertGreater(thawed, 1.5, f"CRIU did not thaw the cgroup for the plugin: {note}")
+        self.assertEqual(self.engine.task(c)[1], "RUNNING", note)
+        self.assertEqual(containers.FROZEN.get(containers.read(freezer).strip()), "THAWED", note)
+        self.assertEqual(c.pids(), before, "the container lost processes")
+        self.assertRunningAndOk(c, f"after the checkpoint:\n{note}")
+        self.log_gone(r, sorted(before.values()))
+
+    def test_checkpoint_with_rw_layer_and_image_restored_with_rw(self):
+        """`ctr c checkpoint --task --rw --image`, `ctr c restore --live --rw`:
+        the container's writable layer (a file written to its root
+        filesystem) comes back with its processes and their GPU data."""
+        c = self.container("--spawn", "1", "--mem", "8", expect=2)
+        write = os.path.join(self.engine.bundle(c), "rootfs", "tmp", "written-before")
+        with open(write, "w") as f:
+            f.write("rw layer\n")
+        r = self.checkpoint(c, "--rw", "--image")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(c.pids(), {}, "the container still runs after its checkpoint and removal")
+        r, n = self.restored(c, self.engine.restore(c, flags=("--rw",)))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(sorted(n.pids()), c.ready_pids(), "the restored container's own PIDs changed")
+        self.assertRunningAndOk(n, f"after the restore:\n{r}")
+        with open(os.path.join(self.engine.bundle(n), "rootfs", "tmp", "written-before")) as f:
+            self.assertEqual(f.read(), "rw layer\n")
+
+    def test_task_checkpoint_exit(self):
+        """`ctr t checkpoint --exit --image-path DIR --work-path DIR`: the
+        checkpoint that stops the task (CRIU ends the tree after the dump,
+        the GPU state stays in the images), and the one whose CRIU log
+        containerd keeps (a work path was given). ctr 1.6 has no command
+        that restores such images (`ctr c restore` takes only the image of
+        `ctr c checkpoint`, which always leaves the task running): images of
+        the same kind restore under runc (RuncCases)."""
+        c = self.container("--spawn", "1", "--mem", "8", expect=2)
+        host = c.pids()
+        images, work = os.path.join(self.tmp, "images"), os.path.join(self.tmp, "work")
+        t0 = time.monotonic()
+        p = self.engine.ctr("tasks", "checkpoint", "--exit", "--image-path", images, "--work-path", work, c.name)
+        wall = time.monotonic() - t0
+        r = containers.Outcome(p.returncode, p.stdout + p.stderr, wall, containers.read(os.path.join(work, "dump.log")))
+        self.assertEqual(r.rc, 0, r)
+        deadline = time.monotonic() + 10
+        while c.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(c.pids(), {}, f"the task still runs after checkpoint --exit:\n{r}")
+        for hpid in host.values():
+            self.assertFalse(os.path.exists(f"/proc/{hpid}"), f"host pid {hpid} still exists")
+        lines = r.cudasnap_lines()
+        self.assertTrue(any("enabled for the dump" in line and "tree killed after a dump" in line
+                            for line in lines), r)
+        self.assertTrue(any(f"checkpointed {len(host)} processes" in line for line in lines), r)
+        with open(os.path.join(images, "cudasnap-plugin.json")) as f:
+            record = json.load(f)
+        print(f"containerd: checkpoint --exit in {wall:.2f} s", file=sys.stderr)
+        self.assertEqual(sorted(e.get("nspid", e["pid"]) for e in record["processes"]), c.ready_pids(), record)
 
 
 class PodmanCases(Cases, unittest.TestCase):
