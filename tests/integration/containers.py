@@ -446,9 +446,6 @@ class Pending:
 class Engine:
     name = ""
     needs = ()
-    # A driver delay that makes each checkpoint's GPU part outlast the
-    # engine's own part (test_two_containers_at_once)
-    driver_delay = 2.0
 
     def missing(self):
         """Why this engine cannot run here, or None."""
@@ -764,9 +761,6 @@ class Containerd(Engine):
     image = "localhost/cudasnap-it:latest"
     namespace = "cudasnap-it"
     snapshotter = "native"
-    # containerd's own part of a checkpoint (pause, CRIU's thaw and freeze of
-    # the cgroup, the content store) took up to 2.4 s on two loaded cores
-    driver_delay = 4.0
 
     def __init__(self, machine, tmp):
         self.machine = machine
