@@ -22,7 +22,7 @@ esac
 mkdir -p "$work/obj"
 jsonc_cflags=$(pkg-config --cflags json-c)
 jsonc_libs=$(pkg-config --libs json-c)
-cflags="-std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$root/include -I$root/lib -I$root/src -I$here"
+cflags="-std=gnu11 -D_GNU_SOURCE -DCUDASNAP_VERSION=\"fuzz\" -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$root/include -I$root/lib -I$root/src -I$here"
 
 # The library once, instrumented; each target links what it uses from it.
 for src in "$root"/lib/*.c; do
