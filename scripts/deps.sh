@@ -8,7 +8,9 @@ set -eu
 # (Podman as root with vfs storage: no uidmap or fuse-overlayfs); iptables:
 # iptables-restore, which CRIU's network lock runs in a container's network
 # namespace. pyflakes3: the lint of the Python in tests/ and bench/.
-pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc bash-completion cppcheck clang-tidy clang-format pyflakes3 valgrind libcap2-bin runc podman iptables"
+# libarchive13: what cudasnap inspect loads to read checkpoint archives
+# (tests/integration/test_inspect.py).
+pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc bash-completion cppcheck clang-tidy clang-format pyflakes3 valgrind libcap2-bin runc podman iptables libarchive13"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
