@@ -12,6 +12,7 @@
 #include "explain.h"
 #include "pool.h"
 #include "helper.h"
+#include "nvml.h"
 #include "probe.h"
 #include "proc.h"
 #include "restore_thread.h"
@@ -350,7 +351,12 @@ static int checkpoint_tasks(void *ctx, void **out, size_t *len)
 	*len = run_outcome_size(o->n);
 	if (o->rc < 0 || !o->acted)
 		return 0;
-	_cleanup_free_ char *text = cs_manifest_render(t, n, d, o->wall);
+	/* NVML names the GPUs for a restore elsewhere: loaded here, in the
+	 * helper process, never in CRIU's. */
+	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
+	size_t ngpus = 0;
+	cs_nvml_list(&gpus, &ngpus);
+	_cleanup_free_ char *text = cs_manifest_render(t, n, d, o->wall, gpus, ngpus);
 	cs_error err = { 0 };
 	if (!text || cs_state_write(criu_images_dir(), CS_PLUGIN_RECORD, text, strlen(text), &err) < 0) {
 		o->rc = -CS_ESTATE;

@@ -1,6 +1,8 @@
 /* Restoring onto other GPUs without being told: a container restored on
  * another node finds other GPUs than the dump recorded, and no engine
- * passes a device map. Runs in a helper process (it asks NVML). */
+ * passes a device map. The choice is lib/automap.c's, which 'cudasnap
+ * inspect' makes too; this says it in CRIU's log. Runs in a helper process
+ * (it asks NVML). */
 #ifndef CS_CRIU_GPUMAP_H
 #define CS_CRIU_GPUMAP_H
 

@@ -5,10 +5,9 @@
 #define CS_CRIU_HOST_H
 
 #include "criu_abi.h"
+#include "manifest.h"
 
 #include <stdbool.h>
-
-#define CS_PLUGIN_NAME "cudasnap"
 
 /* CRIU's log (print_on_level), or stderr where CRIU does not export it;
  * each line starts "cudasnap: ". Safe from several threads. */

@@ -33,7 +33,7 @@ static int load_record(void)
 	cs_error err = { 0 };
 	int dir = criu_images_dir();
 	ssize_t len = dir >= 0 ? cs_state_read(dir, CS_PLUGIN_RECORD, CS_MANIFEST_MAX, &buf, &err) : -1;
-	if (len < 0 || !buf || cs_manifest_parse(buf, (size_t)len, &cs_plugin.record, &err) < 0) {
+	if (len < 0 || !buf || cs_manifest_parse_as(buf, (size_t)len, "it", NULL, &cs_plugin.record, &err) < 0) {
 		plog(CS_CRIU_LOG_ERROR, "the images need the GPU plugin but its record %s cannot be read: %s",
 		     CS_PLUGIN_RECORD, buf || len < 0 ? err.message : "it is missing");
 		return -1;
@@ -165,6 +165,8 @@ static int translate(cs_manifest *out)
 {
 	const cs_manifest *m = &cs_plugin.record;
 	*out = *m;
+	out->gpus = NULL; /* the record's: out is freed on its own */
+	out->ngpus = 0;
 	out->e = calloc(cs_plugin.ntasks + 1, sizeof(*out->e));
 	out->n = 0;
 	if (!out->e)

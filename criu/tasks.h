@@ -12,11 +12,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* The plugin's record of the processes, in CRIU's images directory: a
- * cudasnap manifest whose entries also give each process's pid inside its
- * own PID namespace ("nspid"), which a restore keeps, and its GPUs. */
-#define CS_PLUGIN_RECORD "cudasnap-plugin.json"
-
 typedef struct plugin_task {
 	pid_t pid; /* as CRIU names it (its PID namespace) */
 	pid_t nspid; /* inside its own PID namespace: what survives a restore */

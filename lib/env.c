@@ -35,6 +35,7 @@ static const char *const documented[] = {
 	"CUDASNAP_WAIT_MEMORY",
 	"CUDASNAP_IGNORE_GPU_MEMORY",
 	"CUDASNAP_KEEP_FAILED_RESTORE",
+	"CUDASNAP_LIBARCHIVE",
 };
 _Static_assert(CS_ARRAY_SIZE(documented) == CS_ENV_COUNT, "CS_ENV_COUNT is the length of the list");
 

@@ -292,17 +292,13 @@ int cs_wait_memory_setting(double *out, cs_error *err)
 	return 0;
 }
 
-size_t cs_record_judge(const cs_manifest *m, const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus,
-		       size_t ngpus, cs_nvml *nv, bool host_pidns, cs_gpu_room *room)
+void cs_record_targets(const cs_manifest *m, const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus,
+		       size_t ngpus, cs_target *t)
 {
-	_cleanup_free_ cs_target *t = calloc(m->n + 1, sizeof(*t));
-	/* v holds pointers: sizeof(*v) is one pointer's size, as meant. */
-	_cleanup_free_ const cs_target **v = calloc(m->n + 1, sizeof(*v)); // NOLINT(bugprone-sizeof-expression)
-	if (!t || !v)
-		return 0;
 	for (size_t i = 0; i < m->n; i++) {
 		const cs_manifest_entry *e = &m->e[i];
 		cs_target *x = &t[i];
+		*x = (cs_target){ .pid = 0, .nspid = e->nspid ? e->nspid : e->pid, .bytes = e->bytes };
 		snprintf(x->comm, sizeof(x->comm), "%s", e->comm);
 		memcpy(x->gpus, e->gpus, sizeof(x->gpus));
 		memcpy(x->visible_devices, e->visible_devices, sizeof(x->visible_devices));
@@ -311,8 +307,20 @@ size_t cs_record_judge(const cs_manifest *m, const cs_gpu_pair *pairs, unsigned 
 		x->use_known = e->use_known;
 		/* No process yet whose memory could bound an unknown size. */
 		cs_restore_needs(x, e->bytes, pairs, npairs, gpus, ngpus);
-		v[i] = x;
 	}
+}
+
+size_t cs_record_judge(const cs_manifest *m, const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus,
+		       size_t ngpus, cs_nvml *nv, bool host_pidns, cs_gpu_room *room)
+{
+	_cleanup_free_ cs_target *t = calloc(m->n + 1, sizeof(*t));
+	/* v holds pointers: sizeof(*v) is one pointer's size, as meant. */
+	_cleanup_free_ const cs_target **v = calloc(m->n + 1, sizeof(*v)); // NOLINT(bugprone-sizeof-expression)
+	if (!t || !v)
+		return 0;
+	cs_record_targets(m, pairs, npairs, gpus, ngpus, t);
+	for (size_t i = 0; i < m->n; i++)
+		v[i] = &t[i];
 	return cs_restore_judge(v, m->n, gpus, ngpus, nv, host_pidns, room);
 }
 

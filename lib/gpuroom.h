@@ -70,10 +70,15 @@ void cs_gpu_holders_text(cs_nvml *nv, const cs_nvml_gpu *g, bool host_pidns, cha
  * *out when it is set; CS_EUSAGE (err filled) when it is not a number. */
 int cs_wait_memory_setting(double *out, cs_error *err);
 
-/* Before the processes of record m exist (the start of a CRIU restore): its
- * entries' recorded sizes and GPUs, restored onto the GPUs pairs map them
- * to, judged as cs_restore_judge judges; room has m->n entries. */
+/* Before the processes of record m exist (the start of a CRIU restore, or
+ * 'cudasnap inspect' of its images): its entries as targets t[0..m->n)
+ * without a process (pid 0; nspid, comm, the GPUs they saw and used and
+ * the bytes moved, from the record), each with its needs on the GPUs pairs
+ * map its GPUs to (cs_restore_needs). */
 struct cs_manifest;
+void cs_record_targets(const struct cs_manifest *m, const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus,
+		       size_t ngpus, cs_target *t);
+/* Those targets judged as cs_restore_judge judges; room has m->n entries. */
 size_t cs_record_judge(const struct cs_manifest *m, const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus,
 		       size_t ngpus, cs_nvml *nv, bool host_pidns, cs_gpu_room *room);
 

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define HINT_CORRUPT \
@@ -55,7 +56,74 @@ static json_object *entry_json(const cs_target *t, int order)
 	return o;
 }
 
-char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, double wall)
+/* Whether t saw or used the GPU uuid. */
+static bool names_gpu(const cs_target *t, const char *uuid)
+{
+	size_t len = strlen(uuid);
+	for (const char *g = t->gpus; *g;) {
+		size_t k = strcspn(g, ",");
+		if (k == len && strncasecmp(g, uuid, len) == 0)
+			return true;
+		g += k + (g[k] == ',');
+	}
+	for (unsigned k = 0; t->use_known && k < t->nuse; k++)
+		if (strcasecmp(t->use[k].uuid, uuid) == 0)
+			return true;
+	return false;
+}
+
+static bool listed(json_object *arr, const char *uuid)
+{
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *u;
+		const char *s = json_object_object_get_ex(json_object_array_get_idx(arr, i), "uuid", &u) ?
+			json_object_get_string(u) :
+			NULL;
+		if (s && strcasecmp(s, uuid) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void add_gpu(json_object *arr, const char *uuid, const cs_nvml_gpu *g)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "uuid", json_object_new_string(uuid));
+	cs_json_add_str_or_null(o, "name", g && g->name[0] ? g->name : NULL);
+	cs_json_add_int_or_null(o, "memory_total", g ? (long long)g->memory_total : 0,
+				g && g->memory_known && g->memory_total);
+	json_object_array_add(arr, o);
+}
+
+/* The GPUs the targets v[0..m) saw or used: this machine's in NVML's order,
+ * then any other UUID they name (a GPU NVML did not list), unnamed. */
+static json_object *gpus_json(const cs_target *const *v, size_t m, const cs_nvml_gpu *gpus, size_t ngpus)
+{
+	json_object *arr = json_object_new_array();
+	for (size_t k = 0; k < ngpus; k++)
+		for (size_t i = 0; i < m; i++)
+			if (names_gpu(v[i], gpus[k].uuid)) {
+				add_gpu(arr, gpus[k].uuid, &gpus[k]);
+				break;
+			}
+	for (size_t i = 0; i < m; i++) {
+		for (const char *g = v[i]->gpus; *g;) {
+			size_t k = strcspn(g, ",");
+			char uuid[48];
+			snprintf(uuid, sizeof(uuid), "%.*s", (int)(k < sizeof(uuid) ? k : sizeof(uuid) - 1), g);
+			if (!listed(arr, uuid))
+				add_gpu(arr, uuid, NULL);
+			g += k + (g[k] == ',');
+		}
+		for (unsigned k = 0; v[i]->use_known && k < v[i]->nuse; k++)
+			if (!listed(arr, v[i]->use[k].uuid))
+				add_gpu(arr, v[i]->use[k].uuid, NULL);
+	}
+	return arr;
+}
+
+char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, double wall, const cs_nvml_gpu *gpus,
+			 size_t ngpus)
 {
 	/* v holds pointers: sizeof(*v) is one pointer's size, as meant. */
 	_cleanup_free_ const cs_target **v = calloc(n ? n : 1, sizeof(*v)); // NOLINT(bugprone-sizeof-expression)
@@ -68,12 +136,14 @@ char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, doubl
 	qsort(v, m, sizeof(*v), by_ckpt_seq); // NOLINT(bugprone-sizeof-expression): see above
 	_cleanup_(json_object_putp) json_object *o = json_object_new_object();
 	json_object_object_add(o, "version", json_object_new_int(1));
+	json_object_object_add(o, "cudasnap_version", json_object_new_string(CUDASNAP_VERSION));
 	char when[40];
 	time_t now = time(NULL);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 	json_object_object_add(o, "created", json_object_new_string(when));
 	json_object_object_add(o, "driver_version", json_object_new_int(cs_driver_version(d)));
 	json_object_object_add(o, "wall_seconds", json_object_new_double(wall));
+	json_object_object_add(o, "gpus", gpus_json(v, m, gpus, gpus ? ngpus : 0));
 	json_object *arr = json_object_new_array();
 	for (size_t i = 0; i < m; i++)
 		json_object_array_add(arr, entry_json(v[i], (int)i));
@@ -182,43 +252,75 @@ static int parse_entry(json_object *o, cs_manifest_entry *e)
 	return get_gpus(o, e->gpus, sizeof(e->gpus));
 }
 
-static int parse_root(json_object *root, cs_manifest *m, cs_error *err)
+/* The top-level "gpus": absent or null (not recorded), or an array of
+ * {"uuid": a GPU UUID, "name": a string or null, "memory_total": a size or
+ * null}; anything else makes the record malformed. */
+static int get_record_gpus(json_object *root, cs_manifest *m)
+{
+	json_object *arr;
+	if (!json_object_object_get_ex(root, "gpus", &arr) || json_object_is_type(arr, json_type_null))
+		return 0;
+	size_t n = json_object_is_type(arr, json_type_array) ? json_object_array_length(arr) : SIZE_MAX;
+	if (n > CS_MANIFEST_GPUS_MAX)
+		return -1;
+	m->gpus = calloc(n ? n : 1, sizeof(*m->gpus));
+	if (!m->gpus)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		json_object *g = json_object_array_get_idx(arr, i);
+		cs_manifest_gpu *x = &m->gpus[i];
+		char text[CS_GPU_UUID_STRLEN];
+		uint8_t uuid[16];
+		long long total = 0;
+		if (!json_object_is_type(g, json_type_object) || !get_str(g, "uuid", text, sizeof(text), false) ||
+		    cs_gpu_uuid_parse(text, uuid) < 0 || !get_str(g, "name", x->name, sizeof(x->name), true))
+			return -1;
+		cs_gpu_uuid_format(uuid, x->uuid);
+		/* a size no GPU has: not recorded, as an absent one */
+		x->memory_total = get_int(g, "memory_total", 0, (long long)CS_GPU_BYTES_MAX, &total) ?
+			(unsigned long long)total :
+			0;
+		m->ngpus++;
+	}
+	m->gpus_known = true;
+	return 0;
+}
+
+static int parse_root(json_object *root, cs_manifest *m, const char *what, const char *hint, cs_error *err)
 {
 	long long version, dv;
 	json_object *arr;
 	if (!json_object_is_type(root, json_type_object) || !get_int(root, "version", 1, 1, &version) ||
 	    !json_object_object_get_ex(root, "processes", &arr) || !json_object_is_type(arr, json_type_array))
-		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT,
-				    "the manifest %s/%s is not a cudasnap manifest "
-				    "of version 1",
-				    cs_state_dir(), CS_MANIFEST_NAME);
+		return cs_error_set(err, CS_ESTATE, hint, "%s is not a cudasnap manifest of version 1", what);
 	m->version = 1;
 	m->driver_version = get_int(root, "driver_version", 0, INT_MAX, &dv) ? (int)dv : 0;
 	get_str(root, "created", m->created, sizeof(m->created), true);
+	if (!get_str(root, "cudasnap_version", m->cudasnap_version, sizeof(m->cudasnap_version), true))
+		m->cudasnap_version[0] = '\0'; /* not a string: not recorded */
+	int r = get_record_gpus(root, m);
+	if (r == -ENOMEM)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	if (r < 0)
+		return cs_error_set(err, CS_ESTATE, hint, "%s has a malformed list of GPUs (\"gpus\")", what);
 	size_t n = json_object_array_length(arr);
 	m->e = calloc(n ? n : 1, sizeof(*m->e));
 	if (!m->e)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
 	for (size_t i = 0; i < n; i++, m->n++)
 		if (parse_entry(json_object_array_get_idx(arr, i), &m->e[i]) < 0)
-			return cs_error_set(err, CS_ESTATE, HINT_CORRUPT,
-					    "the manifest %s/%s has a malformed "
-					    "entry (#%zu)",
-					    cs_state_dir(), CS_MANIFEST_NAME, i);
+			return cs_error_set(err, CS_ESTATE, hint, "%s has a malformed entry (#%zu)", what, i);
 	return 0;
 }
 
-int cs_manifest_parse(const char *buf, size_t len, cs_manifest *m, cs_error *err)
+int cs_manifest_parse_as(const char *buf, size_t len, const char *what, const char *hint, cs_manifest *m, cs_error *err)
 {
 	memset(m, 0, sizeof(*m));
 	if (len > CS_MANIFEST_MAX || len > INT_MAX)
-		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest is too large");
+		return cs_error_set(err, CS_ESTATE, hint, "%s is too large", what);
 	/* JSON is UTF-8; json-c's own check lets overlong forms and surrogates by. */
 	if (!cs_utf8_valid(buf, len))
-		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT,
-				    "the manifest %s/%s is corrupt or truncated "
-				    "(not UTF-8)",
-				    cs_state_dir(), CS_MANIFEST_NAME);
+		return cs_error_set(err, CS_ESTATE, hint, "%s is corrupt or truncated (not UTF-8)", what);
 	_cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(16);
 	if (!tok)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
@@ -230,20 +332,27 @@ int cs_manifest_parse(const char *buf, size_t len, cs_manifest *m, cs_error *err
 	size_t end = json_tokener_get_parse_end(tok);
 	bool trailing = root && end < len && strspn(buf + end, " \t\r\n") != len - end;
 	if (!root || je != json_tokener_success || trailing)
-		return cs_error_set(err, CS_ESTATE, HINT_CORRUPT, "the manifest %s/%s is corrupt or truncated (%s)",
-				    cs_state_dir(), CS_MANIFEST_NAME,
+		return cs_error_set(err, CS_ESTATE, hint, "%s is corrupt or truncated (%s)", what,
 				    je != json_tokener_success ? json_tokener_error_desc(je) : "trailing bytes");
 	_cleanup_(cs_manifest_freep) cs_manifest parsed = { 0 };
-	int r = parse_root(root, &parsed, err);
+	int r = parse_root(root, &parsed, what, hint, err);
 	if (r < 0)
 		return r;
 	*m = TAKE_STRUCT(parsed);
 	return 0;
 }
 
+int cs_manifest_parse(const char *buf, size_t len, cs_manifest *m, cs_error *err)
+{
+	char what[PATH_MAX + 32];
+	snprintf(what, sizeof(what), "the manifest %s/%s", cs_state_dir(), CS_MANIFEST_NAME);
+	return cs_manifest_parse_as(buf, len, what, HINT_CORRUPT, m, err);
+}
+
 void cs_manifest_free(cs_manifest *m)
 {
 	free(m->e);
+	free(m->gpus);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -321,6 +430,41 @@ static bool keep_entry(json_object *e, const cs_target *t, size_t n)
 	return cs_proc_alive(cs_proc_dir(), (pid_t)pid, (unsigned long long)start);
 }
 
+/* Whether an entry of a manifest saw or used the GPU uuid. */
+static bool entry_names_gpu(json_object *e, const char *uuid)
+{
+	json_object *a;
+	if (json_object_object_get_ex(e, "gpus", &a) && json_object_is_type(a, json_type_array))
+		for (size_t i = 0; i < json_object_array_length(a); i++) {
+			const char *s = json_object_get_string(json_object_array_get_idx(a, i));
+			if (s && strcasecmp(s, uuid) == 0)
+				return true;
+		}
+	return json_object_object_get_ex(e, "used_gpus", &a) && json_object_is_type(a, json_type_array) &&
+		listed(a, uuid);
+}
+
+/* The older manifest's GPUs that its kept entries (those of all) name and
+ * the fresh list lacks join that list. */
+static void merge_gpus(json_object *root, json_object *prev, json_object *all)
+{
+	json_object *mine, *theirs;
+	if (!json_object_object_get_ex(root, "gpus", &mine) || !json_object_is_type(mine, json_type_array) ||
+	    !json_object_object_get_ex(prev, "gpus", &theirs) || !json_object_is_type(theirs, json_type_array))
+		return;
+	for (size_t k = 0; k < json_object_array_length(theirs); k++) {
+		json_object *g = json_object_array_get_idx(theirs, k), *u;
+		const char *uuid = json_object_object_get_ex(g, "uuid", &u) ? json_object_get_string(u) : NULL;
+		if (!uuid || listed(mine, uuid))
+			continue;
+		for (size_t i = 0; i < json_object_array_length(all); i++)
+			if (entry_names_gpu(json_object_array_get_idx(all, i), uuid)) {
+				json_object_array_add(mine, json_object_get(g));
+				break;
+			}
+	}
+}
+
 char *cs_manifest_merge(const char *old, size_t len, const char *fresh, const cs_target *t, size_t n)
 {
 	_cleanup_(json_object_putp) json_object *root = json_tokener_parse(fresh);
@@ -347,6 +491,7 @@ char *cs_manifest_merge(const char *old, size_t len, const char *fresh, const cs
 		json_object_object_add(e, "order", json_object_new_int(order++));
 		json_object_array_add(all, json_object_get(e));
 	}
+	merge_gpus(root, prev, all);
 	json_object_object_add(root, "processes", all);
 	return strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
 }

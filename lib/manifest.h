@@ -9,6 +9,14 @@
 #define CS_MANIFEST_NAME "manifest.json"
 #define CS_MANIFEST_MAX (16u << 20)
 
+/* The CRIU plugin's record of the processes, in CRIU's images directory: a
+ * cudasnap manifest whose entries also give each process's pid inside its
+ * own PID namespace ("nspid"), which a restore keeps, and its GPUs. */
+#define CS_PLUGIN_RECORD "cudasnap-plugin.json"
+/* The name the plugin gives itself in CRIU's inventory of the images, which
+ * a restore then needs. */
+#define CS_PLUGIN_NAME "cudasnap"
+
 typedef struct cs_manifest_entry {
 	pid_t pid;
 	unsigned long long start_time;
@@ -26,19 +34,43 @@ typedef struct cs_manifest_entry {
 	bool use_known;
 } cs_manifest_entry;
 
+/* A GPU the processes saw or used, as the record keeps it in its top-level
+ * "gpus": what a restore elsewhere needs to know of it. */
+typedef struct cs_manifest_gpu {
+	char uuid[48]; /* lowercase "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+	char name[96]; /* NVML's, "" when not recorded */
+	unsigned long long memory_total; /* bytes; 0 when not recorded */
+} cs_manifest_gpu;
+
+/* The most GPUs a record's "gpus" may list (NVML's own bound). */
+#define CS_MANIFEST_GPUS_MAX 1024
+
 typedef struct cs_manifest {
 	int version;
 	int driver_version;
 	char created[40];
+	char cudasnap_version[64]; /* of the cudasnap that wrote it; "" when not recorded */
+	cs_manifest_gpu *gpus; /* the top-level "gpus", when gpus_known */
+	size_t ngpus;
+	bool gpus_known; /* records of earlier versions have none */
 	cs_manifest_entry *e;
 	size_t n;
 } cs_manifest;
 
 /* Renders the targets that this checkpoint left checkpointed, in the order
- * their checkpoints completed. Returns a malloc'd string or NULL. */
-char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, double wall_seconds);
+ * their checkpoints completed, with the cudasnap version and the GPUs they
+ * saw or used: those of gpus (this machine's, as NVML lists them; NULL when
+ * NVML does not answer) with their names and sizes, and any other UUID a
+ * target names without them. Returns a malloc'd string or NULL. */
+struct cs_nvml_gpu;
+char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, double wall_seconds,
+			 const struct cs_nvml_gpu *gpus, size_t ngpus);
 /* Parses untrusted text; a corrupt manifest is an error with a hint. */
 int cs_manifest_parse(const char *buf, size_t len, cs_manifest *out, cs_error *err);
+/* The same for a record read elsewhere: what names it in messages ("the
+ * record /ckpt/cudasnap-plugin.json") and the hint of a corrupt one. */
+int cs_manifest_parse_as(const char *buf, size_t len, const char *what, const char *hint, cs_manifest *out,
+			 cs_error *err);
 void cs_manifest_free(cs_manifest *m);
 CS_DEFINE_CLEANUP_STRUCT(cs_manifest, cs_manifest_free)
 /* The manifest text without the entries of targets this restore brought back
@@ -73,7 +105,6 @@ int cs_manifest_drop(int statefd, const char *command, const cs_target *t, cs_er
  * it uses (t->use: those whose device file p holds, with NVML's figure for
  * each where exact, i.e. NVML's pids are this namespace's). */
 struct cs_nvml;
-struct cs_nvml_gpu;
 void cs_target_note_gpus(cs_target *t, const struct cs_nvml_gpu *gpus, size_t ngpus);
 void cs_target_note_use(cs_target *t, const cs_proc *p, struct cs_nvml *nv, const struct cs_nvml_gpu *gpus,
 			size_t ngpus, bool exact);

@@ -116,20 +116,26 @@ typedef struct merge_ctx {
 	size_t n;
 	const cs_driver *d;
 	double wall;
+	const cs_nvml_gpu *gpus;
+	size_t ngpus;
 } merge_ctx;
 
 static char *merged(void *ctx, const char *old, ssize_t len, bool *keep)
 {
 	const merge_ctx *m = ctx;
 	(void)keep;
-	_cleanup_free_ char *fresh = cs_manifest_render(m->t, m->n, m->d, m->wall);
+	_cleanup_free_ char *fresh = cs_manifest_render(m->t, m->n, m->d, m->wall, m->gpus, m->ngpus);
 	return fresh ? cs_manifest_merge(len > 0 ? old : NULL, len > 0 ? (size_t)len : 0, fresh, m->t, m->n) : NULL;
 }
 
 int cs_manifest_record(int statefd, const char *command, const cs_target *t, size_t n, const cs_driver *d, double wall,
 		       cs_error *err)
 {
-	merge_ctx m = { .t = t, .n = n, .d = d, .wall = wall };
+	/* The GPUs' names and sizes, read before the manifest's lock is taken. */
+	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
+	size_t ngpus = 0;
+	cs_nvml_list(&gpus, &ngpus);
+	merge_ctx m = { .t = t, .n = n, .d = d, .wall = wall, .gpus = gpus, .ngpus = ngpus };
 	return update_manifest(statefd, command, merged, &m, err);
 }
 

@@ -1,8 +1,11 @@
 /* cs_manifest_parse over arbitrary bytes (exactly the input, with no
  * terminator after it), and the round trip: what a parsed manifest says,
- * rendered by cs_manifest_render and parsed again, comes back the same. */
+ * rendered by cs_manifest_render and parsed again, comes back the same (its
+ * GPUs standing for this machine's NVML list, of which the render keeps
+ * those the processes saw). */
 #include "fuzz.h"
 #include "manifest.h"
+#include "nvml.h"
 #include "utf8check.h"
 
 #include <ctype.h>
@@ -45,6 +48,87 @@ static void check_entries(const cs_manifest *m)
 	}
 }
 
+static void check_gpus(const cs_manifest *m)
+{
+	FUZZ_CHECK(m->gpus_known || (m->ngpus == 0 && m->gpus == NULL));
+	FUZZ_CHECK(m->ngpus <= CS_MANIFEST_GPUS_MAX);
+	FUZZ_CHECK(strnlen(m->cudasnap_version, sizeof(m->cudasnap_version)) < sizeof(m->cudasnap_version));
+	FUZZ_CHECK(cs_check_utf8_clean(m->cudasnap_version, strlen(m->cudasnap_version)));
+	for (size_t k = 0; k < m->ngpus; k++) {
+		uint8_t u[16];
+		FUZZ_CHECK(cs_gpu_uuid_parse(m->gpus[k].uuid, u) == 0);
+		FUZZ_CHECK(strnlen(m->gpus[k].name, sizeof(m->gpus[k].name)) < sizeof(m->gpus[k].name));
+		FUZZ_CHECK(cs_check_utf8_clean(m->gpus[k].name, strlen(m->gpus[k].name)));
+		FUZZ_CHECK(m->gpus[k].memory_total <= CS_GPU_BYTES_MAX);
+	}
+}
+
+static bool entry_saw(const cs_manifest_entry *e, const char *uuid)
+{
+	for (const char *g = e->gpus; *g; g += strcspn(g, ",") + (g[strcspn(g, ",")] == ','))
+		if (strncmp(g, uuid, strlen(uuid)) == 0)
+			return true;
+	return false;
+}
+
+/* What the render of m's entries (reversed: rendered newest-last) lists as
+ * its GPUs: m's own that an entry saw, then the other UUIDs the entries name,
+ * unnamed. */
+static size_t expected_gpus(const cs_manifest *m, cs_manifest_gpu *out)
+{
+	size_t n = 0;
+	for (size_t k = 0; k < m->ngpus; k++)
+		for (size_t i = 0; i < m->n; i++)
+			if (entry_saw(&m->e[i], m->gpus[k].uuid)) {
+				out[n++] = m->gpus[k];
+				break;
+			}
+	for (size_t i = m->n; i-- > 0;)
+		for (const char *g = m->e[i].gpus; *g; g += strcspn(g, ",") + (g[strcspn(g, ",")] == ',')) {
+			bool listed = false;
+			for (size_t k = 0; k < n && !listed; k++)
+				listed = strncmp(out[k].uuid, g, 40) == 0;
+			if (!listed) {
+				out[n] = (cs_manifest_gpu){ 0 };
+				snprintf(out[n++].uuid, sizeof(out[0].uuid), "%.40s", g);
+			}
+		}
+	return n;
+}
+
+static void check_gpus_back(const cs_manifest *m, const cs_manifest *back)
+{
+	size_t most = m->ngpus + m->n * 16 + 1;
+	cs_manifest_gpu *want = calloc(most, sizeof(*want));
+	if (!want)
+		abort();
+	size_t n = expected_gpus(m, want);
+	FUZZ_CHECK(back->gpus_known && back->ngpus == n);
+	FUZZ_CHECK(strcmp(back->cudasnap_version, CUDASNAP_VERSION) == 0);
+	for (size_t k = 0; k < n; k++) {
+		FUZZ_CHECK(strcmp(back->gpus[k].uuid, want[k].uuid) == 0);
+		FUZZ_CHECK(strcmp(back->gpus[k].name, want[k].name) == 0);
+		FUZZ_CHECK(back->gpus[k].memory_total == want[k].memory_total);
+	}
+	free(want);
+}
+
+/* m's GPUs as NVML would list them. */
+static cs_nvml_gpu *as_nvml(const cs_manifest *m)
+{
+	cs_nvml_gpu *g = calloc(m->ngpus + 1, sizeof(*g));
+	if (!g)
+		abort();
+	for (size_t k = 0; k < m->ngpus; k++) {
+		g[k].index = (unsigned)k;
+		snprintf(g[k].uuid, sizeof(g[k].uuid), "%s", m->gpus[k].uuid);
+		snprintf(g[k].name, sizeof(g[k].name), "%s", m->gpus[k].name);
+		g[k].memory_total = m->gpus[k].memory_total;
+		g[k].memory_known = m->gpus[k].memory_total > 0;
+	}
+	return g;
+}
+
 static void round_trip(const cs_manifest *m)
 {
 	cs_target *t = calloc(m->n ? m->n : 1, sizeof(*t));
@@ -63,7 +147,8 @@ static void round_trip(const cs_manifest *m)
 		t[i].done[CS_STEP_CHECKPOINT] = true;
 		t[i].seq[CS_STEP_CHECKPOINT] = m->n - i; /* rendered newest-last: reversed */
 	}
-	char *s = cs_manifest_render(t, m->n, NULL, 1.5);
+	cs_nvml_gpu *gpus = as_nvml(m);
+	char *s = cs_manifest_render(t, m->n, NULL, 1.5, gpus, m->ngpus);
 	FUZZ_CHECK(s != NULL);
 	cs_manifest back;
 	cs_error err = { 0 };
@@ -79,9 +164,11 @@ static void round_trip(const cs_manifest *m)
 		FUZZ_CHECK(strcmp(b->visible_devices, a->visible_devices) == 0);
 		FUZZ_CHECK(b->nspid == a->nspid && strcmp(b->gpus, a->gpus) == 0);
 	}
+	check_gpus_back(m, &back);
 	cs_manifest_free(&back);
 	free(s);
 	free(t);
+	free(gpus);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -98,6 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(r == 0);
 		FUZZ_CHECK(looks_like_one_object(buf, size));
 		check_entries(&m);
+		check_gpus(&m);
 		round_trip(&m);
 		cs_manifest_free(&m);
 	}

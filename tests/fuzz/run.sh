@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cc=${CC:-clang}
 work=${WORK:-$root/build-fuzz}
-targets=${TARGETS:-"stat sanitize status maps maps_file environ parse_long cgroup txncli devmap manifest halt config memcg"}
+targets=${TARGETS:-"stat sanitize status maps maps_file environ parse_long cgroup txncli devmap manifest halt config memcg inventory ckptmeta archive"}
 
 case $secs in
 ''|*[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
@@ -22,7 +22,7 @@ esac
 mkdir -p "$work/obj"
 jsonc_cflags=$(pkg-config --cflags json-c)
 jsonc_libs=$(pkg-config --libs json-c)
-cflags="-std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$root/include -I$root/lib -I$root/src -I$here"
+cflags="-std=gnu11 -D_GNU_SOURCE -DCUDASNAP_VERSION=\"fuzz\" -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$root/include -I$root/lib -I$root/src -I$here"
 
 # The library once, instrumented; each target links what it uses from it.
 for src in "$root"/lib/*.c; do

@@ -1,5 +1,5 @@
 """What the tests of criu dump / restore through cudasnap_plugin.so share
-(test_criu.py, test_criu_refusals.py): a real CRIU (4.1 or newer), the driver
+(test_criu.py, test_criu_refusals.py, test_inspect.py): a real CRIU (4.1 or newer), the driver
 test double, and a test case that starts fake CUDA process trees and runs
 criu on them.
 

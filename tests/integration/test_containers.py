@@ -802,6 +802,16 @@ class PodmanCases(Cases, unittest.TestCase):
         tarball = os.path.join(self.tmp, "ckpt.tar.gz")
         r = self.checkpoint(c, f"--export={tarball}")
         self.assertEqual(r.rc, 0, r)
+        # what the exported archive holds, as a node about to import it sees it
+        p = self.cs("inspect", tarball, "--json")
+        self.assertEqual(p.returncode, 0, f"{p.stdout}{p.stderr}")
+        o = json.loads(p.stdout)
+        self.assertEqual((o["images"], o["container"]["name"], o["would_restore"]), ("checkpoint/", c.name, True), o)
+        # whatever the file is called, Podman compresses with zstd unless told --compress
+        self.assertIn(o["archive"]["compression"], ("zstd", "gzip"), o)
+        self.assertEqual(sorted(x["pid"] for x in o["record"]["processes"]), c.ready_pids(), o)
+        self.assertEqual([g["uuid"] for g in o["record"]["gpus"]], [g["uuid"] for g in o["node"]["gpus"]], o)
+        self.assertEqual(o["record"]["gpus"][0]["name"], "NVIDIA H200", o)
         self.engine.remove(c)
         r, n = self.restored(c, self.engine.restore_import(c, tarball, "other-" + c.name))
         self.assertEqual(r.rc, 0, r)

@@ -13,10 +13,13 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import time
 import unittest
 
-from harness import APP, BIN, Case
+from criu_case import RECORD
+from harness import APP, BIN, GPU0, GPU1, Case
+from test_inspect import NO_LIBARCHIVE, entry, inventory, record
 
 VALGRIND = os.environ.get("VALGRIND", "valgrind")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -102,6 +105,29 @@ class Valgrind(Case):
         self.vg("unlock", rc=0)
         self.assertDataOk(pids)
         print(f"{self.runs} cudasnap runs under valgrind, 20 processes: clean", file=sys.stderr)
+
+    def test_inspect_under_valgrind(self):
+        """inspect of images and of an archive of them (libarchive loaded),
+        and of what is not a checkpoint."""
+        self.runs = 0
+        # GPU1 of the record is not here: another GPU stands in for it
+        self.env["FAKECUDA_GPUS"] = f"{GPU0},GPU-33333333-3333-4333-8333-333333333333"
+        d = os.path.join(self.tmp, "images")
+        os.makedirs(d)
+        for name, data in (("inventory.img", inventory()),
+                           (RECORD, record([entry(1, "python3", [GPU0], 64), entry(7, "worker", [GPU1], 8)]))):
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(data)
+        self.vg("inspect", d, rc=0)
+        self.vg("inspect", d, "--json", rc=0)
+        archive = os.path.join(self.tmp, "ckpt.tar.gz")
+        with tarfile.open(archive, "w:gz") as t:
+            t.add(d, arcname="checkpoint")
+        if NO_LIBARCHIVE is None:
+            self.vg("inspect", archive, "--json", rc=0)
+        self.vg("inspect", BIN, rc=2)
+        self.vg("inspect", self.tmp, rc=2)
+        print(f"{self.runs} cudasnap inspect runs under valgrind: clean", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,100 @@
+/* cudasnap inspect: what the GPU part of a checkpoint holds (CRIU's images,
+ * in a directory or a checkpoint archive, as the CRIU plugin recorded its
+ * processes), and whether it would restore on this node, judged by the
+ * checks the plugin's restore makes. */
+#ifndef CS_INSPECT_H
+#define CS_INSPECT_H
+
+#include "automap.h"
+#include "ckptmeta.h"
+#include "cudasnap.h"
+#include "gpuroom.h"
+#include "inventory.h"
+#include "json.h"
+#include "manifest.h"
+#include "nvml.h"
+#include "util.h"
+
+#include <limits.h>
+
+/* What a checkpoint holds, as read. */
+typedef struct cs_inspect {
+	char path[PATH_MAX];
+	bool archive; /* a tar archive (else a directory) */
+	char format[64], filters[64]; /* the archive's format and compression */
+	char images[16]; /* where CRIU's images lie: "" at the top, or "checkpoint/" (Podman, the kubelet) */
+	cs_inventory inventory;
+	/* The images need the plugin: their inventory names it, or (images of a
+	 * CRIU before 4.0, which lists no plugin) they hold its record. */
+	bool gpu_part;
+	cs_manifest record; /* its record, when gpu_part */
+	cs_ckpt_meta meta; /* the engine's config.dump and spec.dump, what of them parsed */
+} cs_inspect;
+
+/* Reads path: a CRIU image directory (or one holding checkpoint/, an
+ * unpacked archive), or a checkpoint archive (a tar, plain or compressed,
+ * through libarchive); images under checkpoint/ are taken before any at
+ * the top. Only inventory.img, the plugin's record and the
+ * engine's config.dump and spec.dump are read, each bounded in size.
+ * Returns 0, or <0 with err filled when path is not a checkpoint, cannot be
+ * read, or its GPU part is damaged (the command's exit status 2). */
+int cs_inspect_read(const char *path, cs_inspect *out, cs_error *err);
+void cs_inspect_free(cs_inspect *c);
+CS_DEFINE_CLEANUP_STRUCT(cs_inspect, cs_inspect_free)
+
+#define CS_VERDICT_REASONS 64
+
+/* One thing that would fail the restore here, or that it cannot judge. */
+typedef struct cs_verdict_reason {
+	const char *code; /* "driver", "driver-version", "driver-remap", "device-map", "gpu-absent",
+			     "gpu-memory", "gpu-memory-unknown", "driver-version-unknown" */
+	bool blocks; /* the restore would fail here because of it */
+	long entry; /* the record's process it is about, -1 for none */
+	char text[1024];
+	char fix[768]; /* "" when nothing needs doing */
+} cs_verdict_reason;
+
+/* Whether the checkpoint would restore here, and why not. */
+typedef struct cs_verdict {
+	cs_nvml_gpu *gpus; /* this node's, with their free memory */
+	size_t ngpus;
+	char *device_map; /* the map the plugin would restore onto, NULL none */
+	cs_target *t; /* the record's processes (record.n), with their needs on this node's GPUs */
+	cs_gpu_room *room; /* each one's judgement, when judged */
+	size_t nreasons;
+	cs_automap automap; /* the GPUs that stand in for absent ones (automatic map) */
+	cs_verdict_reason reason[CS_VERDICT_REASONS];
+	int driver_version; /* cuDriverGetVersion, 0 unknown */
+	cs_error driver_error; /* why the driver cannot restore, when !driver_loaded */
+	bool driver_loaded;
+	bool can_remap;
+	bool nvml;
+	bool map_from_settings; /* CUDASNAP_DEVICE_MAP, else chosen as the plugin chooses */
+	bool judged;
+	bool ignore_gpu_memory; /* CUDASNAP_IGNORE_GPU_MEMORY=1: the plugin does not check */
+	bool go; /* no reason blocks it */
+	char nvidia_driver[CS_NVML_VERSION_SIZE]; /* NVML's "580.159.04"; "" unknown */
+} cs_verdict;
+
+/* Judges c's GPU part (c->gpu_part) against this node, as the CRIU plugin's
+ * restore would (settings from the environment and the settings file):
+ * the driver (loaded, with the checkpoint API, not older than the one that
+ * checkpointed, able to remap where a map applies), the map onto this
+ * node's GPUs (CUDASNAP_DEVICE_MAP, else absent GPUs onto others), and the
+ * GPU memory each process needs there against the free memory
+ * (cs_record_judge). Never fails: what cannot be known is a reason. */
+void cs_inspect_judge(const cs_inspect *c, cs_verdict *v);
+void cs_verdict_free(cs_verdict *v);
+CS_DEFINE_CLEANUP_STRUCT(cs_verdict, cs_verdict_free)
+
+/* "13.0" for a cuDriverGetVersion of 13000. */
+void cs_cuda_version_text(int version, char *buf, size_t size);
+
+/* The whole report as one JSON object (documented in cudasnap(1)); v may
+ * be NULL (no GPU part). */
+json_object *cs_json_inspect(const cs_inspect *c, const cs_verdict *v, int exit_status);
+/* The object of an inspect that could not read path: "path", "would_restore"
+ * false, "exit_status" and "error". */
+json_object *cs_json_inspect_error(const char *path, const cs_error *e, int exit_status);
+
+#endif

@@ -1,0 +1,192 @@
+/* Reading a checkpoint for 'cudasnap inspect': a directory of CRIU images
+ * (or one holding them under checkpoint/), or a tar archive of them. The
+ * same few files are read from either, each bounded: CRIU's inventory, the
+ * plugin's record and the engine's metadata; nothing else is touched. */
+#include "inspect.h"
+#include "archive.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CHECKPOINT_DIR "checkpoint/"
+
+/* What is read, in this order in every member list. */
+enum { M_INVENTORY, M_RECORD, M_SUB_INVENTORY, M_SUB_RECORD, M_CONFIG, M_SPEC, M_COUNT };
+
+#define HINT_NOT_CHECKPOINT \
+	"Point it at a CRIU images directory (criu dump -D DIR) or at a checkpoint archive (podman container " \
+	"checkpoint --export=FILE, the kubelet's checkpoint-*.tar)."
+#define HINT_DAMAGED "The GPU part of these images is damaged: they cannot be restored. Checkpoint the container again."
+
+static void members_init(cs_archive_member *m)
+{
+	static const struct {
+		const char *name;
+		size_t max;
+	} want[M_COUNT] = {
+		[M_INVENTORY] = { "inventory.img", CS_INVENTORY_MAX },
+		[M_RECORD] = { CS_PLUGIN_RECORD, CS_MANIFEST_MAX },
+		[M_SUB_INVENTORY] = { CHECKPOINT_DIR "inventory.img", CS_INVENTORY_MAX },
+		[M_SUB_RECORD] = { CHECKPOINT_DIR CS_PLUGIN_RECORD, CS_MANIFEST_MAX },
+		[M_CONFIG] = { "config.dump", CS_CKPTMETA_MAX },
+		[M_SPEC] = { "spec.dump", CS_CKPTMETA_MAX },
+	};
+	for (int i = 0; i < M_COUNT; i++)
+		m[i] = (cs_archive_member){ .name = want[i].name, .max = want[i].max };
+}
+
+/* ---- a directory ------------------------------------------------------ */
+
+/* One file of the directory, bounded as its member: absent is not an
+ * error; a link, a non-regular file or one too large is. */
+static int read_file(int dfd, const char *what, cs_archive_member *m, cs_error *err)
+{
+	_cleanup_close_ int fd = openat(dfd, m->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
+		return 0;
+	if (fd < 0)
+		return cs_error_errno(err, CS_EUSAGE, errno, NULL, "%s: cannot open %s%s", what, m->name,
+				      errno == ELOOP ? " (a symbolic link, which a checkpoint does not hold)" : "");
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return cs_error_set(err, CS_EUSAGE, NULL, "%s: %s is not a regular file", what, m->name);
+	if ((unsigned long long)st.st_size > m->max)
+		return cs_error_set(err, CS_EUSAGE, NULL,
+				    "%s: %s has %lld bytes, more than the %zu such a file has: this is not a checkpoint "
+				    "cudasnap reads",
+				    what, m->name, (long long)st.st_size, m->max);
+	_cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	size_t len = 0;
+	for (ssize_t r; len < (size_t)st.st_size; len += (size_t)r) {
+		r = read(fd, buf + len, (size_t)st.st_size - len);
+		if (r < 0 && errno == EINTR) {
+			r = 0;
+			continue;
+		}
+		if (r < 0)
+			return cs_error_errno(err, CS_EUSAGE, errno, NULL, "%s: cannot read %s", what, m->name);
+		if (r == 0)
+			break; /* shrunk meanwhile: what is there */
+	}
+	buf[len] = '\0';
+	m->data = TAKE_PTR(buf);
+	m->len = len;
+	m->found = true;
+	return 0;
+}
+
+static int read_directory(int dfd, const char *what, cs_archive_member *m, cs_error *err)
+{
+	for (int i = 0; i < M_COUNT; i++) {
+		int r = read_file(dfd, what, &m[i], err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- an archive ------------------------------------------------------- */
+
+/* Everything that matters is read: the images' inventory and record under
+ * checkpoint/, which the engine writes before its two files, and those
+ * two. A compressed archive is otherwise read to its end, past the
+ * container's file system changes (rootfs-diff.tar) that Podman writes
+ * after them. */
+static bool all_read(void *ctx, const cs_archive_member *m, size_t n)
+{
+	(void)ctx;
+	(void)n;
+	return m[M_SUB_INVENTORY].found && m[M_SUB_RECORD].found && m[M_CONFIG].found && m[M_SPEC].found;
+}
+
+static int read_archive(int fd, const char *what, cs_archive_member *m, cs_inspect *c, cs_error *err)
+{
+	_cleanup_(cs_archive_freep) cs_archive *a = NULL;
+	int r = cs_archive_load(&a, err);
+	if (r < 0)
+		return r;
+	cs_archive_info info;
+	r = cs_archive_read(a, fd, what, m, M_COUNT, all_read, NULL, &info, err);
+	c->archive = true;
+	snprintf(c->format, sizeof(c->format), "%s", info.format);
+	snprintf(c->filters, sizeof(c->filters), "%s", info.filters);
+	return r;
+}
+
+/* ---- what was read ---------------------------------------------------- */
+
+static int digest(const char *what, cs_archive_member *m, cs_inspect *c, cs_error *err)
+{
+	/* An engine's layout first: images under checkpoint/ are the container's. */
+	int inv = m[M_SUB_INVENTORY].found ? M_SUB_INVENTORY : m[M_INVENTORY].found ? M_INVENTORY : -1;
+	if (inv < 0)
+		return cs_error_set(err, CS_EUSAGE, HINT_NOT_CHECKPOINT,
+				    "%s is not a checkpoint: it holds no CRIU inventory.img, at its top or under %s",
+				    what, CHECKPOINT_DIR);
+	int rec = inv == M_INVENTORY ? M_RECORD : M_SUB_RECORD;
+	snprintf(c->images, sizeof(c->images), "%s", inv == M_INVENTORY ? "" : CHECKPOINT_DIR);
+	if (cs_inventory_parse(m[inv].data, m[inv].len, &c->inventory) < 0)
+		return cs_error_set(err, CS_EUSAGE, HINT_NOT_CHECKPOINT,
+				    "%s is not a checkpoint: its %s is not CRIU's inventory image", what, m[inv].name);
+	/* As the plugin's restore decides: a CRIU that lists no plugins (before
+	 * 4.0) leaves it to the record. */
+	c->gpu_part = c->inventory.plugins_listed ? cs_inventory_needs(&c->inventory, CS_PLUGIN_NAME) : m[rec].found;
+	if (m[M_CONFIG].found)
+		cs_ckpt_meta_config(m[M_CONFIG].data, m[M_CONFIG].len, &c->meta);
+	if (m[M_SPEC].found)
+		cs_ckpt_meta_spec(m[M_SPEC].data, m[M_SPEC].len, &c->meta);
+	if (!c->gpu_part)
+		return 0;
+	if (!m[rec].found)
+		return cs_error_set(err, CS_ESTATE, HINT_DAMAGED,
+				    "%s: its inventory names cudasnap's CRIU plugin, but it holds no %s: CRIU's restore "
+				    "fails at the plugin's start",
+				    what, m[rec].name);
+	char named[PATH_MAX + 64];
+	snprintf(named, sizeof(named), "the record %s of %s", m[rec].name, what);
+	return cs_manifest_parse_as(m[rec].data, m[rec].len, named, HINT_DAMAGED, &c->record, err);
+}
+
+int cs_inspect_read(const char *path, cs_inspect *out, cs_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	_cleanup_(cs_inspect_freep) cs_inspect c = { 0 };
+	snprintf(c.path, sizeof(c.path), "%s", path);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return cs_error_errno(err, CS_EUSAGE, errno, HINT_NOT_CHECKPOINT, "cannot open %s", path);
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return cs_error_errno(err, CS_EUSAGE, errno, NULL, "cannot read %s", path);
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+		return cs_error_set(err, CS_EUSAGE, HINT_NOT_CHECKPOINT,
+				    "%s is neither a directory nor a file: not a checkpoint", path);
+	/* Reads block from here on, as a pipe's must (the archive streams). */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	cs_archive_member m[M_COUNT];
+	members_init(m);
+	int r = S_ISDIR(st.st_mode) ? read_directory(fd, path, m, err) : read_archive(fd, path, m, &c, err);
+	if (r == 0)
+		r = digest(path, m, &c, err);
+	cs_archive_members_free(m, M_COUNT);
+	if (r < 0 && err && !err->hint[0] && err->status == CS_EUSAGE)
+		snprintf(err->hint, sizeof(err->hint), "%s", HINT_NOT_CHECKPOINT);
+	if (r < 0)
+		return r;
+	*out = TAKE_STRUCT(c);
+	return 0;
+}
+
+void cs_inspect_free(cs_inspect *c)
+{
+	cs_manifest_free(&c->record);
+	memset(c, 0, sizeof(*c));
+}

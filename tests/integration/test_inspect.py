@@ -1,0 +1,520 @@
+"""cudasnap inspect PATH: what the GPU part of a checkpoint holds, and whether
+it would restore on this node, against the driver double.
+
+- Images: images directories made here (CRIU's inventory.img written as CRIU
+  writes it, and the plugin's record), as directories and packed by tarfile
+  in Podman's layout (checkpoint/ inside, config.dump and spec.dump beside
+  it): the verdict for this node (GPUs present, remapped, too few; a driver
+  too old to remap; no driver; a GPU without room, then with it), images
+  without a GPU part, older records, and what is not a checkpoint (exit 2):
+  garbage, a huge member, a link where a file belongs, no libarchive.
+  These need no CRIU, so the sanitizer build runs them too.
+- FromCriu: images that criu dump wrote through cudasnap_plugin.so (CriuCase),
+  inspected as a directory, a tar and a tar.gz, whose verdict agrees with
+  what criu restore then does.
+"""
+import ctypes
+import io
+import json
+import os
+import signal
+import struct
+import subprocess
+import tarfile
+
+from criu_case import RECORD, CriuCase, main
+from harness import APP, BIN, GPU0, GPU1, Case
+
+GPU2 = "GPU-22222222-2222-4222-8222-222222222222"
+
+
+def have_libarchive():
+    try:
+        ctypes.CDLL("libarchive.so.13")
+        return True
+    except OSError:
+        return False
+
+
+NO_LIBARCHIVE = None if have_libarchive() else \
+    "libarchive.so.13 is not installed here (scripts/deps.sh installs libarchive13): archives cannot be read"
+MIB = 1 << 20
+VERSION = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout.split()[-1] if BIN else ""
+
+
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb_bytes(num, data):
+    return varint(num << 3 | 2) + varint(len(data)) + data
+
+
+def inventory(plugins=("cudasnap",), listed=True):
+    """inventory.img as CRIU 4.x writes it: its magic, then one
+    InventoryEntry (img_version 2, ns_per_id, and plugins_entry, field 12,
+    whose field 12 lists the plugins) with its length."""
+    msg = varint(1 << 3) + varint(2) + varint(4 << 3) + varint(1)
+    if listed:
+        msg += pb_bytes(12, b"".join(pb_bytes(12, p.encode()) for p in plugins))
+    msg += pb_bytes(13, b"be4495fc-bcee-4cbb-a850-deb1b489c928")
+    return struct.pack("<II", 0x58313116, len(msg)) + msg
+
+
+def entry(nspid, comm, gpus, mib, order=0, used=None):
+    return {"pid": 4000 + nspid, "nspid": nspid, "start_time": 100 + nspid, "comm": comm, "order": order,
+            "cuda_visible_devices": None, "gpus": gpus, "bytes": mib * MIB,
+            "used_gpus": [{"uuid": g, "bytes": None} for g in (used if used is not None else gpus)],
+            "seconds": {"checkpoint": 0.1}}
+
+
+def record(entries, gpus=("H200",), old=False, driver=13000):
+    """The plugin's record; gpus: the models of the GPUs the entries saw."""
+    rec = {"version": 1, "created": "2026-12-03T10:00:00Z", "driver_version": driver, "wall_seconds": 0.5,
+           "processes": [dict(e, order=i) for i, e in enumerate(entries)]}
+    if not old:
+        seen = []
+        for e in entries:
+            seen += [g for g in e["gpus"] if g not in seen]
+        rec["cudasnap_version"] = "0.1.0"
+        rec["gpus"] = [{"uuid": g, "name": "NVIDIA " + gpus[0], "memory_total": 1024 * MIB} for g in seen]
+    return json.dumps(rec, indent=1).encode()
+
+
+class Images(Case):
+    """Images made here: no CRIU needed."""
+
+    def images(self, files, name="images"):
+        """A directory holding files ({name: bytes})."""
+        d = os.path.join(self.tmp, name)
+        os.makedirs(d, exist_ok=True)
+        for n, data in files.items():
+            with open(os.path.join(d, n), "wb") as f:
+                f.write(data)
+        return d
+
+    def gpu_images(self, entries=None, **kw):
+        entries = entries if entries is not None else [entry(1, "python3", [GPU0], 64), entry(7, "worker", [GPU0], 32)]
+        return self.images({"inventory.img": inventory(), RECORD: record(entries, **kw),
+                            "pages-1.img": b"\0" * 8192})
+
+    def pack(self, d, mode="w", name="ckpt.tar", extra=None, read=True):
+        """d packed as Podman's --export packs a checkpoint: CRIU's images
+        under checkpoint/, the container's config.dump and spec.dump at the
+        top; extra: more members ({name: bytes, or a TarInfo to add}). A
+        test that reads it is skipped without libarchive."""
+        if read and NO_LIBARCHIVE:
+            self.skipTest(NO_LIBARCHIVE)
+        path = os.path.join(self.tmp, name)
+        with tarfile.open(path, mode) as t:
+            t.add(d, arcname="checkpoint")
+            meta = {"config.dump": {"id": "0123abcd", "name": "trainer", "rootfsImageName": "localhost/train:1"},
+                    "spec.dump": {"ociVersion": "1.0.2", "annotations": {"io.kubernetes.pod.name": "train-0",
+                                                                          "io.kubernetes.pod.namespace": "ml"}}}
+            for n, obj in meta.items():
+                self.add(t, n, json.dumps(obj).encode())
+            for n, data in (extra or {}).items():
+                if isinstance(data, tarfile.TarInfo):
+                    t.addfile(data)
+                else:
+                    self.add(t, n, data)
+        return path
+
+    @staticmethod
+    def add(t, name, data):
+        ti = tarfile.TarInfo(name)
+        ti.size = len(data)
+        ti.mode = 0o600
+        t.addfile(ti, io.BytesIO(data))
+
+    def inspect(self, path, *extra, env=None, rc=None):
+        r = self.cs("inspect", path, "--json", *extra, env=env)
+        if rc is not None:
+            self.assertEqual(r.rc, rc, r)
+        self.assertIsNotNone(r.obj, r)
+        self.assertEqual(r.obj["exit_status"], r.rc, r)
+        return r
+
+    def codes(self, r, blocking=True):
+        return sorted({x["code"] for x in r.obj["reasons"] if x["blocks"] == blocking})
+
+    # --- what it holds, and a node where it fits ---
+
+    def test_what_the_record_holds_and_a_node_where_it_restores(self):
+        d = self.gpu_images()
+        r = self.inspect(d, rc=0)
+        o = r.obj
+        self.assertEqual((o["source"], o["archive"], o["images"], o["gpu_part"], o["would_restore"]),
+                         ("directory", None, "", True, True), r)
+        rec = o["record"]
+        self.assertEqual((rec["cudasnap_version"], rec["created"], rec["driver_version"]),
+                         ("0.1.0", "2026-12-03T10:00:00Z", 13000))
+        self.assertEqual(rec["gpus"], [{"uuid": GPU0, "name": "NVIDIA H200", "memory_total": 1024 * MIB}])
+        self.assertEqual(rec["bytes"], 96 * MIB)
+        self.assertEqual([(p["pid"], p["pid_at_checkpoint"], p["comm"], p["gpus_seen"], p["bytes"])
+                          for p in rec["processes"]],
+                         [(1, 4001, "python3", [GPU0], 64 * MIB), (7, 4007, "worker", [GPU0], 32 * MIB)])
+        for p in rec["processes"]:
+            g, = p["restore"]["gpus"]
+            self.assertEqual((p["restore"]["verdict"], g["uuid"], g["index"]), ("fits", GPU0, 0))
+            self.assertEqual(g["bytes_needed"], p["bytes"] + 144 * MIB)
+        self.assertEqual(o["node"]["driver"]["version"], 13000)
+        self.assertEqual([g["uuid"] for g in o["node"]["gpus"]], [GPU0])
+        self.assertIsNone(o["node"]["device_map"])
+        self.assertEqual(self.codes(r), [])
+        h = self.cs("inspect", d)
+        self.assertEqual(h.rc, 0, h)
+        for text in ("by cudasnap 0.1.0, driver CUDA 13.0", f"GPUs:       {GPU0}  NVIDIA H200", "pid 1 (python3)",
+                     "pid 7 (worker)", "processes:  2, 96.0 MiB of GPU memory moved", "WOULD RESTORE here"):
+            self.assertIn(text, h.out)
+
+    def test_a_record_of_an_older_cudasnap(self):
+        d = self.gpu_images(old=True)
+        r = self.inspect(d, rc=0)
+        self.assertIsNone(r.obj["record"]["cudasnap_version"])
+        self.assertIsNone(r.obj["record"]["gpus"])
+        h = self.cs("inspect", d)
+        self.assertIn("GPUs:       not recorded", h.out)
+        self.assertIn("version not recorded", h.out)
+
+    # --- archives ---
+
+    def test_archives_plain_and_compressed_in_podmans_layout(self):
+        d = self.gpu_images()
+        want = self.inspect(d, rc=0).obj["record"]
+        for mode, ext, comp in (("w", "tar", None), ("w:gz", "tar.gz", "gzip"), ("w:xz", "tar.xz", "xz"),
+                                ("w:bz2", "tar.bz2", "bzip2")):
+            with self.subTest(ext=ext):
+                r = self.inspect(self.pack(d, mode, "ckpt." + ext), rc=0)
+                o = r.obj
+                self.assertEqual((o["source"], o["images"], o["archive"]["compression"]),
+                                 ("archive", "checkpoint/", comp), r)
+                self.assertEqual(o["record"], want)
+                self.assertEqual(o["container"], {"name": "trainer", "id": "0123abcd", "image": "localhost/train:1",
+                                                  "kubernetes_container": None, "pod": "train-0", "namespace": "ml"})
+        h = self.cs("inspect", os.path.join(self.tmp, "ckpt.tar.gz"))
+        self.assertEqual(h.rc, 0, h)
+        self.assertIn("(gzip tar archive, CRIU images under checkpoint/)", h.out)
+        self.assertIn("container:  trainer (Kubernetes pod train-0 in namespace ml); image localhost/train:1", h.out)
+
+    def test_images_at_the_top_of_an_archive_and_leading_dot_slash(self):
+        if NO_LIBARCHIVE:
+            self.skipTest(NO_LIBARCHIVE)
+        d = self.gpu_images()
+        path = os.path.join(self.tmp, "top.tar.gz")
+        with tarfile.open(path, "w:gz") as t:
+            t.add(d, arcname=".")
+        r = self.inspect(path, rc=0)
+        self.assertEqual((r.obj["images"], len(r.obj["record"]["processes"])), ("", 2), r)
+
+    def test_an_unpacked_archive_is_a_directory(self):
+        d = self.gpu_images()
+        top = os.path.join(self.tmp, "unpacked")
+        with tarfile.open(self.pack(d)) as t:
+            t.extractall(top)
+        r = self.inspect(top, rc=0)
+        self.assertEqual((r.obj["images"], r.obj["container"]["name"]), ("checkpoint/", "trainer"), r)
+
+    def test_a_huge_member_is_skipped_unless_it_is_one_that_is_read(self):
+        d = self.gpu_images()
+        big = b"\0" * (40 * MIB)
+        r = self.inspect(self.pack(d, "w:gz", "pages.tar.gz", {"checkpoint/pages-9.img": big}), rc=0)
+        self.assertTrue(r.obj["would_restore"], r)
+        os.unlink(os.path.join(d, RECORD))
+        r = self.inspect(self.pack(d, "w:gz", "huge.tar.gz", {"checkpoint/" + RECORD: big}), rc=2)
+        self.assertIn(f"checkpoint/{RECORD} has {40 * MIB} bytes, more than", r.obj["error"]["message"])
+        self.assertIn("not a checkpoint", r.err)
+
+    def test_reading_ends_once_everything_is_read(self):
+        """Podman writes the container's file system changes after the images
+        and its two files: a truncated rootfs-diff.tar is never reached, as
+        a gzip'd one is never decompressed."""
+        if NO_LIBARCHIVE:
+            self.skipTest(NO_LIBARCHIVE)
+        d = self.gpu_images()
+        path = self.pack(d, "w", "cut.tar", {"rootfs-diff.tar": b"\1" * (4 * MIB)})
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) - 3 * MIB)
+        r = self.inspect(path, rc=0)
+        self.assertEqual(len(r.obj["record"]["processes"]), 2, r)
+        # without the engine's two files it reads on, and meets the cut
+        os.unlink(path)
+        with tarfile.open(path, "w") as t:
+            t.add(d, arcname="checkpoint")
+            self.add(t, "rootfs-diff.tar", b"\1" * (4 * MIB))
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) - 3 * MIB)
+        r = self.inspect(path, rc=2)
+        self.assertIn("corrupt or truncated", r.obj["error"]["message"], r)
+
+    def test_a_link_where_a_file_belongs_is_refused(self):
+        d = self.gpu_images()
+        os.unlink(os.path.join(d, RECORD))
+        link = tarfile.TarInfo("checkpoint/" + RECORD)
+        link.type = tarfile.SYMTYPE
+        link.linkname = "/etc/passwd"
+        r = self.inspect(self.pack(d, "w", "link.tar", {link.name: link}), rc=2)
+        self.assertIn("is not a regular file", r.obj["error"]["message"], r)
+        os.symlink("/etc/passwd", os.path.join(d, RECORD))
+        r = self.inspect(d, rc=2)
+        self.assertIn("symbolic link", r.obj["error"]["message"], r)
+
+    def test_without_libarchive_an_archive_is_refused_and_a_directory_read(self):
+        d = self.gpu_images()
+        env = {"CUDASNAP_LIBARCHIVE": os.path.join(self.tmp, "no-libarchive.so")}
+        r = self.inspect(self.pack(d, "w:gz", "c.tar.gz", read=False), env=env, rc=2)
+        self.assertIn("needs libarchive, which cannot be loaded", r.obj["error"]["message"])
+        self.assertIn("libarchive13", r.obj["error"]["hint"])
+        self.assertIn("cudasnap inspect DIR", r.obj["error"]["hint"])
+        self.inspect(d, env=env, rc=0)
+
+    # --- the verdict: GPUs ---
+
+    def test_a_gpu_that_is_not_here_is_remapped_onto_another(self):
+        d = self.gpu_images([entry(1, "python3", [GPU1], 64)])
+        r = self.inspect(d, rc=0)
+        node = r.obj["node"]
+        self.assertEqual((node["device_map"], node["device_map_from"]), (f"{GPU1}={GPU0}", "automatic"), r)
+        self.assertEqual(node["stand_ins"], [{"absent": GPU1, "onto": GPU0, "index": 0}])
+        g, = r.obj["record"]["processes"][0]["restore"]["gpus"]
+        self.assertEqual((g["uuid"], g["index"]), (GPU0, 0))
+        h = self.cs("inspect", d)
+        self.assertIn(f"{GPU1} is not here: restored onto GPU 0 ({GPU0})", h.out)
+
+    def test_too_few_gpus_here_to_stand_in(self):
+        d = self.gpu_images([entry(1, "a", [GPU1], 8), entry(2, "b", [GPU2], 8)])
+        r = self.inspect(d, rc=1)
+        self.assertEqual(self.codes(r), ["gpu-absent"], r)
+        self.assertIn(f"2 of the 2 GPUs the checkpoint's processes saw are not on this node ({GPU2} first)",
+                      r.obj["reasons"][0]["text"])
+        self.assertIn("CUDASNAP_DEVICE_MAP", r.obj["reasons"][0]["fix"])
+        self.inspect(d, env={"FAKECUDA_GPUS": f"{GPU0},{GPU1},{GPU2}"}, rc=0)
+
+    def test_a_driver_that_cannot_remap_or_is_older(self):
+        d = self.gpu_images([entry(1, "python3", [GPU1], 64)])
+        r = self.inspect(d, env={"FAKECUDA_DRIVER_VERSION": "12080"}, rc=1)
+        self.assertEqual(self.codes(r), ["driver-remap", "driver-version"], r)
+        h = self.cs("inspect", d, env={"FAKECUDA_DRIVER_VERSION": "12080"})
+        self.assertEqual(h.rc, 1, h)
+        self.assertIn("would NOT restore here (2 reasons)", h.out)
+        self.assertIn("older than the one that checkpointed the processes (CUDA 13.0, 13000)", h.out)
+        # on its own GPUs no remap is needed: only the version stands in the way
+        r = self.inspect(d, env={"FAKECUDA_DRIVER_VERSION": "12080", "FAKECUDA_GPUS": GPU1}, rc=1)
+        self.assertEqual(self.codes(r), ["driver-version"], r)
+        self.inspect(d, env={"FAKECUDA_DRIVER_VERSION": "13010", "FAKECUDA_GPUS": GPU1}, rc=0)
+
+    def test_no_driver_here(self):
+        d = self.gpu_images()
+        r = self.inspect(d, env={"CUDASNAP_LIBCUDA": os.path.join(self.tmp, "no-libcuda.so.1")}, rc=1)
+        self.assertIn("driver", self.codes(r), r)
+        self.assertFalse(r.obj["node"]["driver"]["loaded"])
+
+    def test_a_device_map_of_the_settings_that_leaves_out_a_gpu(self):
+        d = self.gpu_images([entry(1, "python3", [GPU1, GPU2], 64, used=[GPU1])])
+        env = {"CUDASNAP_DEVICE_MAP": f"{GPU1}={GPU0}"}
+        r = self.inspect(d, env=env, rc=1)
+        self.assertEqual(self.codes(r), ["device-map"], r)
+        self.assertEqual(r.obj["node"]["device_map_from"], "settings")
+        self.assertIn(f"leaves out {GPU2}", r.obj["reasons"][0]["text"])
+        self.assertEqual(r.obj["reasons"][0]["pid"], 1)
+        env = {"CUDASNAP_DEVICE_MAP": f"{GPU1}={GPU0},{GPU2}={GPU0}"}
+        self.inspect(d, env=env, rc=0)
+
+    # --- the verdict: GPU memory ---
+
+    def test_a_gpu_without_room_then_with_room(self):
+        self.env["FAKECUDA_GPU_TOTAL_MIB"] = "1024"
+        d = self.gpu_images()
+        filler, = self.start("--mem", "900")
+        r = self.inspect(d, rc=1)
+        self.assertEqual(self.codes(r), ["gpu-memory"], r)
+        self.assertEqual(sorted(x["pid"] for x in r.obj["reasons"]), [1, 7], r)
+        self.assertIn("its restore needs 0.20 GiB on GPU 0 (NVIDIA H200", r.obj["reasons"][0]["text"])
+        self.assertIn("the GPU has 0.1", r.obj["reasons"][0]["text"])
+        self.assertEqual([p["restore"]["verdict"] for p in r.obj["record"]["processes"]], ["short", "short"])
+        h = self.cs("inspect", d)
+        self.assertEqual(h.rc, 1, h)
+        self.assertIn("onto GPU 0 needs 208.0 MiB: does NOT fit", h.out)
+        self.assertIn("    fix: Free at least", h.out)
+        # the plugin would not refuse it with the setting, and still fail
+        r = self.inspect(d, env={"CUDASNAP_IGNORE_GPU_MEMORY": "1"}, rc=1)
+        self.assertIn("CUDASNAP_IGNORE_GPU_MEMORY=1 is set", r.obj["reasons"][0]["text"])
+        os.kill(filler, signal.SIGKILL)
+        self.assertTrue(self.wait_gone(filler))
+        self.inspect(d, rc=0)
+
+    def wait_gone(self, pid):
+        for p in self.apps:
+            if p.pid == pid:
+                p.wait()
+        return not os.path.exists(f"/proc/{pid}")
+
+    # --- no GPU part ---
+
+    def test_images_without_a_gpu_part(self):
+        for name, inv, files in (("other-plugin", inventory(("amdgpu",)), {}),
+                                 ("no-plugin", inventory(()), {}),
+                                 ("criu-3", inventory(listed=False), {}),
+                                 ("not-listed-but-record-ignored", inventory(("amdgpu",)),
+                                  {RECORD: record([entry(1, "p", [GPU0], 1)])})):
+            with self.subTest(name=name):
+                d = self.images(dict({"inventory.img": inv}, **files), name=name)
+                r = self.inspect(d, rc=0)
+                self.assertEqual((r.obj["gpu_part"], r.obj["record"], r.obj["node"], r.obj["would_restore"]),
+                                 (False, None, None, True), r)
+                h = self.cs("inspect", d)
+                self.assertEqual(h.rc, 0, h)
+                self.assertIn("no GPU part: CRIU restores it without cudasnap", h.out)
+        # a CRIU before 4.0 lists no plugins: the record decides, as for the plugin
+        d = self.images({"inventory.img": inventory(listed=False), RECORD: record([entry(1, "p", [GPU0], 1)])},
+                        name="criu-3-gpu")
+        self.assertTrue(self.inspect(d, rc=0).obj["gpu_part"])
+
+    # --- not a checkpoint ---
+
+    def test_what_is_not_a_checkpoint_is_exit_status_2(self):
+        if NO_LIBARCHIVE:
+            self.skipTest(NO_LIBARCHIVE)
+        garbage = os.path.join(self.tmp, "garbage")
+        with open(garbage, "wb") as f:
+            f.write(os.urandom(100000))
+        gz = os.path.join(self.tmp, "garbage.gz")
+        with open(gz, "wb") as f:
+            subprocess.run(["gzip", "-c", garbage], stdout=f, check=True)
+        empty = os.path.join(self.tmp, "empty")
+        os.makedirs(empty)
+        cases = {
+            "garbage": (garbage, "is not a tar archive"),
+            "gzip of garbage": (gz, "is not a tar archive"),
+            "empty file": (self.images({"e": b""}, "e") + "/e", "is not a tar archive"),
+            "no such path": (os.path.join(self.tmp, "nothing"), "cannot open"),
+            "empty directory": (empty, "holds no CRIU inventory.img"),
+            "a tar without images": (self.pack(empty, "w:gz", "noimg.tar.gz"), "holds no CRIU inventory.img"),
+            "bad inventory": (self.images({"inventory.img": b"\x16\x31\x31\x58\xff\xff\xff\xff"}, "badinv"),
+                              "is not CRIU's inventory image"),
+            "garbage inventory": (self.images({"inventory.img": os.urandom(300)}, "garbinv"),
+                                  "is not CRIU's inventory image"),
+            "no record": (self.images({"inventory.img": inventory()}, "norec"), f"it holds no {RECORD}"),
+            "corrupt record": (self.images({"inventory.img": inventory(), RECORD: b'{"version": 1, "proc'},
+                                           "badrec"), "is corrupt or truncated"),
+            "bad gpus list": (self.images({"inventory.img": inventory(),
+                                           RECORD: b'{"version":1,"processes":[],"gpus":[{"uuid":"x"}]}'},
+                                          "badgpus"), "malformed list of GPUs"),
+            "a device": ("/dev/null", "neither a directory nor a file"),
+        }
+        for what, (path, words) in cases.items():
+            with self.subTest(what=what):
+                r = self.inspect(path, rc=2)
+                self.assertIsNone(r.obj.get("record"), r)
+                self.assertFalse(r.obj["would_restore"])
+                self.assertIn(words, r.obj["error"]["message"], r)
+                h = self.cs("inspect", path)
+                self.assertEqual((h.rc, h.out), (2, ""), h)
+                self.assertIn(words, h.err)
+
+    def test_usage(self):
+        for args in ((), ("a", "b"), ("--nope", "a")):
+            with self.subTest(args=args):
+                r = self.cs("inspect", *args)
+                self.assertEqual(r.rc, 2, r)
+        r = self.cs("inspect", "--help")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("Usage: cudasnap inspect PATH [--json]", r.out)
+
+
+class FromCriu(CriuCase):
+    """Images that criu dump wrote with the plugin."""
+
+    def inspect(self, path, rc, env=None):
+        r = self.cs("inspect", path, "--json", env=env)
+        self.assertEqual(r.rc, rc, r)
+        self.assertEqual(r.obj["exit_status"], rc, r)
+        return r
+
+    def podman_layout(self, mode, name):
+        if NO_LIBARCHIVE:
+            self.skipTest(NO_LIBARCHIVE)
+        path = os.path.join(self.tmp, name)
+        with tarfile.open(path, mode) as t:
+            t.add(self.images, arcname="checkpoint")
+            data = json.dumps({"id": "feed", "name": "criu-tree"}).encode()
+            ti = tarfile.TarInfo("config.dump")
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+        return path
+
+    def test_images_of_criu_dump_as_directory_tar_and_tar_gz(self):
+        pids = self.tree("--spawn", "2", "--mem", "8", expect=3)
+        self.assertDumped(pids)
+        r = self.inspect(self.images, 0)
+        rec = r.obj["record"]
+        self.assertEqual(rec["cudasnap_version"], VERSION)
+        self.assertEqual([(g["uuid"], g["name"]) for g in rec["gpus"]], [(GPU0, "NVIDIA H200")])
+        self.assertGreater(rec["gpus"][0]["memory_total"], 0)
+        self.assertEqual(sorted(p["pid"] for p in rec["processes"]), pids)
+        for p in rec["processes"]:
+            self.assertEqual(p["gpus_seen"], [GPU0])
+            self.assertEqual([u["uuid"] for u in p["gpus_used"]], [GPU0])
+            self.assertGreaterEqual(p["bytes"], 8 * (1 << 20))
+            self.assertEqual(p["restore"]["verdict"], "fits")
+        self.assertIn("cudasnap", r.obj["criu_plugins"])
+        for mode, name in (("w", "ckpt.tar"), ("w:gz", "ckpt.tar.gz")):
+            with self.subTest(name=name):
+                a = self.inspect(self.podman_layout(mode, name), 0)
+                self.assertEqual((a.obj["images"], a.obj["container"]["name"]), ("checkpoint/", "criu-tree"))
+                self.assertEqual(a.obj["record"], rec)
+        # what inspect said holds: the images restore here
+        r = self.restore()
+        self.assertEqual(r.rc, 0, r)
+        self.assertRunningAndOk(pids)
+
+    def test_a_node_without_the_recorded_gpu_and_one_too_old_to_remap(self):
+        pids = self.tree("--spawn", "1", "--mem", "4", expect=2,
+                         env={"FAKECUDA_GPUS": f"{GPU0},{GPU1}", "CUDA_VISIBLE_DEVICES": "0"})
+        self.assertDumped(pids)
+        r = self.inspect(self.images, 0, env={"FAKECUDA_GPUS": GPU1})
+        self.assertEqual(r.obj["node"]["stand_ins"], [{"absent": GPU0, "onto": GPU1, "index": 0}], r)
+        old = {"FAKECUDA_GPUS": GPU1, "FAKECUDA_DRIVER_VERSION": "12080"}
+        r = self.inspect(self.images, 1, env=old)
+        self.assertIn("driver-remap", [x["code"] for x in r.obj["reasons"] if x["blocks"]], r)
+        r = self.restore(env={"FAKECUDA_GPUS": GPU1})
+        self.assertEqual(r.rc, 0, r)
+        self.assertStates(pids, "running")
+
+    def test_a_gpu_without_room_agrees_with_criu_restore(self):
+        self.env["FAKECUDA_GPU_TOTAL_MIB"] = "1024"
+        pids = self.tree("--spawn", "1", "--mem", "64", expect=2)
+        self.assertDumped(pids)
+        filler, = self.start("--mem", "900")
+        r = self.inspect(self.images, 1)
+        self.assertEqual({x["code"] for x in r.obj["reasons"] if x["blocks"]}, {"gpu-memory"}, r)
+        c = self.restore()
+        self.assertNotEqual(c.rc, 0, c)
+        self.assertIn("REFUSED before CRIU created any process", c.log, c)
+        os.kill(filler, signal.SIGKILL)
+        for p in self.apps:
+            if p.pid == filler:
+                p.wait()
+        self.inspect(self.images, 0)
+        c = self.restore(log="restore2.log")
+        self.assertEqual(c.rc, 0, c)
+        self.assertRunningAndOk(pids)
+
+    def test_images_of_a_tree_without_cuda(self):
+        pids = self.tree("--no-init", expect=1)
+        self.assertDumped(pids)
+        r = self.inspect(self.images, 0)
+        self.assertEqual((r.obj["gpu_part"], r.obj["record"]), (False, None), r)
+        self.assertNotIn("cudasnap", r.obj["criu_plugins"] or [])
+
+
+if __name__ == "__main__":
+    assert APP, "FAKE_APP is not set"
+    main()
