@@ -410,8 +410,12 @@ int cs_history_append(int statefd, const char *line, size_t len, cs_error *err)
 	ssize_t w = r == 0 ? write(fd, line, len) : -1;
 	if (r == 0 && w != (ssize_t)len) {
 		r = w < 0 ? -errno : -ENOSPC;
-		/* A torn line would be skipped by every reader; under the lock it is taken back. */
-		if (w > 0 && was >= 0 && ftruncate(fd, was) < 0) {
+		/* A torn line is skipped by every reader: under the lock it is
+		 * taken back; without it, it is at least ended, so that the next
+		 * entry starts a line of its own. */
+		bool taken_back = w > 0 && was >= 0 && ftruncate(fd, was) == 0;
+		if (w > 0 && !taken_back && write(fd, "\n", 1) != 1) {
+			/* the disk is full: nothing more can be done */
 		}
 	}
 	if (r < 0)

@@ -442,6 +442,49 @@ class Storage(HistoryCase):
         self.assertDataOk([pid])
         self.assertFalse(os.path.exists(self.file))
 
+    def test_a_full_disk_leaves_no_torn_line(self):
+        """An entry that does not fit on the filesystem is taken back whole:
+        the next one starts a line of its own, and no reader skips any."""
+        pid, = self.start("--mem", "1")
+        self.make_state()
+        try:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "cudasnap-test-full", self.state],
+                           check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            self.skipTest(f"cannot mount a tmpfs here: {e}")
+        self.addCleanup(subprocess.run, ["umount", "-l", self.state])
+        self.assertEqual(self.cs("lock").rc, 0)  # the lock file and the claims
+        self.assertEqual(self.cs("unlock").rc, 0)
+        with open(self.file) as f:
+            kept = f.read()
+        # 4000 bytes into its last page, then nothing left on the filesystem
+        line = self.sample_line()
+        kept += line * ((12288 + 4000 - len(kept)) // len(line))
+        kept += "x" * (12288 + 4000 - len(kept) - 1) + "\n"
+        with open(self.file, "w") as f:
+            f.write(kept)
+        fd = os.open(os.path.join(self.state, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * 4096) > 0:
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        r = self.cs("lock")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn(f"warning: this lock is not recorded in the history of operations ({self.file}): cannot write "
+                      f"{self.file}: No space left on device", r.err)
+        with open(self.file) as f:
+            self.assertEqual(f.read(), kept)
+        os.unlink(os.path.join(self.state, "filler"))
+        self.assertEqual(self.cs("unlock").rc, 0)
+        with open(self.file) as f:
+            self.assertEqual(json.loads(f.read().splitlines()[-1])["op"], "unlock")
+        r = self.cs("history", "-n", "1000")
+        self.assertIn("1 line of the history was skipped", r.err)  # the "x" line, and no other
+        self.assertStates([pid], "running")
+
     def test_a_history_that_is_not_a_file_fails_nothing(self):
         pid, = self.start("--mem", "2")
         self.make_state()
