@@ -132,6 +132,34 @@ class CriuHistory(CriuCase):
         for p in e["processes"]:
             self.assertEqual((p["outcome"], sorted(p["seconds"])), ("done", ["checkpoint", "lock", "restore", "unlock"]))
 
+    def test_dumps_of_several_trees_at_once_each_leave_one_whole_entry(self):
+        """Pods checkpointed at the same moment are CRIUs ending together:
+        each entry whole, none lost, each with its own processes."""
+        trees = {}
+        for _ in range(4):
+            pids = self.tree("--spawn", "1", "--mem", "2", expect=2)
+            trees[self.root] = pids
+        procs = []
+        for root in trees:
+            d = os.path.join(self.tmp, f"images-{root}")
+            os.makedirs(d)
+            procs.append(subprocess.Popen([CRIU, "dump", "-t", str(root), "-D", d, "-L", self.plugins, "-v4", "-o",
+                                           "dump.log"], env=self.env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+        for p in procs:
+            out = p.communicate(timeout=60)[0]
+            self.assertEqual(p.returncode, 0, out)
+        self.assertGone([p for pids in trees.values() for p in pids])
+        with open(os.path.join(self.state, "history.jsonl")) as f:
+            entries = [json.loads(line) for line in f.read().splitlines()]
+        self.assertEqual(len(entries), len(trees), entries)
+        got = {}
+        for e in entries:
+            self.assertEqual((e["front"], e["outcome"]), ("criu-dump", "done"), e)
+            root = int(e["caller"]["cmdline"].split(" -t ")[1].split()[0])
+            got[root] = sorted(p["pid"] for p in e["processes"])
+        self.assertEqual(got, trees)
+
     def test_a_tree_without_cuda_leaves_no_trace(self):
         with open(os.path.join(self.tmp, "plain.out"), "ab") as out:
             p = subprocess.Popen(["sleep", "600"], start_new_session=True, stdin=subprocess.DEVNULL, stdout=out,
