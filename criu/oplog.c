@@ -1,6 +1,7 @@
 #include "oplog.h"
 #include "host.h"
 #include "json.h"
+#include "proc.h"
 #include "stages.h"
 #include "state.h"
 #include "tasks.h"
@@ -151,7 +152,7 @@ void oplog_session(const run_outcome *o, bool back)
 		oplog_refused(o->refused[i].pid, o->refused[i].comm, o->refused[i].code, o->refused[i].why);
 }
 
-/* One line for syslog: the header, then each process that is not done. */
+/* One line for syslog: the header, then each process, " | " between them. */
 static void to_syslog(const cs_history *h)
 {
 	_cleanup_free_ char *line = cs_history_render(h);
@@ -175,9 +176,11 @@ static void to_syslog(const cs_history *h)
 			s++;
 	}
 	out[n] = '\0';
+	char clean[sizeof(out)]; /* a cut in the middle of a character is not UTF-8 */
+	cs_sanitize(clean, sizeof(clean), out, n);
 	bool failed = strcmp(h->outcome, "done") != 0;
 	openlog("cudasnap", LOG_PID, LOG_DAEMON);
-	syslog(failed ? LOG_ERR : LOG_INFO, "%s", out);
+	syslog(failed ? LOG_ERR : LOG_INFO, "%s", clean);
 	closelog(); /* no socket stays open in CRIU's process */
 }
 
