@@ -13,6 +13,7 @@
 #include "pool.h"
 #include "helper.h"
 #include "nvml.h"
+#include "oplog.h"
 #include "probe.h"
 #include "proc.h"
 #include "restore_thread.h"
@@ -73,6 +74,7 @@ static int state_open_writable(cs_error *err)
 static int state_unusable(pid_t pid, const char *comm, const char *why)
 {
 	bool from_env = cs_env_is_given("CUDASNAP_STATE_DIR");
+	oplog_refused(pid, comm, "state-dir", why);
 	plog(CS_CRIU_LOG_ERROR,
 	     "process %d (%s) maps the GPU driver, so the dump needs cudasnap's state directory, but %s. Fix: set "
 	     "CUDASNAP_STATE_DIR=<a directory owned by root, mode 0700, on a writable filesystem> in %s (container "
@@ -87,6 +89,12 @@ static int state_unusable(pid_t pid, const char *comm, const char *why)
  * come back. */
 static int refuse_importer(pid_t pid, const cs_proc *p)
 {
+	char why[256];
+	snprintf(why, sizeof(why),
+		 "it maps device memory that another process shares with it (CUDA IPC: %s), which the driver can "
+		 "never restore",
+		 p->ipc_import);
+	oplog_refused(pid, p->comm, "ipc-import", why);
 	plog(CS_CRIU_LOG_ERROR,
 	     "process %d (%s) maps device memory that another process shares with it (CUDA IPC: %s): the driver "
 	     "checkpoints such a process but can never restore it, so the dump is refused before anything "
@@ -135,6 +143,7 @@ static dump_gpu gpu_start(pid_t pid, const char *comm)
 {
 	int version;
 	cs_error err = { 0 };
+	oplog_gpu();
 	if (driver_probe(&version, &err) < 0) {
 		snprintf(cs_plugin.no_driver, sizeof(cs_plugin.no_driver), "%.250s", err.message);
 		plog(CS_CRIU_LOG_INFO, "not enabled: %s", err.message);
@@ -154,6 +163,10 @@ static dump_gpu gpu_start(pid_t pid, const char *comm)
  * files and mappings either: refused now, naming it. */
 static int refuse_without_driver(pid_t pid, const cs_proc *p)
 {
+	char why[400];
+	snprintf(why, sizeof(why), "it holds GPU device files, but no driver here can checkpoint it (%s)",
+		 cs_plugin.no_driver);
+	oplog_refused(pid, p->comm, "no-driver", why);
 	plog(CS_CRIU_LOG_ERROR,
 	     "process %d (%s) holds %d GPU device fds and %d device mappings, but no driver here can checkpoint "
 	     "it (%s). CRIU cannot dump it. Fix: a driver with the checkpoint API (R570 or newer), or "
@@ -181,6 +194,10 @@ static int dump_gpu_start(pid_t pid, const cs_proc *p)
 static int refuse_holder(pid_t pid, const cs_proc *p, pid_t ppid)
 {
 	bool forked = find_task(ppid) != NULL;
+	char why[200];
+	snprintf(why, sizeof(why), "it holds GPU device files, but the driver cannot checkpoint it: %s",
+		 forked ? "it was forked from a CUDA process without exec" : "it opened the device files itself");
+	oplog_refused(pid, p->comm, "device-holder", why);
 	plog(CS_CRIU_LOG_ERROR,
 	     "process %d (%s) holds %d GPU device fds and %d device mappings, but the driver "
 	     "cannot checkpoint it: %s. CRIU cannot dump it. Fix: create such workers with "
@@ -247,12 +264,27 @@ static int scan(pid_t pid, cs_proc *p, cs_stat *st)
 	return 0;
 }
 
+/* A task the dump met but could not lock: nothing was done to it, and the
+ * dump fails; step -1 when no step was tried. */
+static int not_locked(pid_t pid, const char *comm, int step, int cu, const char *why)
+{
+	cs_history_proc *h = oplog_proc(pid, 0, comm);
+	if (h) {
+		h->outcome = CS_HIST_ROLLED_BACK;
+		h->step = step;
+		h->cu = cu;
+		snprintf(h->why, sizeof(h->why), "%s", why);
+	}
+	return -1;
+}
+
 static int lock_task(pid_t pid, const cs_proc *p, pid_t ppid)
 {
 	cs_error err = { 0 };
 	if (cs_claims_add(&cs_plugin.claims, cs_plugin.state_fd, pid, p->comm, COMMAND, NULL, 0, &err) < 0) {
 		if (err.status == CS_ESTATE && err.sys) /* the directory, not another holder */
 			return state_unusable(pid, p->comm, err.message);
+		oplog_refused(pid, p->comm, "busy", err.message);
 		plog(CS_CRIU_LOG_ERROR, "%s; %s", err.message, err.hint);
 		return -1;
 	}
@@ -264,35 +296,45 @@ static int lock_task(pid_t pid, const cs_proc *p, pid_t ppid)
 	const pause_reply *r = buf;
 	if (rc < 0 || len != sizeof(*r)) {
 		plog(CS_CRIU_LOG_ERROR, "process %d (%s): the helper process gave no answer", (int)pid, p->comm);
-		return -1;
+		return not_locked(pid, p->comm, CS_STEP_LOCK, 0, "the helper process for its lock gave no answer");
 	}
 	if (rc != 0) {
 		plog(CS_CRIU_LOG_ERROR, "process %d (%s): %s; %s", (int)pid, p->comm, r->err.message, r->err.hint);
-		return -1;
+		return not_locked(pid, p->comm, -1, 0, r->err.message);
 	}
 	if (r->rt != CS_CU_SUCCESS) /* not a CUDA process: only its device files matter */
 		return p->device_fds || p->device_maps ? refuse_holder(pid, p, ppid) : 0;
 	if (r->state_rc != CS_CU_SUCCESS) {
 		plog(CS_CRIU_LOG_ERROR, "process %d (%s): the driver gave no state (%s)", (int)pid, p->comm,
 		     r->state_rc == CS_CU_TIMED_OUT ? "it did not answer in time" : "an error");
-		return -1;
+		return not_locked(pid, p->comm, -1, r->state_rc, "the driver gave no state");
 	}
 	plugin_task *t = add_task(pid);
 	if (!t || task_identity(pid, &t->nspid, t->comm, sizeof(t->comm)) < 0)
 		return -1;
+	cs_history_proc *h = oplog_proc(pid, t->nspid, t->comm);
 	t->tid = cs_proc_thread_here(cs_proc_dir(), pid, r->tid);
 	char named[48] = "";
 	if (t->tid != r->tid) /* the driver answered in the process's own namespace */
 		snprintf(named, sizeof(named), " (%d inside)", (int)r->tid);
 	plog(CS_CRIU_LOG_INFO, "process %d (%s, %d in its namespace): CUDA, %s, restore thread %d%s", (int)pid, t->comm,
 	     (int)t->nspid, cs_state_name(r->state), (int)t->tid, named);
-	if (r->state != CS_STATE_RUNNING)
+	if (r->state != CS_STATE_RUNNING) {
+		if (h) {
+			h->outcome = CS_HIST_LEFT;
+			snprintf(h->why, sizeof(h->why), "already %s", cs_state_name(r->state));
+		}
 		return 0;
+	}
 	if (r->lock_rc != CS_CU_SUCCESS) {
 		plog(CS_CRIU_LOG_ERROR, "%s; %s", r->err.message, r->err.hint);
-		return -1;
+		return not_locked(pid, t->comm, CS_STEP_LOCK, r->lock_rc, r->err.message);
 	}
 	t->locked = true;
+	if (h) {
+		h->timed[CS_STEP_LOCK] = true;
+		h->seconds[CS_STEP_LOCK] = r->lock_s;
+	}
 	plog(CS_CRIU_LOG_INFO, "process %d locked in %.3f s", (int)pid, r->lock_s);
 	return 0;
 }
@@ -397,12 +439,15 @@ static void checkpoint_all(void)
 	int rc = helper_run_resumed(was_locked, "the checkpoint", checkpoint_tasks, &c, bound_moves(), &buf, &len);
 	const run_outcome *o = rc == 0 ? run_outcome_check(buf, len, "the checkpoint") : NULL;
 	if (o && o->rc < 0)
+		oplog_fail(o->message);
+	if (o && o->rc < 0)
 		plog(CS_CRIU_LOG_ERROR, "checkpoint failed: %s%s%s", o->message, o->hint[0] ? "; " : "", o->hint);
 	else if (o)
 		plog(CS_CRIU_LOG_INFO, "checkpointed %zu process%s, %.2f GiB in %.3f s", o->acted,
 		     o->acted == 1 ? "" : "es", (double)o->bytes / (1 << 30), o->wall);
 	if (o && o->rc == 0 && criu_require_plugin() < 0)
 		((run_outcome *)buf)->rc = -1;
+	oplog_session(o, false);
 	note_outcome(o);
 }
 
@@ -475,8 +520,24 @@ static void name_left_behind(const run_outcome *o, const char *after)
 			     o->t[i].state == CS_STATE_LOCKED ? "unlock" : "restore", (int)o->t[i].pid);
 }
 
-/* Every process back to the GPU state it had before the dump. */
-static void give_back(const char *after)
+/* The way back gave no answer: every process it was to bring back stays
+ * named with what recovers it. */
+static void left_behind(void)
+{
+	for (size_t i = 0; i < cs_plugin.ntasks; i++) {
+		const plugin_task *t = &cs_plugin.tasks[i];
+		cs_history_proc *h = t->locked ? oplog_proc(t->pid, t->nspid, t->comm) : NULL;
+		if (!h)
+			continue;
+		h->outcome = CS_HIST_LEFT_BEHIND;
+		snprintf(h->recovery, sizeof(h->recovery), "cudasnap %s --pid %d once CRIU has let it go",
+			 t->checkpointed ? "restore" : "unlock", (int)t->pid);
+	}
+}
+
+/* Every process back to the GPU state it had before the dump; failed: the
+ * dump failed, so what comes back is rolled back. */
+static void give_back(const char *after, bool failed)
 {
 	give_back_ctx c = { .restore = task_pids(was_checkpointed, &c.nrestore),
 			    .unlock = task_pids(only_locked, &c.nunlock) };
@@ -491,12 +552,15 @@ static void give_back(const char *after)
 	o1 = o1 ? run_outcome_check(buf, first <= len ? first : len, "the way back") : NULL;
 	const run_outcome *o2 = o1 ? run_outcome_check((char *)buf + first, len - first, "the way back") : NULL;
 	if (!o1 || !o2) {
+		left_behind();
 		plog(CS_CRIU_LOG_ERROR,
 		     "could not return the processes to running after the %s; recover with 'cudasnap restore' and "
 		     "'cudasnap unlock' once CRIU has let them go",
 		     after);
 		return;
 	}
+	oplog_session(o1, failed);
+	oplog_session(o2, failed);
 	name_left_behind(o1, after);
 	name_left_behind(o2, after);
 	size_t n = o1->acted + o2->acted;
@@ -509,6 +573,10 @@ static void name_stopped(void)
 {
 	for (size_t i = 0; i < cs_plugin.ntasks; i++) {
 		const plugin_task *t = &cs_plugin.tasks[i];
+		cs_history_proc *h = t->locked ? oplog_proc(t->pid, t->nspid, t->comm) : NULL;
+		if (h)
+			snprintf(h->recovery, sizeof(h->recovery), "kill -CONT %d, then cudasnap %s --pid %d",
+				 (int)t->pid, t->checkpointed ? "restore" : "unlock", (int)t->pid);
 		if (t->locked)
 			plog(CS_CRIU_LOG_WARN,
 			     "process %d (%s) is left stopped by CRIU (--leave-stopped) and %s on the GPU: resume it "
@@ -529,7 +597,7 @@ void dump_exit(int ret)
 	if (!any)
 		return;
 	if (final == CRIU_FINAL_ALIVE)
-		give_back(ret ? "failed dump" : "dump (the tree keeps running)");
+		give_back(ret ? "failed dump" : "dump (the tree keeps running)", ret != 0);
 	else if (final == CRIU_FINAL_STOPPED)
 		name_stopped();
 }

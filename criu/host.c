@@ -1,4 +1,5 @@
 #include "host.h"
+#include "oplog.h"
 #include "util.h"
 
 #include <dlfcn.h>
@@ -24,6 +25,8 @@ void plog(unsigned level, const char *fmt, ...)
 	cs_criu_print_fn print = (cs_criu_print_fn)dlsym(RTLD_DEFAULT, "print_on_level");
 	/* CRIU formats into one static buffer. */
 	pthread_mutex_lock(&log_mu);
+	if (level == CS_CRIU_LOG_ERROR)
+		oplog_error(line);
 	if (print)
 		print(level, "cudasnap: %s\n", line);
 	else

@@ -5,6 +5,7 @@
  * transaction. This file is the descriptor CRIU reads and the dispatch to
  * the stages; everything else lies below it. */
 #include "stages.h"
+#include "oplog.h"
 #include "tasks.h"
 
 #include <errno.h>
@@ -14,7 +15,13 @@ static int plugin_init(int stage)
 	plugin_state_reset(stage);
 	if (stage == CS_CRIU_STAGE_PRE_DUMP)
 		return 0; /* GPU memory is not in pre-dumps */
-	return stage == CS_CRIU_STAGE_RESTORE ? restore_init() : dump_init();
+	oplog_begin(stage);
+	if (stage != CS_CRIU_STAGE_RESTORE)
+		return dump_init();
+	int r = restore_init();
+	if (r < 0) /* whether CRIU calls the exit hook then or not, the refusal is recorded */
+		oplog_end(r, -1, true);
+	return r;
 }
 
 static void plugin_exit(int stage, int ret)
@@ -23,6 +30,9 @@ static void plugin_exit(int stage, int ret)
 		dump_exit(ret);
 	if (cs_plugin.enabled && stage == CS_CRIU_STAGE_RESTORE)
 		restore_exit(ret);
+	/* A dump writes into the state directory it opened for its first CUDA
+	 * process, and no other; a restore's session used the directory. */
+	oplog_end(ret, stage == CS_CRIU_STAGE_DUMP ? cs_plugin.state_fd : -1, stage == CS_CRIU_STAGE_RESTORE);
 	plugin_state_free();
 }
 

@@ -13,6 +13,7 @@
 #include "gpumap.h"
 #include "gpuroom.h"
 #include "helper.h"
+#include "oplog.h"
 #include "probe.h"
 #include "proc.h"
 #include "restore_room.h"
@@ -47,8 +48,10 @@ int restore_init(void)
 		return -1;
 	if (!criu_images_need_plugin())
 		return 0; /* no GPU process in these images */
+	oplog_gpu();
 	if (load_record() < 0)
 		return -1;
+	oplog_record(&cs_plugin.record);
 	int version;
 	cs_error err = { 0 };
 	if (driver_probe(&version, &err) < 0) {
@@ -112,6 +115,11 @@ static void match(pid_t pid)
 	t->nspid = nspid;
 	t->result = -1;
 	snprintf(t->comm, sizeof(t->comm), "%s", comm);
+	cs_history_proc *h = oplog_entry((size_t)k);
+	if (h) {
+		h->pid = pid;
+		snprintf(h->comm, sizeof(h->comm), "%s", comm);
+	}
 	cs_plugin.matched++;
 	if (strcmp(cs_plugin.record.e[k].comm, comm) != 0)
 		plog(CS_CRIU_LOG_WARN, "process %d (%s) stands for %s of the dump by its pid %d in its namespace",
@@ -257,6 +265,11 @@ static void report(const run_outcome *o)
 		     (int)t->pid, t->comm, cs_state_name(state) ? cs_state_name(state) : "in an unknown state",
 		     (int)t->pid);
 	}
+	if (o && o->rc < 0) {
+		char why[600];
+		snprintf(why, sizeof(why), "GPU restore FAILED: %s", o->message);
+		oplog_fail(why);
+	}
 	if (!o || o->rc < 0)
 		plog(CS_CRIU_LOG_ERROR, "GPU restore FAILED: %s%s%s", o ? o->message : "see the lines above",
 		     o && o->hint[0] ? "; " : "", o ? o->hint : "");
@@ -292,6 +305,7 @@ static void restore_all(bool seized)
 	int rc = helper_run_resumed(seized ? any_task : NULL, "the GPU restore", restore_tasks, &c,
 				    bound_moves() + wait, &buf, &len);
 	const run_outcome *o = rc == 0 ? run_outcome_check(buf, len, "the GPU restore") : NULL;
+	oplog_session(o, false);
 	report(o);
 	if (!all_done(o))
 		restore_give_up(o && o->message[0] ? o->message : "see the lines above", seized);
@@ -317,12 +331,17 @@ void restore_exit(int ret)
 	const cs_manifest *m = &cs_plugin.record;
 	if (ret != 0 || cs_plugin.restored)
 		return;
-	for (size_t k = 0; k < m->n; k++)
+	for (size_t k = 0; k < m->n; k++) {
+		cs_history_proc *h = entry_taken(k) ? NULL : oplog_entry(k);
+		if (h)
+			snprintf(h->why, sizeof(h->why),
+				 "not among the processes CRIU restored: its GPU state is not restored");
 		if (!entry_taken(k))
 			plog(CS_CRIU_LOG_ERROR,
 			     "process %s (pid %d in its namespace at the dump) was not among the processes CRIU "
 			     "restored: its GPU state is not restored",
 			     m->e[k].comm, (int)entry_nspid(&m->e[k]));
+	}
 	if (cs_plugin.matched)
 		restore_all(false);
 }

@@ -13,6 +13,7 @@
 #include "gpumap.h"
 #include "gpuroom.h"
 #include "helper.h"
+#include "oplog.h"
 #include "host.h"
 #include "pool.h"
 #include "probe.h"
@@ -130,17 +131,23 @@ int restore_room_check(void)
 		if (x->verdict == CS_GPU_ROOM_UNKNOWN)
 			plog(CS_CRIU_LOG_WARN, "process %s (pid %d in its namespace): not checked: %s", m->e[i].comm,
 			     (int)(m->e[i].nspid ? m->e[i].nspid : m->e[i].pid), x->why);
+		cs_history_proc *h = oplog_entry(i);
+		if (h && (x->verdict == CS_GPU_SHORT || x->verdict == CS_GPU_ABSENT))
+			cs_history_refused(h, x->verdict == CS_GPU_SHORT ? "gpu-memory" : "gpu-absent", x->why);
 		if (x->verdict == CS_GPU_SHORT || x->verdict == CS_GPU_ABSENT)
 			plog(CS_CRIU_LOG_ERROR, "process %s (pid %d in its namespace) cannot be restored here: %s. %s",
 			     m->e[i].comm, (int)(m->e[i].nspid ? m->e[i].nspid : m->e[i].pid), x->why, x->fix);
 	}
 	if (!r->refused)
 		return 0;
-	plog(CS_CRIU_LOG_ERROR,
-	     "GPU restore REFUSED before CRIU created any process: %zu of the %zu GPU processes would not fit; the "
-	     "images are intact and restore once the GPUs have room (CUDASNAP_WAIT_MEMORY=SECONDS in "
-	     "/etc/cudasnap/cudasnap.conf waits for it)",
-	     r->refused, r->n);
+	char why[400];
+	snprintf(why, sizeof(why),
+		 "GPU restore REFUSED before CRIU created any process: %zu of the %zu GPU processes would not fit; the "
+		 "images are intact and restore once the GPUs have room (CUDASNAP_WAIT_MEMORY=SECONDS in "
+		 "/etc/cudasnap/cudasnap.conf waits for it)",
+		 r->refused, r->n);
+	plog(CS_CRIU_LOG_ERROR, "%s", why);
+	oplog_fail(why);
 	return -1;
 }
 
@@ -194,8 +201,27 @@ static void reap_traced(const pid_t *pids, size_t n)
 	}
 }
 
+/* What became of the restored processes, in the operation's entry: killed
+ * (the images are intact), or kept checkpointed. A process whose GPU state
+ * is lost stays named so. */
+static void note_given_up(const char *why, bool kept)
+{
+	for (size_t i = 0; i < cs_plugin.ntasks; i++) {
+		const plugin_task *t = &cs_plugin.tasks[i];
+		cs_history_proc *h = oplog_proc(t->pid, t->nspid, t->comm);
+		if (!h || h->outcome == CS_HIST_LOST || h->outcome == CS_HIST_UNRESTORABLE || (kept && t->result == 0))
+			continue;
+		h->outcome = kept ? CS_HIST_LEFT_BEHIND : CS_HIST_KILLED;
+		if (kept)
+			snprintf(h->recovery, sizeof(h->recovery), "cudasnap restore --pid %d", (int)t->pid);
+		else if (!h->why[0])
+			snprintf(h->why, sizeof(h->why), "the GPU restore failed (%s); the images are intact", why);
+	}
+}
+
 void restore_give_up(const char *why, bool seized)
 {
+	note_given_up(why, cs_env_on("CUDASNAP_KEEP_FAILED_RESTORE"));
 	if (cs_env_on("CUDASNAP_KEEP_FAILED_RESTORE")) {
 		plog(CS_CRIU_LOG_ERROR,
 		     "the GPU restore failed (%s); the restored processes are KEPT as CUDASNAP_KEEP_FAILED_RESTORE=1 "

@@ -32,8 +32,33 @@ static int goal(cs_op op)
 									 CS_STATE_RUNNING;
 }
 
+/* What the session's entry says of pid; a process it does not name was
+ * left untouched. */
+static void history_of(const cs_history *h, const cs_target *t, cs_history_proc *out)
+{
+	for (size_t i = 0; h && i < h->n; i++)
+		if (h->p[i].pid == t->pid) {
+			*out = h->p[i];
+			return;
+		}
+	*out = (cs_history_proc){ .pid = t->pid, .nspid = t->nspid, .outcome = CS_HIST_UNTOUCHED, .step = -1 };
+	snprintf(out->comm, sizeof(out->comm), "%s", t->comm);
+}
+
+/* The session's refusals of processes that are not its targets. */
+static void refused_others(run_outcome *o, const cs_history *h)
+{
+	for (size_t i = 0; h && i < h->n && o->nrefused < RUN_REFUSED_MAX; i++) {
+		bool target = false;
+		for (size_t k = 0; k < o->n && !target; k++)
+			target = o->t[k].pid == h->p[i].pid;
+		if (!target && h->p[i].outcome == CS_HIST_REFUSED)
+			o->refused[o->nrefused++] = h->p[i];
+	}
+}
+
 static run_outcome *outcome(const plugin_run *r, int rc, const cs_txn_result *res, const cs_error *err,
-			    const cs_target *t, size_t n)
+			    const cs_target *t, size_t n, const cs_history *h)
 {
 	run_outcome *o = calloc(1, run_outcome_size(n));
 	if (!o)
@@ -54,7 +79,9 @@ static run_outcome *outcome(const plugin_run *r, int rc, const cs_txn_result *re
 		snprintf(x->comm, sizeof(x->comm), "%s", t[i].comm);
 		snprintf(x->lost_why, sizeof(x->lost_why), "%s", t[i].lost_why);
 		snprintf(x->message, sizeof(x->message), "%s", t[i].error.message);
+		history_of(h, &t[i], &x->hist);
 	}
+	refused_others(o, h);
 	return o;
 }
 
@@ -65,7 +92,7 @@ run_outcome *run_session(const plugin_run *r, cs_driver **d, cs_target **targets
 	cs_txn_result res = { 0 };
 	cs_error err = { 0 };
 	if (cs_driver_open(d, &err) < 0)
-		return outcome(r, -err.status, &res, &err, NULL, 0);
+		return outcome(r, -err.status, &res, &err, NULL, 0, NULL);
 	driver = *d;
 	cs_session_opts o = {
 		.op = r->op,
@@ -84,6 +111,8 @@ run_outcome *run_session(const plugin_run *r, cs_driver **d, cs_target **targets
 		.manifest = r->manifest,
 		.progress = progress,
 		.warn = warn_line,
+		/* the plugin's entry covers the whole dump or restore (criu/oplog.c) */
+		.no_history = true,
 	};
 	_cleanup_(cs_session_freep) cs_session *s = NULL;
 	int rc = cs_session_open(&s, *d, &o, &err);
@@ -101,7 +130,7 @@ run_outcome *run_session(const plugin_run *r, cs_driver **d, cs_target **targets
 		memcpy(*targets, t, k * sizeof(*t));
 		*n = k;
 	}
-	return outcome(r, rc, &res, &err, t, k);
+	return outcome(r, rc, &res, &err, t, k, s ? cs_session_history(s) : NULL);
 }
 
 const run_outcome *run_outcome_check(const void *buf, size_t len, const char *what)

@@ -6,6 +6,7 @@
 #define CS_CRIU_SESSION_H
 
 #include "cudasnap.h"
+#include "history.h"
 #include "manifest.h"
 
 #include <stdbool.h>
@@ -34,7 +35,14 @@ typedef struct task_outcome {
 	unsigned long long bytes;
 	char comm[64];
 	char message[512]; /* why it failed */
+	/* What the session's entry of the history of operations says of it
+	 * (lib/session_history.c): the plugin's own entry is built from these. */
+	cs_history_proc hist;
 } task_outcome;
+
+/* Processes the session refused that are not among its targets (one whose
+ * claim another operation holds). */
+#define RUN_REFUSED_MAX 4
 
 typedef struct run_outcome {
 	int rc; /* the session's: 0 done, <0 failed (and rolled back unless a task says otherwise) */
@@ -42,6 +50,8 @@ typedef struct run_outcome {
 	unsigned long long bytes;
 	double wall;
 	char message[512], hint[512];
+	cs_history_proc refused[RUN_REFUSED_MAX];
+	size_t nrefused;
 	size_t n;
 	task_outcome t[];
 } run_outcome;

@@ -492,8 +492,18 @@ typedef struct cs_session_opts {
 	 * CUDASNAP_IGNORE_GPU_MEMORY=1 does the same. */
 	bool ignore_gpu_memory;
 	/* Take no claim: a plan only (cs_session_plan); another operation's
-	 * processes are found busy and not asked. */
+	 * processes are found busy and not asked. A plan is not an operation:
+	 * it leaves no entry in the history. */
 	bool dry_run;
+	/* The history of operations (<state dir>/history.jsonl): a session
+	 * that selected its processes, or failed to, adds one entry when it
+	 * ends (cs_session_run, or a cs_session_select that failed), naming
+	 * front as who ran it ("cli", "hook"; NULL: "library"). no_history:
+	 * none, for a caller that records a larger operation of its own (the
+	 * CRIU plugin's dump). A history that cannot be written is said once
+	 * through warn and fails nothing. */
+	const char *front;
+	bool no_history;
 	volatile int *interrupted;
 	cs_progress_fn progress;
 	void *progress_ctx;

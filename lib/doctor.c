@@ -296,6 +296,7 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 		check_environment(r);
 		check_settings(r);
 		rc = cs_doctor_check_processes(r, d, o, root);
+		cs_doctor_check_history(r);
 	}
 	if (rc < 0 || r->oom)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");

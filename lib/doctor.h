@@ -75,6 +75,10 @@ typedef struct cs_doctor_report {
 	size_t nprocs;
 	size_t pcap;
 	bool oom; /* a check could not be recorded */
+	/* The history of operations: those of the last 24 h, how many failed,
+	 * and the last failure (its stored JSON, malloc'd; NULL when none). */
+	size_t history_recent, history_failures;
+	char *history_last;
 } cs_doctor_report;
 
 typedef struct cs_doctor_opts {
@@ -96,5 +100,7 @@ void cs_doctor_add(cs_doctor_report *r, const char *name, int status, pid_t pid,
 /* Shared by the doctor's source files. */
 void cs_doctor_list_add(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int cs_doctor_check_processes(cs_doctor_report *r, cs_driver *d, const cs_doctor_opts *o, const char *root);
+/* The "history" check: the last failure of the last 24 h (lib/doctor_history.c). */
+void cs_doctor_check_history(cs_doctor_report *r);
 
 #endif

@@ -60,5 +60,6 @@ void cs_doctor_report_free(cs_doctor_report *r)
 		free(r->settings[i].value);
 	free(r->checks);
 	free(r->gpus);
+	free(r->history_last);
 	memset(r, 0, sizeof(*r));
 }

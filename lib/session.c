@@ -42,6 +42,8 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 			   .allow_unrestorable = o->allow_unrestorable || cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE"),
 			   .ignore_gpu_memory = o->ignore_gpu_memory || cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY"),
 			   .wait_memory_s = wait_s };
+	if (!o->dry_run)
+		cs_history_begin(&s->hist, o->front, cs_op_name(o->op));
 	cs_claims_init(&s->claims);
 	s->claims.warn = o->warn;
 	s->claims.warn_ctx = o->warn_ctx;
@@ -182,6 +184,8 @@ static int claim(cs_session *s, cs_error *err)
 		if (r == -CS_EPROC)
 			continue; /* exited meanwhile: nothing to claim, nothing to do */
 		if (r < 0) {
+			s->busy_pid = p->pid;
+			memcpy(s->busy_comm, p->comm, sizeof(s->busy_comm));
 			cs_claims_release(&s->claims);
 			return r;
 		}
@@ -244,6 +248,13 @@ static void name_left_behind(cs_session *s)
 	}
 }
 
+/* A selection that failed ends the session: recorded. */
+static int select_failed(cs_session *s, int r, cs_error *err)
+{
+	cs_session_record(s, r, NULL, err);
+	return r;
+}
+
 int cs_session_select(cs_session *s, cs_error *err)
 {
 	int r = cs_scan(NULL, &s->table, err);
@@ -252,13 +263,13 @@ int cs_session_select(cs_session *s, cs_error *err)
 	if (r == 0 && !s->o->claimed && !s->o->dry_run)
 		r = claim(s, err);
 	if (r < 0)
-		return r;
+		return select_failed(s, r, err);
 	cs_classify(&s->table, s->d, scan_opts(s));
 	r = cs_select(&s->table, &s->o->sel, takes_monitors(s), &s->t, &s->n, err);
 	if (r == 0)
 		r = check_privileges(s, err);
 	if (r < 0)
-		return r;
+		return select_failed(s, r, err);
 	keep_relevant(s);
 	if (!s->o->claimed && !s->o->dry_run)
 		drop_others(s);
@@ -347,7 +358,18 @@ static int check_restore(cs_session *s, cs_error *err)
 	return r < 0 ? r : cs_session_check(s, err);
 }
 
+static int run(cs_session *s, cs_txn_result *res, cs_error *err);
+
 int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
+{
+	int rc = run(s, res, err);
+	cs_session_record(s, rc, res, err);
+	return rc;
+}
+
+/* The checks before the first driver call, the transaction, and what is
+ * kept after it. */
+static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 {
 	const cs_session_opts *o = s->o;
 	memset(res, 0, sizeof(*res));
@@ -427,6 +449,7 @@ void cs_session_free(cs_session *s)
 	free(s->pairs);
 	free(s->left);
 	free(s->refused);
+	cs_history_free(&s->hist);
 	cs_ptable_free(&s->table);
 	cs_ptable_free(&s->after);
 	if (s->ledger_used)

@@ -6,6 +6,7 @@
 #include "capacity.h"
 #include "claim.h"
 #include "gpuroom.h"
+#include "history.h"
 #include "sandbox.h"
 #include "verify.h"
 
@@ -14,12 +15,14 @@ struct cs_session {
 	const cs_session_opts *o;
 	cs_sandbox sandbox;
 	int state_fd;
+	pid_t busy_pid; /* the process whose claim another operation holds, 0 none */
 	cs_claims claims; /* the selected processes, unless the caller holds them */
 	cs_scan_opts scan; /* discovery's restriction (only_selected) */
 	pid_t *cand; /* what the selection may act on, from /proc: the driver is asked about these only */
 	size_t ncand;
 	bool ignore_memory, allow_unrestorable; /* the options, or the settings */
 	bool ignore_gpu_memory; /* restore: the option, or the setting */
+	bool recorded; /* hist is complete (cs_session_record ran) */
 	double wait_memory_s; /* restore: the option, or the setting */
 	bool restore_planned; /* cs_session_plan_restore ran, with this result: */
 	int restore_rc;
@@ -43,7 +46,14 @@ struct cs_session {
 	size_t nleft, nleft_scope;
 	struct cs_refusal *refused; /* what cs_session_check refused (cs_session_refusals) */
 	size_t nrefused;
+	char busy_comm[64];
+	cs_history hist; /* the entry of the history of operations, begun at open */
 };
+
+/* The session ended (after its run, or a failure before it; res NULL or
+ * !res->ran: before the transaction, with err): its entry of the history of
+ * operations is completed and, unless opts.no_history, written. Once. */
+void cs_session_record(cs_session *s, int rc, const cs_txn_result *res, const cs_error *err);
 
 /* A warning line through the session's callback (printf-style). */
 void cs_session_warn(const cs_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

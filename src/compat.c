@@ -12,6 +12,9 @@
 /* A failed driver call: NVIDIA's line, then cudasnap's hint. */
 static int call_failed(cs_driver *d, const compat_args *a, cs_call call, int res)
 {
+	char why[256];
+	snprintf(why, sizeof(why), "%s failed: %s (%s)", cs_call_name(call), cs_cu_string(d, res), cs_cu_name(d, res));
+	compat_history_failed(why);
 	compat_fail_line(a, call, cs_cu_string(d, res));
 	compat_hint(d, call, a->pid, res, a->timeout_ms);
 	return EXIT_FAILED;
@@ -27,9 +30,17 @@ static int refuse_halted(cs_driver *d, const compat_args *a)
 		return CLI_GO_ON;
 	char text[64];
 	snprintf(text, sizeof(text), "the process is %s and cannot answer", cs_halt_name(h.info.halt));
+	compat_history_refused(cs_halt_name(h.info.halt), text);
 	compat_fail_line(a, a->op == COMPAT_ACTION ? a->action : CS_CALL_GET_STATE, text);
 	compat_halt_hint(&h);
 	return EXIT_FAILED;
+}
+
+/* A driver call that changes the process, begun at t0, in the history. */
+static int record(const cs_driver *d, cs_step s, double t0, int res)
+{
+	compat_history_step(d, s, res, cs_now() - t0);
+	return res;
 }
 
 static int get_state(cs_driver *d, const compat_args *a)
@@ -59,12 +70,16 @@ static int device_pairs(cs_driver *d, const compat_args *a, const cs_nvml_gpu *g
 	cs_error err = { 0 };
 	if (!a->device_map)
 		return CLI_GO_ON;
-	if (!cs_driver_can_remap(d))
+	if (!cs_driver_can_remap(d)) {
+		compat_history_refused("device-map", "this driver cannot remap GPUs");
 		return compat_fail("cuda-checkpoint: --device-map: this driver (version %d) cannot remap GPUs; "
 				   "that needs driver R580 (CUDA 13.0) or newer",
 				   cs_driver_version(d));
-	if (cs_devmap_parse(a->device_map, gpus, ngpus, pairs, npairs, &err) < 0)
+	}
+	if (cs_devmap_parse(a->device_map, gpus, ngpus, pairs, npairs, &err) < 0) {
+		compat_history_refused("device-map", err.message);
 		return compat_fail("cuda-checkpoint: %s\ncuda-checkpoint: hint: %s", err.message, err.hint);
+	}
 	return CLI_GO_ON;
 }
 
@@ -84,7 +99,8 @@ static int restore(cs_driver *d, const compat_args *a, pid_t tgid)
 		status = compat_check(d, a, tgid, CS_OP_RESTORE, CS_CALL_RESTORE);
 	if (status == CLI_GO_ON) {
 		cs_restore_init(d, gpus, ngpus);
-		int r = cs_cu_restore(d, a->pid, pairs, npairs);
+		double t0 = cs_now();
+		int r = record(d, CS_STEP_RESTORE, t0, cs_cu_restore(d, a->pid, pairs, npairs));
 		status = r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, CS_CALL_RESTORE, r);
 		if (r == CS_CU_SUCCESS)
 			compat_forget(tgid);
@@ -110,10 +126,11 @@ static int checkpoint_call(cs_driver *d, const compat_args *a, pid_t tgid)
 	cs_target rec;
 	compat_note_before(tgid, &rec);
 	double t0 = cs_now();
-	int r = cs_cu_checkpoint(d, a->pid);
+	int r = record(d, CS_STEP_CHECKPOINT, t0, cs_cu_checkpoint(d, a->pid));
 	if (r != CS_CU_SUCCESS)
 		return call_failed(d, a, CS_CALL_CHECKPOINT, r);
 	compat_record(d, &rec, cs_now() - t0);
+	compat_history_bytes(rec.bytes);
 	return EXIT_DONE;
 }
 
@@ -129,11 +146,12 @@ static int checkpoint(cs_driver *d, const compat_args *a, pid_t tgid)
 static int action(cs_driver *d, const compat_args *a, pid_t tgid)
 {
 	int r;
+	double t0 = cs_now();
 	switch (a->action) {
-	case CS_CALL_LOCK: r = cs_cu_lock(d, a->pid, a->timeout_ms); break;
+	case CS_CALL_LOCK: r = record(d, CS_STEP_LOCK, t0, cs_cu_lock(d, a->pid, a->timeout_ms)); break;
 	case CS_CALL_CHECKPOINT: return checkpoint(d, a, tgid);
 	case CS_CALL_RESTORE: return restore(d, a, tgid);
-	default: r = cs_cu_unlock(d, a->pid); break;
+	default: r = record(d, CS_STEP_UNLOCK, t0, cs_cu_unlock(d, a->pid)); break;
 	}
 	return r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, a->action, r);
 }
@@ -142,12 +160,14 @@ static int action(cs_driver *d, const compat_args *a, pid_t tgid)
  * that the caller's failure leaves the process running, as it found it. */
 static int toggle_out(cs_driver *d, const compat_args *a, pid_t tgid)
 {
-	int r = cs_cu_lock(d, a->pid, a->timeout_ms);
+	double t0 = cs_now();
+	int r = record(d, CS_STEP_LOCK, t0, cs_cu_lock(d, a->pid, a->timeout_ms));
 	if (r != CS_CU_SUCCESS)
 		return call_failed(d, a, CS_CALL_LOCK, r);
 	if (checkpoint_call(d, a, tgid) == EXIT_DONE)
 		return EXIT_DONE;
 	int u = cs_cu_unlock(d, a->pid);
+	compat_history_undo(CS_STEP_UNLOCK, u);
 	if (u == CS_CU_SUCCESS)
 		return EXIT_FAILED;
 	int state;
@@ -164,7 +184,8 @@ static int toggle_in(cs_driver *d, const compat_args *a, pid_t tgid)
 	int status = restore(d, a, tgid);
 	if (status != EXIT_DONE)
 		return status;
-	int r = cs_cu_unlock(d, a->pid);
+	double t0 = cs_now();
+	int r = record(d, CS_STEP_UNLOCK, t0, cs_cu_unlock(d, a->pid));
 	return r == CS_CU_SUCCESS ? EXIT_DONE : call_failed(d, a, CS_CALL_UNLOCK, r);
 }
 
@@ -182,6 +203,9 @@ static int toggle(cs_driver *d, const compat_args *a, pid_t tgid)
 		return toggle_in(d, a, tgid);
 	/* Locked or failed: neither direction is defined, and guessing one
 	 * could undo what another caller is in the middle of. */
+	compat_history_refused("state",
+			       state == CS_STATE_LOCKED ? "the process is locked: neither direction is defined" :
+							  "the driver reports that checkpointing it failed");
 	compat_fail_line(a, CS_CALL_GET_STATE, cs_cu_string(d, CS_CU_ILLEGAL_STATE));
 	fprintf(stderr, "cuda-checkpoint: hint: %s\n",
 		state == CS_STATE_LOCKED ?
@@ -200,7 +224,11 @@ static int run(cs_driver *d, const compat_args *a)
 	cs_claims_init(&claims);
 	pid_t tgid = 0;
 	bool changes = a->op == COMPAT_ACTION || a->op == COMPAT_TOGGLE;
+	if (changes)
+		compat_history_begin(a);
 	int status = changes ? compat_claim(a, &claims, &tgid) : CLI_GO_ON;
+	if (changes)
+		compat_history_target(tgid);
 	if (status == CLI_GO_ON && a->op != COMPAT_GET_TID)
 		status = refuse_halted(d, a);
 	if (status != CLI_GO_ON)
@@ -226,5 +254,7 @@ int cmd_cuda_checkpoint(int argc, char **argv)
 	if (cs_driver_open(&d, &err) < 0)
 		return compat_fail("cuda-checkpoint: %s%s%s", err.message,
 				   err.hint[0] ? "\ncuda-checkpoint: hint: " : "", err.hint);
-	return run(d, &a);
+	status = run(d, &a);
+	compat_history_end(status);
+	return status;
 }

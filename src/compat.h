@@ -59,6 +59,21 @@ void compat_record(const cs_driver *d, cs_target *t, double seconds);
 /* After tgid's restore: its record goes (its GPU memory is back). */
 void compat_forget(pid_t tgid);
 
+/* The entry of the history of operations for a state-changing call
+ * (src/compat_history.c): begun before its claim, each driver call that
+ * changes the process (step, its answer, how long), a step undone after a
+ * failure (toggle's unlock), the bytes a checkpoint moved, a refusal (its
+ * code and why) or another failure, and at the end the exit status; the
+ * entry is then written where the state directory exists. */
+void compat_history_begin(const compat_args *a);
+void compat_history_target(pid_t tgid);
+void compat_history_step(const cs_driver *d, cs_step s, int res, double seconds);
+void compat_history_undo(cs_step s, int res);
+void compat_history_bytes(unsigned long long bytes);
+void compat_history_refused(const char *code, const char *why);
+void compat_history_failed(const char *why);
+void compat_history_end(int status);
+
 /* One error line in NVIDIA's wording; exits 1 when returned. */
 int compat_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* After a failed driver call: one more stderr line with cudasnap's hint. */

@@ -41,6 +41,7 @@ int compat_claim(const compat_args *a, cs_claims *c, pid_t *tgid)
 	c->warn = claim_warn;
 	if (cs_claims_add(c, statefd, *tgid, comm, COMMAND, NULL, 0, &err) == 0 || err.status == CS_EPROC)
 		return CLI_GO_ON;
+	compat_history_refused("busy", err.message);
 	compat_fail_line(a, a->op == COMPAT_ACTION ? a->action : CS_CALL_GET_STATE, err.message);
 	fprintf(stderr, "cuda-checkpoint: hint: %s\n", err.hint);
 	return EXIT_FAILED;

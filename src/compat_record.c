@@ -134,6 +134,9 @@ int compat_check(cs_driver *d, const compat_args *a, pid_t tgid, cs_op op, cs_ca
 		fputs(held.text, stderr);
 		return CLI_GO_ON; /* what the check could not read, the driver's own call will tell */
 	}
+	size_t n = 0;
+	const cs_refusal *v = cs_session_refusals(s, &n);
+	compat_history_refused(n ? v[0].reason.code : "refused", err.message);
 	compat_fail_line(a, call, err.message);
 	fputs(held.text, stderr);
 	fprintf(stderr, "cuda-checkpoint: hint: %s\n", err.hint);

@@ -20,7 +20,8 @@ static void doctor_usage(FILE *f)
 		"  privileges; the environment overrides in effect; the settings file (what it\n"
 		"  sets, each line it skipped, why it was ignored); and for every CUDA process,\n"
 		"  communication libraries (NCCL, MPI, ...), signs of MPS, MIG or CUDA IPC, and\n"
-		"  the GPUs it sees.\n"
+		"  the GPUs it sees; and the last failure of the last 24 h in the history of\n"
+		"  operations ('cudasnap history').\n"
 		"Each check prints PASS, WARN or FAIL, and a fix for WARN and FAIL.\n\n"
 		"Options:\n"
 		"  --json      print one JSON object on stdout\n"
@@ -193,6 +194,17 @@ static json_object *json_procs(const cs_doctor_report *r)
 	return a;
 }
 
+/* The operations of the last 24 h: how many, how many failed, and the
+ * last failure as the history stores it. */
+static json_object *json_history(const cs_doctor_report *r)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "operations_24h", json_object_new_int64((int64_t)r->history_recent));
+	json_object_object_add(o, "failures_24h", json_object_new_int64((int64_t)r->history_failures));
+	json_object_object_add(o, "last_failure", r->history_last ? json_tokener_parse(r->history_last) : NULL);
+	return o;
+}
+
 static int print_json(const cs_doctor_report *r)
 {
 	json_object *o = json_object_new_object();
@@ -205,6 +217,7 @@ static int print_json(const cs_doctor_report *r)
 	json_object_object_add(o, "settings", json_settings(r));
 	json_object_object_add(o, "gpus", json_gpus(r));
 	json_object_object_add(o, "processes", json_procs(r));
+	json_object_object_add(o, "history", json_history(r));
 	return cs_json_print(o);
 }
 

@@ -204,7 +204,8 @@ int cmd_hook(int argc, char **argv)
 					       .strict = o.strict,
 					       .usage = usage,
 					       .reuse_warns = true,
-					       .all = true };
+					       .all = true,
+					       .front = "hook" };
 	/* SIGALRM ends the transaction as SIGTERM would: rolled back and reported. */
 	alarm(o.deadline_s);
 	return txn_cli_execute(&c);

@@ -70,6 +70,7 @@ static const cs_command commands[] = {
 	{ "verify", cmd_verify, "list GPU device references that remain, and why" },
 	{ "doctor", cmd_doctor, "check the driver, GPUs, sandbox and CUDA processes before a checkpoint" },
 	{ "inspect", cmd_inspect, "what a checkpoint's GPU part holds, and whether it would restore here" },
+	{ "history", cmd_history, "what cudasnap did on this node, newest first" },
 	{ "hook", cmd_hook, "gVisor's save/restore exec hook (runsc --save-restore-exec-argv)" },
 	{ "cuda-checkpoint", cmd_cuda_checkpoint, "behave as NVIDIA's cuda-checkpoint (R580 command line)" },
 };

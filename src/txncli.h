@@ -31,6 +31,8 @@ typedef struct txn_cli {
 	 * the initial PID namespace asks for by name (the hook sets it too) */
 	bool all;
 	const char *device_map;
+	/* who runs it, for the history of operations: "cli" when NULL, "hook" */
+	const char *front;
 	void (*usage)(FILE *f);
 } txn_cli;
 

@@ -214,6 +214,16 @@ class Cases:
         for cpid in before:
             self.assertNotEqual(after[cpid], before[cpid], f"container pid {cpid} has the same host pid")
         self.assertRunningAndOk(n, f"after the restore:\n{r}")
+        # what the plugin did stays on the node, whatever the engine keeps of CRIU's logs
+        p = self.cs("history", "--json", "-n", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        restore, dump = json.loads(p.stdout)
+        for e, front, op, pids in ((dump, "criu-dump", "dump", before), (restore, "criu-restore", "restore", after)):
+            self.assertEqual((e["front"], e["outcome"]), (front, "done"), e)
+            self.assertRegex(e["caller"]["cmdline"], f"^criu: {op} --rpc")
+            self.assertRegex(e["caller"]["parent_cmdline"], r"\b(runc|crun)\b", e)
+            self.assertEqual(sorted((x["nspid"], x["pid"]) for x in e["processes"]), sorted(pids.items()), e)
+            self.assertTrue(all(x["outcome"] == "done" for x in e["processes"]), e)
 
     def test_leave_running(self):
         """The engines pass --leave-running in the RPC message, never on a

@@ -47,7 +47,7 @@ GLIBC = {
     "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "libresolv.so.2",
 }
 
-COMMANDS = ["ps", "checkpoint", "restore", "lock", "unlock", "verify", "doctor", "inspect", "hook",
+COMMANDS = ["ps", "checkpoint", "restore", "lock", "unlock", "verify", "doctor", "inspect", "history", "hook",
             "cuda-checkpoint"]
 
 PROGRAM = textwrap.dedent("""\
