@@ -21,8 +21,10 @@ With --fake-app the same runs against the driver double (CUDASNAP_LIBCUDA,
 CUDASNAP_LIBNVML and FAKECUDA_GPU_TOTAL_MIB set). Ends with "N passed, N
 failed".
 """
+import json
 import os
 import subprocess
+import tarfile
 import sys
 import threading
 import time
@@ -142,8 +144,10 @@ def scenario_container(a, cs, t, base):
         rc, err, ck = c.runc("checkpoint", "--image-path", img, "--work-path", work, "room")
         s.cb.reap()
         c.runc("delete", "-f", "room")
+        inspect_images(cs, img, base, fits=True)
         w = s.Procs(a)
         f = Filler(a, w, GIB // 2 if not a.fake_app else 32 * MIB)
+        inspect_images(cs, img, base, fits=False)
         c.name = "roomr"
         rrc, err2, rs = c.runc("restore", "-d", "--image-path", img, "--work-path", work, "roomr", stdio=True)
         lines = s.cb.log_lines(os.path.join(work, "restore.log"), ("cudasnap:",), 12)
@@ -161,8 +165,40 @@ def scenario_container(a, cs, t, base):
         s.check("container: the same image restored once the GPU has room (new pids, data verified)",
                 rrc == 0 and ok, f"rc={rrc} {rs2:.2f}s {err2[-300:]}")
         s.record("container-room", checkpoint_s=round(ck, 3), refused_s=round(rs, 3), restore_s=round(rs2, 3))
+        h = cs("history", "--json", "-n", "3")
+        try:
+            entries = json.loads(h.stdout)
+        except ValueError:
+            entries = []
+        got = [(e.get("front"), e.get("outcome")) for e in entries if isinstance(e, dict)]
+        s.check("container: cudasnap history shows the plugin's dump, the refused restore and the restore",
+                got == [("criu-restore", "done"), ("criu-restore", "refused"), ("criu-dump", "done")],
+                f"{got} {s.tail(h)[-300:]}")
     finally:
         c.remove()
+
+
+def inspect_images(cs, img, base, fits):
+    """cudasnap inspect of the images, as a directory and as Podman's
+    archive (a tar.gz with checkpoint/ inside): exit 0 while they fit on the
+    GPU, 1 with the numbers while another process holds it."""
+    archive = os.path.join(base, "room.tar.gz")
+    if not os.path.exists(archive):
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(img, arcname="checkpoint")
+    for path in (img, archive):
+        r = cs("inspect", path, "--json")
+        if r.returncode == 2 and path == archive and "libarchive" in r.stderr:
+            s.check("inspect: the archive needs libarchive, which this machine lacks", True, s.tail(r)[-200:])
+            continue
+        o = r.obj or {}
+        reasons = [x.get("code") for x in o.get("reasons", [])] if isinstance(o.get("reasons"), list) else []
+        what = "fits" if fits else "does not fit"
+        ok = r.returncode == 0 if fits else r.returncode == 1 and "gpu-memory" in reasons
+        s.check(f"inspect: {os.path.basename(path)} {what} on this GPU (exit {0 if fits else 1})", ok,
+                s.tail(r)[-400:])
+        s.record("inspect", path=os.path.basename(path), fits=fits, rc=r.returncode, wall_s=round(r.wall, 3),
+                 reasons=reasons)
 
 
 def main():
