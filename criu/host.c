@@ -1,5 +1,5 @@
 #include "host.h"
-#include "oplog.h"
+#include "manifest.h"
 #include "util.h"
 
 #include <dlfcn.h>
@@ -15,6 +15,12 @@
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 
+static void no_sink(const char *line)
+{
+	(void)line;
+}
+void (*plog_on_error)(const char *line) = no_sink;
+
 void plog(unsigned level, const char *fmt, ...)
 {
 	char line[1536];
@@ -26,17 +32,12 @@ void plog(unsigned level, const char *fmt, ...)
 	/* CRIU formats into one static buffer. */
 	pthread_mutex_lock(&log_mu);
 	if (level == CS_CRIU_LOG_ERROR)
-		oplog_error(line);
+		plog_on_error(line);
 	if (print)
 		print(level, "cudasnap: %s\n", line);
 	else
 		fprintf(stderr, "cudasnap: %s\n", line);
 	pthread_mutex_unlock(&log_mu);
-}
-
-const char *criu_final_name(criu_final f)
-{
-	return f == CRIU_FINAL_ALIVE ? "left running" : f == CRIU_FINAL_STOPPED ? "left stopped" : "killed";
 }
 
 /* Where this plugin was loaded from: CRIU loads every plugin of that directory. */

@@ -5,13 +5,15 @@
 #define CS_CRIU_HOST_H
 
 #include "criu_abi.h"
-#include "manifest.h"
 
 #include <stdbool.h>
 
 /* CRIU's log (print_on_level), or stderr where CRIU does not export it;
  * each line starts "cudasnap: ". Safe from several threads. */
 void plog(unsigned level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Called with each error line plog writes (under its lock): the plugin
+ * keeps the first as the operation's error. */
+extern void (*plog_on_error)(const char *line);
 
 /* How CRIU leaves the tree after a successful dump. */
 typedef enum criu_final {
@@ -32,7 +34,6 @@ typedef struct criu_options {
 } criu_options;
 
 void criu_read_options(criu_options *out);
-const char *criu_final_name(criu_final f);
 
 /* The images directory (an fd of CRIU's), or -1. */
 int criu_images_dir(void);

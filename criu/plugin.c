@@ -1,52 +1,157 @@
 /* cudasnap_plugin.so: CRIU's GPU plugin on libcudasnap. Dropped into CRIU's
  * plugin directory, every 'criu dump' and 'criu restore' of a tree with CUDA
- * processes, however CRIU is driven (its command line, or runc, crun and
- * Podman over its RPC), checkpoints and restores them all as one
- * transaction. This file is the descriptor CRIU reads and the dispatch to
- * the stages; everything else lies below it. */
-#include "stages.h"
-#include "oplog.h"
-#include "tasks.h"
+ * processes, however CRIU is driven (its command line, or runc, crun,
+ * Podman and containerd over its RPC), checkpoints and restores them all as
+ * one transaction. This file is the descriptor CRIU reads and the
+ * translation of CRIU's hooks into the stages of a staged session
+ * (lib/engine.h), where every rule lives; what stays here is CRIU's: its
+ * options, log, images and inventory (host.c), the helper processes
+ * (helper.c) and the restore threads CRIU holds (restore_thread.c). */
+#include "engine.h"
+#include "host.h"
+#include "manifest.h"
+#include "restore_thread.h"
+#include "journal.h"
 
 #include <errno.h>
 
+static struct {
+	cs_engine *engine;
+	int stage;
+	bool enabled; /* the hooks of stage act */
+	bool coexistence_checked;
+	criu_options criu;
+} plugin = { .stage = -1 };
+
+static void error_line(const char *line)
+{
+	cs_engine_error_line(plugin.engine, line);
+}
+
+static void log_line(void *ctx, int level, const char *line)
+{
+	(void)ctx;
+	plog((unsigned)level, "%s", line);
+}
+
+/* The record is in the images: a restore without the plugin fails. */
+static int recorded(void *ctx)
+{
+	(void)ctx;
+	return criu_require_plugin();
+}
+
+static cs_engine_final final_of(criu_final f)
+{
+	return f == CRIU_FINAL_ALIVE ? CS_FINAL_ALIVE : f == CRIU_FINAL_STOPPED ? CS_FINAL_STOPPED : CS_FINAL_DEAD;
+}
+
+static cs_engine *open_engine(int stage)
+{
+	bool dump = stage != CS_CRIU_STAGE_RESTORE;
+	cs_engine_opts o = { .op = dump ? CS_OP_CHECKPOINT : CS_OP_RESTORE,
+			     .engine = "CRIU",
+			     .command = dump ? "criu dump" : "criu restore",
+			     .front = dump ? "criu-dump" : "criu-restore",
+			     .timeout_s = plugin.criu.timeout_s,
+			     .final = final_of(plugin.criu.final),
+			     .options_from = plugin.criu.from_options ? "CRIU's options" : "CRIU's command line",
+			     .run = run_call,
+			     .log = log_line,
+			     .recorded = recorded,
+			     .reap = reap_killed };
+	return cs_engine_open(&o);
+}
+
+/* The operation's end: its entry in the history and in syslog. */
+static void end_engine(int ret)
+{
+	const cs_history *h = plugin.engine ? cs_engine_end(plugin.engine, ret) : NULL;
+	if (h)
+		plugin_syslog(h);
+	cs_engine_free(plugin.engine);
+	plugin.engine = NULL;
+}
+
+/* Nothing here can fail a dump of a tree without CUDA: CRIU loads the
+ * plugin for every dump of the node. */
+static int dump_init(void)
+{
+	if (criu_check_coexistence(false) < 0)
+		return -1;
+	/* CRIU chooses how to seize before its first PAUSE_DEVICES (and under
+	 * the cgroup freezer would call it for the root task alone), so this
+	 * cannot wait for a CUDA task; it cannot fail, and is how CRIU seizes
+	 * without --freeze-cgroup. */
+	criu_interrupt_only();
+	plugin.enabled = true;
+	return 0;
+}
+
+static int restore_init(void)
+{
+	if (criu_check_coexistence(false) < 0)
+		return -1;
+	if (!criu_images_need_plugin())
+		return 0; /* no GPU process in these images */
+	int r = cs_engine_import(plugin.engine, criu_images_dir());
+	plugin.enabled = r == 0;
+	return r;
+}
+
 static int plugin_init(int stage)
 {
-	plugin_state_reset(stage);
+	cs_engine_free(plugin.engine); /* an operation CRIU did not end: not one of the GPU's */
+	plugin.engine = NULL;
+	plugin.stage = stage;
+	plugin.enabled = plugin.coexistence_checked = false;
 	if (stage == CS_CRIU_STAGE_PRE_DUMP)
 		return 0; /* GPU memory is not in pre-dumps */
-	oplog_begin(stage);
 	if (stage != CS_CRIU_STAGE_RESTORE)
-		return dump_init();
-	int r = restore_init();
+		criu_read_options(&plugin.criu);
+	plog_on_error = error_line;
+	plugin.engine = open_engine(stage);
+	if (!plugin.engine) {
+		plog(CS_CRIU_LOG_ERROR, "out of memory");
+		return -1;
+	}
+	int r = stage == CS_CRIU_STAGE_RESTORE ? restore_init() : dump_init();
 	if (r < 0) /* whether CRIU calls the exit hook then or not, the refusal is recorded */
-		oplog_end(r, -1, true);
+		end_engine(r);
 	return r;
 }
 
 static void plugin_exit(int stage, int ret)
 {
-	if (cs_plugin.enabled && stage == CS_CRIU_STAGE_DUMP)
-		dump_exit(ret);
-	if (cs_plugin.enabled && stage == CS_CRIU_STAGE_RESTORE)
-		restore_exit(ret);
-	/* A dump writes into the state directory it opened for its first CUDA
-	 * process, and no other; a restore's session used the directory. */
-	oplog_end(ret, stage == CS_CRIU_STAGE_DUMP ? cs_plugin.state_fd : -1, stage == CS_CRIU_STAGE_RESTORE);
-	plugin_state_free();
+	(void)stage;
+	end_engine(ret);
+	plugin.enabled = false;
 }
 
 static int hook_pause(int pid)
 {
-	return cs_plugin.enabled && cs_plugin.stage == CS_CRIU_STAGE_DUMP ? dump_pause(pid) : -ENOTSUP;
+	if (!plugin.enabled || plugin.stage != CS_CRIU_STAGE_DUMP)
+		return -ENOTSUP;
+	if (!plugin.coexistence_checked) {
+		plugin.coexistence_checked = true;
+		if (criu_check_coexistence(true) < 0)
+			return -1;
+	}
+	return cs_engine_meet(plugin.engine, pid);
 }
+
 static int hook_checkpoint(int pid)
 {
-	return cs_plugin.enabled && cs_plugin.stage == CS_CRIU_STAGE_DUMP ? dump_checkpoint(pid) : -ENOTSUP;
+	if (!plugin.enabled || plugin.stage != CS_CRIU_STAGE_DUMP)
+		return -ENOTSUP;
+	return cs_engine_checkpoint(plugin.engine, criu_images_dir(), pid);
 }
+
 static int hook_resume_late(int pid)
 {
-	return cs_plugin.enabled && cs_plugin.stage == CS_CRIU_STAGE_RESTORE ? restore_resume(pid) : -ENOTSUP;
+	if (!plugin.enabled || plugin.stage != CS_CRIU_STAGE_RESTORE)
+		return -ENOTSUP;
+	return cs_engine_adopt(plugin.engine, pid);
 }
 
 __attribute__((visibility("default"))) cs_criu_plugin_desc CR_PLUGIN_DESC = {

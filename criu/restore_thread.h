@@ -7,12 +7,14 @@
 #ifndef CS_CRIU_RESTORE_THREAD_H
 #define CS_CRIU_RESTORE_THREAD_H
 
-#include "helper.h"
-#include "tasks.h"
+#include "engine.h"
 
-/* helper_run while the restore threads of the tasks for which which(t)
- * holds run; which NULL: CRIU has let the tree go, none needs us. */
-int helper_run_resumed(bool (*which)(const plugin_task *t), const char *what, helper_fn fn, void *ctx, double seconds,
-		       void **reply, size_t *len);
+/* The staged session's runner (cs_engine_opts.run): helper_run while the
+ * restore threads the call names run. */
+int run_call(void *ctx, const cs_engine_call *c, void **reply, size_t *len);
+
+/* The staged session's reaper (cs_engine_opts.reap): CRIU's process traces
+ * every task it restored, so those it killed are waited for here. */
+void reap_killed(void *ctx, const pid_t *pids, size_t n);
 
 #endif

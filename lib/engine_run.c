@@ -1,26 +1,33 @@
-#include "session.h"
-#include "host.h"
+/* One session inside a staged session's call: the same transaction, claims
+ * and checks as 'cudasnap checkpoint' and 'restore', asking the driver about
+ * the given processes only; and the flat outcome that goes back to the
+ * engine's process. */
+#include "engine_int.h"
+#include "nvml.h"
+#include "state.h"
 #include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* The session's driver, for progress lines: one session per call. */
 static cs_driver *driver;
+static cs_engine *engine;
 
 static void warn_line(void *ctx, const char *line)
 {
 	(void)ctx;
-	plog(strncmp(line, "error", 5) == 0 ? CS_CRIU_LOG_ERROR : CS_CRIU_LOG_WARN, "%s", line);
+	eng_log(engine, strncmp(line, "error", 5) == 0 ? CS_LOG_ERROR : CS_LOG_WARN, "%s", line);
 }
 
 static void progress(void *ctx, const cs_target *t, cs_step s, bool undo, int res, double secs)
 {
 	(void)ctx;
-	plog(res == CS_CU_SUCCESS ? CS_CRIU_LOG_INFO : CS_CRIU_LOG_ERROR, "%d (%s) %s%s: %s in %.3f s", (int)t->pid,
-	     t->comm, undo ? "rollback " : "", cs_step_name(s), cs_cu_name(driver, res), secs);
+	eng_log(engine, res == CS_CU_SUCCESS ? CS_LOG_INFO : CS_LOG_ERROR, "%d (%s) %s%s: %s in %.3f s", (int)t->pid,
+		t->comm, undo ? "rollback " : "", cs_step_name(s), cs_cu_name(driver, res), secs);
 }
 
-size_t run_outcome_size(size_t n)
+size_t eng_outcome_size(size_t n)
 {
 	return sizeof(run_outcome) + n * sizeof(task_outcome);
 }
@@ -32,8 +39,8 @@ static int goal(cs_op op)
 									 CS_STATE_RUNNING;
 }
 
-/* What the session's entry says of pid; a process it does not name was
- * left untouched. */
+/* What the session's entry says of t; a process it does not name was left
+ * untouched. */
 static void history_of(const cs_history *h, const cs_target *t, cs_history_proc *out)
 {
 	for (size_t i = 0; h && i < h->n; i++)
@@ -57,10 +64,20 @@ static void refused_others(run_outcome *o, const cs_history *h)
 	}
 }
 
-static run_outcome *outcome(const plugin_run *r, int rc, const cs_txn_result *res, const cs_error *err,
-			    const cs_target *t, size_t n, const cs_history *h)
+run_outcome *eng_outcome_error(int rc, const char *message)
 {
-	run_outcome *o = calloc(1, run_outcome_size(n));
+	run_outcome *o = calloc(1, eng_outcome_size(0));
+	if (o) {
+		o->rc = rc;
+		snprintf(o->message, sizeof(o->message), "%s", message);
+	}
+	return o;
+}
+
+static run_outcome *outcome(const eng_run *r, int rc, const cs_txn_result *res, const cs_error *err, const cs_target *t,
+			    size_t n, const cs_history *h)
+{
+	run_outcome *o = calloc(1, eng_outcome_size(n));
 	if (!o)
 		return NULL;
 	*o = (run_outcome){ .rc = rc, .acted = res->acted, .bytes = res->bytes, .wall = res->wall_seconds, .n = n };
@@ -85,15 +102,32 @@ static run_outcome *outcome(const plugin_run *r, int rc, const cs_txn_result *re
 	return o;
 }
 
-run_outcome *run_session(const plugin_run *r, cs_driver **d, cs_target **targets, size_t *n)
+/* After a checkpoint, the record for the restore: NVML names the GPUs for a
+ * restore elsewhere (loaded here, in the call, never in the engine's
+ * process). */
+static void write_record(const eng_run *r, cs_driver *d, const cs_target *t, size_t n, run_outcome *o)
 {
-	*targets = NULL;
-	*n = 0;
+	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
+	size_t ngpus = 0;
+	cs_nvml_list(&gpus, &ngpus);
+	_cleanup_free_ char *text = cs_manifest_render(t, n, d, o->wall, gpus, ngpus);
+	cs_error err = { 0 };
+	if (!text || cs_state_write(r->images, CS_PLUGIN_RECORD, text, strlen(text), &err) < 0) {
+		o->rc = -CS_ESTATE;
+		snprintf(o->message, sizeof(o->message), "cannot write %s into the images directory: %.400s",
+			 CS_PLUGIN_RECORD, text ? err.message : "out of memory");
+	}
+}
+
+run_outcome *eng_run_session(const cs_engine *e, const eng_run *r)
+{
 	cs_txn_result res = { 0 };
 	cs_error err = { 0 };
-	if (cs_driver_open(d, &err) < 0)
+	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
+	engine = (cs_engine *)e; /* a copy of the engine's process's, in this call's process */
+	if (cs_driver_open(&d, &err) < 0)
 		return outcome(r, -err.status, &res, &err, NULL, 0, NULL);
-	driver = *d;
+	driver = d;
 	cs_session_opts o = {
 		.op = r->op,
 		.command = r->command,
@@ -111,11 +145,11 @@ run_outcome *run_session(const plugin_run *r, cs_driver **d, cs_target **targets
 		.manifest = r->manifest,
 		.progress = progress,
 		.warn = warn_line,
-		/* the plugin's entry covers the whole dump or restore (criu/oplog.c) */
+		/* the staged session's entry covers the whole dump or restore (engine_oplog.c) */
 		.no_history = true,
 	};
 	_cleanup_(cs_session_freep) cs_session *s = NULL;
-	int rc = cs_session_open(&s, *d, &o, &err);
+	int rc = cs_session_open(&s, d, &o, &err);
 	if (rc == 0)
 		rc = cs_session_select(s, &err);
 	if (rc == 0) {
@@ -125,20 +159,18 @@ run_outcome *run_session(const plugin_run *r, cs_driver **d, cs_target **targets
 	}
 	size_t k = 0;
 	cs_target *t = s ? cs_session_targets(s, &k) : NULL;
-	*targets = calloc(k ? k : 1, sizeof(**targets));
-	if (*targets && k) {
-		memcpy(*targets, t, k * sizeof(*t));
-		*n = k;
-	}
-	return outcome(r, rc, &res, &err, t, k, s ? cs_session_history(s) : NULL);
+	run_outcome *out = outcome(r, rc, &res, &err, t, k, s ? cs_session_history(s) : NULL);
+	if (out && r->images >= 0 && out->rc == 0 && out->acted)
+		write_record(r, d, t, k, out);
+	return out;
 }
 
-const run_outcome *run_outcome_check(const void *buf, size_t len, const char *what)
+const run_outcome *eng_outcome_check(cs_engine *e, const void *buf, size_t len, const char *what)
 {
 	const run_outcome *o = buf;
 	if (!buf || len < sizeof(*o) || o->n > (len - sizeof(*o)) / sizeof(task_outcome) ||
-	    len != run_outcome_size(o->n)) {
-		plog(CS_CRIU_LOG_ERROR, "%s: the helper process's answer is malformed", what);
+	    len != eng_outcome_size(o->n)) {
+		eng_log(e, CS_LOG_ERROR, "%s: the helper process's answer is malformed", what);
 		return NULL;
 	}
 	return o;

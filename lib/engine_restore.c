@@ -1,0 +1,332 @@
+/* A staged restore: the processes come back with the pids they had inside
+ * their PID namespace, but under other pids on the host when the namespace
+ * is new (a container). Each cs_engine_adopt names one restored process as
+ * the engine sees it; it is matched to an entry of the record by the pid
+ * it has inside its own namespace (and its command name), and once every
+ * entry is matched all are restored at once, onto the recorded GPUs or,
+ * when those are not on this machine, onto the ones the processes can use.
+ * CRIU ignores what its hook returns, so a GPU restore that fails ends with
+ * the restored processes killed (engine_room.c): the engine then fails. */
+#include "engine_int.h"
+#include "env.h"
+#include "gpuroom.h"
+#include "proc.h"
+#include "state.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The record the dump wrote into the images. */
+static int load_record(cs_engine *e, int images)
+{
+	_cleanup_free_ char *buf = NULL;
+	cs_error err = { 0 };
+	ssize_t len = images >= 0 ? cs_state_read(images, CS_PLUGIN_RECORD, CS_MANIFEST_MAX, &buf, &err) : -1;
+	if (len < 0 || !buf || cs_manifest_parse_as(buf, (size_t)len, "it", NULL, &e->record, &err) < 0) {
+		eng_log(e, CS_LOG_ERROR, "the images need the GPU plugin but its record %s cannot be read: %s",
+			CS_PLUGIN_RECORD, buf || len < 0 ? err.message : "it is missing");
+		return -1;
+	}
+	return 0;
+}
+
+int cs_engine_import(cs_engine *e, int images)
+{
+	eng_op_gpu(e);
+	if (load_record(e, images) < 0)
+		return -1;
+	eng_op_record(e);
+	int version;
+	cs_error err = { 0 };
+	if (eng_probe(e, &version, &err) < 0) {
+		eng_log(e, CS_LOG_ERROR, "the images hold checkpointed GPU processes, but %s; %s", err.message,
+			err.hint);
+		return -1;
+	}
+	if (eng_room_check(e) < 0)
+		return -1;
+	e->enabled = true;
+	eng_log(e, CS_LOG_INFO, "enabled for the restore of %zu GPU process%s (driver %d)", e->record.n,
+		e->record.n == 1 ? "" : "es", version);
+	return 0;
+}
+
+/* The pid an entry had inside its own PID namespace (records of earlier
+ * versions name only the pid the engine saw). */
+static pid_t entry_nspid(const cs_manifest_entry *x)
+{
+	return x->nspid ? x->nspid : x->pid;
+}
+
+static bool entry_taken(const cs_engine *e, size_t k)
+{
+	for (size_t i = 0; i < e->ntasks; i++)
+		if (e->tasks[i].entry == k)
+			return true;
+	return false;
+}
+
+/* The entry a restored process stands for: same pid inside its namespace
+ * and same command name, else (a name the process changed) the same pid. */
+static long match_entry(const cs_engine *e, pid_t nspid, const char *comm)
+{
+	const cs_manifest *m = &e->record;
+	long by_pid = -1;
+	for (size_t k = 0; k < m->n; k++) {
+		if (entry_nspid(&m->e[k]) != nspid || entry_taken(e, k))
+			continue;
+		if (strcmp(m->e[k].comm, comm) == 0)
+			return (long)k;
+		if (by_pid < 0)
+			by_pid = (long)k;
+	}
+	return by_pid;
+}
+
+static void match(cs_engine *e, pid_t pid)
+{
+	pid_t nspid;
+	char comm[64];
+	if (eng_identity(pid, &nspid, comm, sizeof(comm)) < 0)
+		return;
+	long k = match_entry(e, nspid, comm);
+	if (k < 0)
+		return;
+	eng_task *t = eng_add(e, pid);
+	if (!t)
+		return;
+	t->entry = (size_t)k;
+	t->nspid = nspid;
+	t->result = -1;
+	snprintf(t->comm, sizeof(t->comm), "%s", comm);
+	cs_history_proc *h = eng_op_entry(e, (size_t)k);
+	if (h) {
+		h->pid = pid;
+		snprintf(h->comm, sizeof(h->comm), "%s", comm);
+	}
+	e->matched++;
+	if (strcmp(e->record.e[k].comm, comm) != 0)
+		eng_log(e, CS_LOG_WARN, "process %d (%s) stands for %s of the dump by its pid %d in its namespace",
+			(int)pid, comm, e->record.e[k].comm, (int)nspid);
+}
+
+typedef struct tids_reply {
+	size_t n;
+	pid_t tid[];
+} tids_reply;
+
+/* In a call: the restore threads, which the engine's process must run. */
+static int find_tids(void *arg, void **out, size_t *len)
+{
+	const cs_engine *e = arg;
+	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
+	tids_reply *r = calloc(1, sizeof(*r) + e->ntasks * sizeof(pid_t));
+	if (!r)
+		return 1;
+	r->n = e->ntasks;
+	*out = r;
+	*len = sizeof(*r) + r->n * sizeof(pid_t);
+	if (cs_driver_open(&d, NULL) < 0)
+		return 1;
+	for (size_t i = 0; i < r->n; i++)
+		if (cs_cu_get_restore_tid(d, e->tasks[i].pid, &r->tid[i]) != CS_CU_SUCCESS)
+			r->tid[i] = 0;
+	return 0;
+}
+
+static void note_tids(cs_engine *e)
+{
+	_cleanup_free_ void *buf = NULL;
+	size_t len = 0;
+	const tids_reply *r = NULL;
+	if (eng_call(e, "finding the restore threads", eng_bound_quick(), find_tids, e, NULL, &buf, &len) == 0 &&
+	    len >= sizeof(*r))
+		r = buf;
+	for (size_t i = 0; r && i < e->ntasks && i < r->n; i++) {
+		eng_task *t = &e->tasks[i];
+		t->tid = cs_proc_thread_here(cs_proc_dir(), t->pid, r->tid[i]);
+		if (!t->tid)
+			eng_log(e, CS_LOG_ERROR, "process %d (%s): the driver does not know it after the restore",
+				(int)t->pid, t->comm);
+	}
+}
+
+/* The record as it reads today: the matched entries, under the pids and
+ * start times the restored processes have now. */
+static int translate(const cs_engine *e, cs_manifest *out)
+{
+	const cs_manifest *m = &e->record;
+	*out = *m;
+	out->gpus = NULL; /* the record's: out is freed on its own */
+	out->ngpus = 0;
+	out->e = calloc(e->ntasks + 1, sizeof(*out->e));
+	out->n = 0;
+	if (!out->e)
+		return -1;
+	for (size_t i = 0; i < e->ntasks; i++) {
+		const eng_task *t = &e->tasks[i];
+		cs_manifest_entry *x = &out->e[out->n];
+		*x = m->e[t->entry];
+		x->pid = t->pid;
+		if (cs_proc_start_time(cs_proc_dir(), t->pid, &x->start_time) == 0)
+			out->n++;
+	}
+	return 0;
+}
+
+typedef struct restore_arg {
+	cs_engine *e;
+	const cs_manifest *record; /* translated */
+	pid_t *pids;
+	size_t n;
+} restore_arg;
+
+static int restore_tasks(void *arg, void **out, size_t *len)
+{
+	const restore_arg *c = arg;
+	_cleanup_free_ char *automap = NULL;
+	const char *map = cs_env("CUDASNAP_DEVICE_MAP");
+	run_outcome *o = NULL;
+	if (!map && eng_auto_map(c->e, c->record, c->pids[0], &automap) < 0) {
+		o = eng_outcome_error(-CS_EUSAGE, "no GPU of this machine can stand in for the recorded ones");
+	} else {
+		eng_run r = { .op = CS_OP_RESTORE,
+			      .command = c->e->o.command,
+			      .pids = c->pids,
+			      .npids = c->n,
+			      .scope = c->pids,
+			      .nscope = c->n,
+			      .manifest = c->record,
+			      .device_map = map ? map : automap,
+			      .images = -1 };
+		o = eng_run_session(c->e, &r);
+	}
+	if (!o)
+		return 1;
+	*out = o;
+	*len = eng_outcome_size(o->n);
+	return 0;
+}
+
+/* Whether every process came back on the GPU. */
+static bool all_done(const cs_engine *e, const run_outcome *o)
+{
+	for (size_t i = 0; i < e->ntasks; i++)
+		if (e->tasks[i].result != 0)
+			return false;
+	return o && o->rc == 0;
+}
+
+static const task_outcome *outcome_of(const run_outcome *o, pid_t pid)
+{
+	for (size_t k = 0; o && k < o->n; k++)
+		if (o->t[k].pid == pid)
+			return &o->t[k];
+	return NULL;
+}
+
+static void report(cs_engine *e, const run_outcome *o)
+{
+	for (size_t i = 0; i < e->ntasks; i++) {
+		eng_task *t = &e->tasks[i];
+		const task_outcome *x = outcome_of(o, t->pid);
+		t->result = o && o->rc == 0 && x && x->done ? 0 : -1;
+		int state = x ? x->state : CS_STATE_CHECKPOINTED;
+		if (t->result == 0)
+			continue;
+		if (x && x->unrestorable)
+			eng_log(e, CS_LOG_ERROR,
+				"process %d (%s) is NOT restored on the GPU, and cannot be: the driver refuses its restore "
+				"at every try (it imported another process's device memory). Its GPU state is lost: "
+				"restart it",
+				(int)t->pid, t->comm);
+		else
+			eng_log(e, CS_LOG_ERROR,
+				"process %d (%s) is NOT restored on the GPU: it stays %s; run 'cudasnap restore --pid %d' "
+				"(see 'cudasnap ps')",
+				(int)t->pid, t->comm,
+				cs_state_name(state) ? cs_state_name(state) : "in an unknown state", (int)t->pid);
+	}
+	if (o && o->rc < 0) {
+		char why[600];
+		snprintf(why, sizeof(why), "GPU restore FAILED: %s", o->message);
+		eng_op_fail(e, why);
+	}
+	if (!o || o->rc < 0)
+		eng_log(e, CS_LOG_ERROR, "GPU restore FAILED: %s%s%s", o ? o->message : "see the lines above",
+			o && o->hint[0] ? "; " : "", o ? o->hint : "");
+	else
+		eng_log(e, CS_LOG_INFO, "restored %zu process%s, %.2f GiB in %.3f s", o->acted,
+			o->acted == 1 ? "" : "es", (double)o->bytes / (1 << 30), o->wall);
+}
+
+static bool any_task(const eng_task *t)
+{
+	(void)t;
+	return true;
+}
+
+/* seized: the engine still holds the tree (its hook), so the restore
+ * threads must run through its calls; at its exit it has let the tree go. */
+static void restore_all(cs_engine *e, bool seized)
+{
+	e->restored = true;
+	_cleanup_(cs_manifest_freep) cs_manifest translated = { 0 };
+	restore_arg c = { .e = e, .record = &translated, .pids = calloc(e->ntasks + 1, sizeof(pid_t)) };
+	_cleanup_free_ pid_t *pids = c.pids;
+	if (!pids || translate(e, &translated) < 0)
+		return;
+	for (size_t i = 0; i < e->ntasks; i++)
+		c.pids[c.n++] = e->tasks[i].pid;
+	if (seized)
+		note_tids(e);
+	_cleanup_free_ void *buf = NULL;
+	size_t len = 0;
+	double wait = 0;
+	cs_wait_memory_setting(&wait, NULL);
+	int rc = eng_call(e, "the GPU restore", eng_bound_moves() + wait, restore_tasks, &c, seized ? any_task : NULL,
+			  &buf, &len);
+	const run_outcome *o = rc == 0 ? eng_outcome_check(e, buf, len, "the GPU restore") : NULL;
+	eng_op_session(e, o, false);
+	report(e, o);
+	if (!all_done(e, o))
+		eng_give_up(e, o && o->message[0] ? o->message : "see the lines above", seized);
+}
+
+int cs_engine_adopt(cs_engine *e, pid_t pid)
+{
+	if (!e->root)
+		e->root = pid; /* the engine names the tree's root first */
+	if (!e->restored) {
+		match(e, pid);
+		if (e->matched == e->record.n)
+			restore_all(e, true);
+	}
+	eng_task *t = eng_find(e, pid);
+	return t ? t->result : 0;
+}
+
+/* What no adoption matched is named; what was matched but not yet restored
+ * (an entry never met) is restored now, the tree running. */
+void eng_restore_end(cs_engine *e, int ret)
+{
+	const cs_manifest *m = &e->record;
+	if (ret != 0 || e->restored)
+		return;
+	for (size_t k = 0; k < m->n; k++) {
+		if (entry_taken(e, k))
+			continue;
+		cs_history_proc *h = eng_op_entry(e, k);
+		if (h)
+			snprintf(h->why, sizeof(h->why),
+				 "not among the processes %s restored: its GPU state is not restored", e->o.engine);
+		eng_log(e, CS_LOG_ERROR,
+			"process %s (pid %d in its namespace at the dump) was not among the processes %s restored: its "
+			"GPU state is not restored",
+			m->e[k].comm, (int)entry_nspid(&m->e[k]), e->o.engine);
+	}
+	if (e->matched)
+		restore_all(e, false);
+}
