@@ -144,10 +144,10 @@ def scenario_container(a, cs, t, base):
         rc, err, ck = c.runc("checkpoint", "--image-path", img, "--work-path", work, "room")
         s.cb.reap()
         c.runc("delete", "-f", "room")
-        inspect_images(cs, img, base, fits=True)
+        inspect_images(cs, img, base, fits=True, libs=a.archive_libs)
         w = s.Procs(a)
         f = Filler(a, w, GIB // 2 if not a.fake_app else 32 * MIB)
-        inspect_images(cs, img, base, fits=False)
+        inspect_images(cs, img, base, fits=False, libs=a.archive_libs)
         c.name = "roomr"
         rrc, err2, rs = c.runc("restore", "-d", "--image-path", img, "--work-path", work, "roomr", stdio=True)
         lines = s.cb.log_lines(os.path.join(work, "restore.log"), ("cudasnap:",), 12)
@@ -178,16 +178,18 @@ def scenario_container(a, cs, t, base):
         c.remove()
 
 
-def inspect_images(cs, img, base, fits):
+def inspect_images(cs, img, base, fits, libs=None):
     """cudasnap inspect of the images, as a directory and as Podman's
     archive (a tar.gz with checkpoint/ inside): exit 0 while they fit on the
-    GPU, 1 with the numbers while another process holds it."""
+    GPU, 1 with the numbers while another process holds it. libs: a folder
+    with libarchive.so.13 and what it needs, for a machine without it."""
     archive = os.path.join(base, "room.tar.gz")
     if not os.path.exists(archive):
         with tarfile.open(archive, "w:gz") as tar:
             tar.add(img, arcname="checkpoint")
     for path in (img, archive):
-        r = cs("inspect", path, "--json")
+        env = {"LD_LIBRARY_PATH": libs, "CUDASNAP_LIBARCHIVE": os.path.join(libs, "libarchive.so.13")} if libs else None
+        r = cs("inspect", path, "--json", env=env)
         if r.returncode == 2 and path == archive and "libarchive" in r.stderr:
             s.check("inspect: the archive needs libarchive, which this machine lacks", True, s.tail(r)[-200:])
             continue
@@ -202,7 +204,8 @@ def inspect_images(cs, img, base, fits):
 
 
 def main():
-    a = s.arguments("cli,wait,dropin,container", [("--gib", {"type": float, "default": 8})])
+    a = s.arguments("cli,wait,dropin,container", [("--gib", {"type": float, "default": 8}),
+                                                  ("--archive-libs", {"help": "libarchive.so.13 and its libraries"})])
     if a.fake_app:
         a.gib = min(a.gib, 0.25)
     cs, t, base = s.setup(a, "room-")

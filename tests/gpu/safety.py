@@ -21,6 +21,7 @@ machine against the double (set CUDASNAP_LIBCUDA / CUDASNAP_LIBNVML).
 Ends with "N passed, N failed".
 """
 import argparse
+import atexit
 import ctypes
 import glob
 import json
@@ -468,6 +469,8 @@ def setup(a, prefix):
     ensure_v2_memory_controller()
     base = tempfile.mkdtemp(prefix=prefix)
     os.chmod(base, 0o755)
+    # its images take gigabytes of the machine's disk
+    atexit.register(shutil.rmtree, base, True)
     state = os.path.join(base, "cs-state")
     os.makedirs(state, mode=0o700)
     t = None
