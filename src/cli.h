@@ -41,6 +41,9 @@ void cli_errorf(const char *hint, const char *fmt, ...) __attribute__((format(pr
 int cli_usage_error(const char *cmd);
 /* Options of a command that takes only --json and --help: returns CLI_GO_ON to go
  * on, or the exit status to return. */
+/* --json and --help only, any arguments left at optind for the caller;
+ * CLI_GO_ON to go on, else the exit status. */
+int cli_parse_json_opts(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json);
 int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json);
 /* True (and says so) when processes could not be read and the caller lacks
  * CAP_SYS_PTRACE: the listing may then miss CUDA processes, so exit 2. */

@@ -40,21 +40,9 @@ static void inspect_usage(FILE *f)
 
 static int parse_args(int argc, char **argv, const char **path, bool *json)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	*json = false;
-	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
-		if (c == 'h') {
-			inspect_usage(stdout);
-			return EXIT_DONE;
-		}
-		if (c != 'j')
-			return cli_usage_error("inspect");
-		*json = true;
-	}
+	int rc = cli_parse_json_opts(argc, argv, "inspect", inspect_usage, json);
+	if (rc != CLI_GO_ON)
+		return rc;
 	if (argc - optind != 1) {
 		cli_errorf(NULL, "inspect takes one PATH, a CRIU images directory or a checkpoint archive");
 		return cli_usage_error("inspect");

@@ -159,7 +159,7 @@ int cli_exit_plan(const cs_plan *p)
 	return checked ? EXIT_USAGE : EXIT_FAILED;
 }
 
-int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json)
+int cli_parse_json_opts(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
@@ -176,6 +176,14 @@ int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FI
 			return cli_usage_error(cmd);
 		*json = true;
 	}
+	return CLI_GO_ON;
+}
+
+int cli_parse_json_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f), bool *json)
+{
+	int rc = cli_parse_json_opts(argc, argv, cmd, usage, json);
+	if (rc != CLI_GO_ON)
+		return rc;
 	if (optind < argc) {
 		cli_errorf(NULL, "%s takes no arguments ('%s')", cmd, argv[optind]);
 		return cli_usage_error(cmd);
