@@ -85,6 +85,8 @@ enum {
 	/* Not asked at all: the GPU had no room for the process's restore,
 	 * which the driver would have answered by destroying its state. */
 	CS_CU_NO_ROOM = -4,
+	/* The parking interposer could not park or unpark it (its error says why). */
+	CS_CU_PARK_FAILED = -5,
 };
 
 /* The checkpoint API appeared in R570 (CUDA 12.8); GPU remapping in R580. */
@@ -293,7 +295,17 @@ typedef enum cs_op {
 
 CS_PUBLIC const char *cs_op_name(cs_op op);
 
-typedef enum cs_step { CS_STEP_LOCK, CS_STEP_CHECKPOINT, CS_STEP_RESTORE, CS_STEP_UNLOCK, CS_STEP_COUNT } cs_step;
+/* park and unpark: the parking interposer's (park/) steps, before the lock
+ * and after the unlock, for the processes that run it. */
+typedef enum cs_step {
+	CS_STEP_LOCK,
+	CS_STEP_CHECKPOINT,
+	CS_STEP_RESTORE,
+	CS_STEP_UNLOCK,
+	CS_STEP_PARK,
+	CS_STEP_UNPARK,
+	CS_STEP_COUNT
+} cs_step;
 CS_PUBLIC const char *cs_step_name(cs_step s);
 
 /* Most GPUs one process's record names. */
@@ -357,6 +369,17 @@ typedef struct cs_target {
 	cs_gpu_use need[CS_TARGET_GPUS];
 	unsigned nneed;
 	bool need_bound;
+	/* Parking (park/): park_seen, it runs the interposer and answered;
+	 * parkable, a park can move park_bytes of its memory; parked, its
+	 * memory is in its host memory now (as it said). park_why: why it is
+	 * not parkable. park_conn: the connection that holds a park, -1 none
+	 * (the engine sets it). */
+	bool park_seen, parkable, parked;
+	unsigned park_imports; /* other processes' memory it maps: it parks before them, unparks after */
+	unsigned long long park_bytes;
+	char park_why[160];
+	double park_copy_s, park_gbps; /* the last park's or unpark's copy */
+	int park_conn;
 } cs_target;
 
 typedef enum cs_outcome {
@@ -398,6 +421,8 @@ typedef struct cs_txn_opts {
 	int (*before_restore)(void *ctx, cs_target *t, bool rollback, cs_error *err);
 	void (*restored)(void *ctx, cs_target *t, int res);
 	void *restore_ctx;
+	/* Leave interposed processes' memory to the driver (no park step). */
+	bool no_park;
 } cs_txn_opts;
 
 typedef struct cs_txn_result {
@@ -491,6 +516,10 @@ typedef struct cs_session_opts {
 	 * for a process (the driver then destroys its state); the setting
 	 * CUDASNAP_IGNORE_GPU_MEMORY=1 does the same. */
 	bool ignore_gpu_memory;
+	/* Checkpoint and restore: leave the memory of processes that run the
+	 * parking interposer (park/) to the driver, as for any other; the
+	 * setting CUDASNAP_NO_PARK=1 does the same. */
+	bool no_park;
 	/* Take no claim: a plan only (cs_session_plan); another operation's
 	 * processes are found busy and not asked. A plan is not an operation:
 	 * it leaves no entry in the history. */

@@ -339,6 +339,7 @@ static const struct {
 	{ CS_CU_TIMED_OUT, "CUDASNAP_CALL_TIMED_OUT", "the driver did not answer before the deadline" },
 	{ CS_CU_INTERRUPTED, "CUDASNAP_CALL_INTERRUPTED", "a signal ended the wait for the driver" },
 	{ CS_CU_NO_ROOM, "CUDASNAP_NO_GPU_ROOM", "not asked: the GPU has no room for it" },
+	{ CS_CU_PARK_FAILED, "CUDASNAP_PARK_FAILED", "the parking interposer could not do it" },
 };
 
 static const char *fallback(int res, bool name)

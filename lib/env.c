@@ -36,6 +36,9 @@ static const char *const documented[] = {
 	"CUDASNAP_IGNORE_GPU_MEMORY",
 	"CUDASNAP_KEEP_FAILED_RESTORE",
 	"CUDASNAP_LIBARCHIVE",
+	"CUDASNAP_NO_PARK",
+	"CUDASNAP_PARK_PIN",
+	"CUDASNAP_PARK_LIB",
 };
 _Static_assert(CS_ARRAY_SIZE(documented) == CS_ENV_COUNT, "CS_ENV_COUNT is the length of the list");
 
@@ -249,6 +252,11 @@ bool cs_env_is_ignored(const char *name)
 bool cs_env_is_given(const char *name)
 {
 	return name && !cs_env_secure() && is_documented(name) && is_set(name);
+}
+
+const char *cs_env_preload(void)
+{
+	return secure_getenv("LD_PRELOAD");
 }
 
 bool cs_env_on(const char *name)

@@ -16,7 +16,7 @@
 #include <stddef.h>
 
 /* How many variables cudasnap documents (the list in env.c). */
-#define CS_ENV_COUNT 16
+#define CS_ENV_COUNT 19
 
 /* The value of a documented variable, or NULL when it is unset, empty, or
  * ignored because of AT_SECURE; a CUDASNAP_* variable the environment does
@@ -85,5 +85,8 @@ bool cs_env_is_given(const char *name);
  * is "1". For callers that cannot pass options (the CRIU plugin, the gVisor
  * hook, the drop-in). */
 bool cs_env_on(const char *name);
+/* LD_PRELOAD as cudasnap run found it (NULL with elevated privileges), to
+ * keep behind the interposer. */
+const char *cs_env_preload(void);
 
 #endif

@@ -1,6 +1,7 @@
 /* The checks made before an operation changes anything, and the plan that
  * --dry-run prints from them. */
 #include "plan.h"
+#include "park.h"
 #include "halt.h"
 #include "pool.h"
 #include "select.h"
@@ -50,20 +51,26 @@ static bool overridden_memory(const cs_session *s)
  * but can never restore it. */
 static void check_ipc(const cs_session *s, const cs_proc *p, cs_plan_entry *e)
 {
-	if (!p->ipc_import[0])
+	/* Shared memory shows in /proc as a file, or (between processes that
+	 * run the parking interposer) only in the interposer's answer. */
+	char through[64] = "";
+	const char *what = p->ipc_import;
+	if (!what[0] && !p->halt && cs_park_imports(p->pid, !s->no_park, through, sizeof(through)))
+		what = through;
+	if (!what[0])
 		return;
 	bool allow = s->allow_unrestorable;
 	if (e->state == CS_STATE_CHECKPOINTED)
 		cs_plan_add_reason(e, "unrestorable", true,
 				   "it maps device memory that another process shares with it (CUDA IPC, %s): the driver "
 				   "refuses to restore such a process",
-				   p->ipc_import);
+				   what);
 	else
 		cs_plan_set_fix(cs_plan_add_reason(
 					e, "ipc-import", !allow,
 					"it maps device memory that another process shares with it (CUDA IPC, %s): the "
 					"driver checkpoints such a process but can never restore it%s",
-					p->ipc_import,
+					what,
 					allow ? " (allowed by --allow-unrestorable: it would not come back)" : ""),
 				FIX_IPC);
 }
@@ -159,6 +166,31 @@ static void note_bystander(const cs_session *s, const cs_proc *p, cs_plan_entry 
 				   p->device_maps == 1 ? "" : "s", strict ? ", which --strict refuses" : "");
 }
 
+/* What the process's parking interposer (cudasnap run) makes of it: its
+ * memory parks outside the driver's lock, or it goes the driver's way and
+ * why. Never blocks. */
+static void note_park(const cs_session *s, const cs_proc *p, cs_plan_entry *e)
+{
+	if (p->busy || p->halt || (s->no_park && s->o->op == CS_OP_CHECKPOINT))
+		return;
+	cs_park_info pi;
+	cs_park_status(p->pid, 2000, &pi);
+	if (!pi.seen)
+		return;
+	double mib = (double)pi.bytes / (1 << 20);
+	if (s->o->op == CS_OP_RESTORE && pi.parked)
+		cs_plan_add_reason(e, "park", false,
+				   "%.1f MiB of its device memory is parked: unparked after the unlock", mib);
+	else if (s->o->op == CS_OP_CHECKPOINT && pi.parkable)
+		cs_plan_add_reason(e, "park", false,
+				   "runs the parking interposer: %.1f MiB of its device memory parks before the lock",
+				   mib);
+	else if (s->o->op == CS_OP_CHECKPOINT)
+		cs_plan_add_reason(e, "driver-path", false,
+				   "runs the parking interposer, but the driver checkpoints all its memory: %s",
+				   pi.why[0] ? pi.why : "it cannot be parked");
+}
+
 /* One process of the table; t is its target, NULL when it is none. */
 static void fill_entry(const cs_session *s, const cs_proc *p, const cs_target *t, cs_plan_entry *e)
 {
@@ -176,6 +208,8 @@ static void fill_entry(const cs_session *s, const cs_proc *p, const cs_target *t
 		cs_plan_add_reason(e, "already", false, "it is %s: left as it is", cs_state_name(e->state));
 	if (checkpoints(s->o->op) || s->o->op == CS_OP_RESTORE)
 		check_ipc(s, p, e);
+	if (e->target)
+		note_park(s, p, e);
 }
 
 /* Expected driver time: each process alone at its rate, all of them

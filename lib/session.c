@@ -41,6 +41,7 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 			   .ignore_memory = o->ignore_memory || cs_env_on("CUDASNAP_IGNORE_MEMORY"),
 			   .allow_unrestorable = o->allow_unrestorable || cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE"),
 			   .ignore_gpu_memory = o->ignore_gpu_memory || cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY"),
+			   .no_park = o->no_park || cs_env_on("CUDASNAP_NO_PARK"),
 			   .wait_memory_s = wait_s };
 	if (!o->dry_run)
 		cs_history_begin(&s->hist, o->front, cs_op_name(o->op));
@@ -374,6 +375,7 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 	const cs_session_opts *o = s->o;
 	memset(res, 0, sizeof(*res));
 	cs_txn_opts t = { .op = o->op,
+			  .no_park = s->no_park,
 			  .timeout_ms = o->timeout_ms,
 			  .jobs = o->jobs,
 			  .sequential = o->sequential,

@@ -22,6 +22,7 @@ struct cs_session {
 	size_t ncand;
 	bool ignore_memory, allow_unrestorable; /* the options, or the settings */
 	bool ignore_gpu_memory; /* restore: the option, or the setting */
+	bool no_park; /* the option, or the setting CUDASNAP_NO_PARK */
 	bool recorded; /* hist is complete (cs_session_record ran) */
 	double wait_memory_s; /* restore: the option, or the setting */
 	bool restore_planned; /* cs_session_plan_restore ran, with this result: */

@@ -4,6 +4,7 @@
 #include "bounded.h"
 #include "explain.h"
 #include "halt.h"
+#include "park.h"
 #include "pool.h"
 #include "proc.h"
 #include "util.h"
@@ -23,6 +24,7 @@ typedef struct run {
 	size_t *order; /* indices of the targets to act on, in dispatch order */
 	size_t nact;
 	cs_step step;
+	int wave; /* park steps run in two: importers of CUDA IPC memory, then the others */
 	atomic_ulong seq;
 	atomic_int abort;
 	pthread_mutex_t mu;
@@ -44,22 +46,26 @@ const char *cs_op_name(cs_op op)
 
 const char *cs_step_name(cs_step s)
 {
-	static const char *const n[] = { "lock", "checkpoint", "restore", "unlock" };
+	static const char *const n[] = { "lock", "checkpoint", "restore", "unlock", "park", "unpark" };
 	return (unsigned)s < CS_ARRAY_SIZE(n) ? n[s] : "?";
 }
 
-/* The forward steps of each operation and the state each needs first. */
-static size_t op_steps(cs_op op, cs_step steps[2])
+/* The forward steps of each operation and the state each needs first. A
+ * park comes before the lock and an unpark after the unlock: the driver's
+ * lock holds the program's own threads, which park and unpark. */
+static size_t op_steps(cs_op op, cs_step steps[3])
 {
 	switch (op) {
 	case CS_OP_CHECKPOINT:
-		steps[0] = CS_STEP_LOCK;
-		steps[1] = CS_STEP_CHECKPOINT;
-		return 2;
+		steps[0] = CS_STEP_PARK;
+		steps[1] = CS_STEP_LOCK;
+		steps[2] = CS_STEP_CHECKPOINT;
+		return 3;
 	case CS_OP_RESTORE:
 		steps[0] = CS_STEP_RESTORE;
 		steps[1] = CS_STEP_UNLOCK;
-		return 2;
+		steps[2] = CS_STEP_UNPARK;
+		return 3;
 	case CS_OP_LOCK: steps[0] = CS_STEP_LOCK; return 1;
 	case CS_OP_CHECKPOINT_LOCKED: steps[0] = CS_STEP_CHECKPOINT; return 1;
 	default: steps[0] = CS_STEP_UNLOCK; return 1;
@@ -73,8 +79,16 @@ static int op_start_state(cs_op op)
 	return op == CS_OP_UNLOCK || op == CS_OP_CHECKPOINT_LOCKED ? CS_STATE_LOCKED : CS_STATE_RUNNING;
 }
 
-static int step_result_state(cs_step s)
+static bool is_park(cs_step s)
 {
+	return s == CS_STEP_PARK || s == CS_STEP_UNPARK;
+}
+
+/* The driver's state after step s (park steps leave it as it was). */
+static int step_result_state(const cs_target *t, cs_step s)
+{
+	if (is_park(s))
+		return t->state;
 	return s == CS_STEP_CHECKPOINT ? CS_STATE_CHECKPOINTED :
 		s == CS_STEP_UNLOCK    ? CS_STATE_RUNNING :
 					 CS_STATE_LOCKED;
@@ -82,6 +96,8 @@ static int step_result_state(cs_step s)
 
 static cs_step inverse(cs_step s)
 {
+	if (is_park(s))
+		return s == CS_STEP_PARK ? CS_STEP_UNPARK : CS_STEP_PARK;
 	return s == CS_STEP_LOCK        ? CS_STEP_UNLOCK :
 		s == CS_STEP_UNLOCK     ? CS_STEP_LOCK :
 		s == CS_STEP_CHECKPOINT ? CS_STEP_RESTORE :
@@ -90,7 +106,8 @@ static cs_step inverse(cs_step s)
 
 static cs_call step_call(cs_step s)
 {
-	static const cs_call c[] = { CS_CALL_LOCK, CS_CALL_CHECKPOINT, CS_CALL_RESTORE, CS_CALL_UNLOCK };
+	static const cs_call c[] = { CS_CALL_LOCK,   CS_CALL_CHECKPOINT, CS_CALL_RESTORE,
+				     CS_CALL_UNLOCK, CS_CALL_LOCK,       CS_CALL_UNLOCK };
 	return c[s];
 }
 
@@ -111,9 +128,45 @@ static unsigned long long rss_bytes(pid_t pid)
 	return (unsigned long long)kb * 1024;
 }
 
+/* A park or an unpark, through the process's interposer. */
+static int park_call(run *r, cs_target *t, cs_step s)
+{
+	bool park = s == CS_STEP_PARK;
+	cs_park_answer a;
+	cs_error e = { 0 };
+	double answer_s = cs_move_deadline(r->d, t->park_bytes) + r->o->timeout_ms / 1000.0;
+	if (cs_park_step(t, park, &t->park_conn, r->o->timeout_ms ? r->o->timeout_ms : 10000, answer_s, &a, &e) != 0) {
+		t->error = e;
+		return CS_CU_PARK_FAILED;
+	}
+	t->parked = park;
+	t->park_copy_s = a.copy_s;
+	t->park_gbps = a.gbps;
+	if (a.bytes)
+		t->park_bytes = a.bytes;
+	if (!park)
+		cs_park_close(&t->park_conn, false);
+	return CS_CU_SUCCESS;
+}
+
+/* Whether step s has anything to do for t: a park for a process whose
+ * interposer can park memory, an unpark for one that is parked. */
+static bool park_applies(const run *r, const cs_target *t, cs_step s)
+{
+	/* --no-park parks nothing; whatever is parked is always unparked. */
+	if (r->o->no_park && s == CS_STEP_PARK)
+		return false;
+	/* Importers park in the first wave and unpark in the second. */
+	if ((t->park_imports > 0) != (r->wave == (s == CS_STEP_PARK ? 0 : 1)))
+		return false;
+	return s == CS_STEP_PARK ? t->parkable && (t->park_bytes > 0 || t->park_imports > 0) : t->parked;
+}
+
 static int call_step(run *r, cs_target *t, cs_step s, bool fwd)
 {
 	switch (s) {
+	case CS_STEP_PARK:
+	case CS_STEP_UNPARK: return park_call(r, t, s);
 	case CS_STEP_LOCK: return cs_cu_lock(r->d, t->pid, r->o->timeout_ms);
 	case CS_STEP_CHECKPOINT: return cs_cu_checkpoint_by(r->d, t->pid, cs_move_deadline(r->d, t->gpu_bytes));
 	case CS_STEP_RESTORE:
@@ -200,7 +253,8 @@ static void fail_target(run *r, cs_target *t, cs_step s, int res, bool fwd, bool
 		.gvisor = r->o->gvisor,
 		.mapped = fwd && r->o->npairs,
 	};
-	cs_explain(r->d, &c, res, &t->error);
+	if (!is_park(s))
+		cs_explain(r->d, &c, res, &t->error);
 	/* A restore that ran out of GPU memory destroyed the checkpointed state
 	 * (driver 580: every later restore answers 304): the process lives on,
 	 * its GPU state does not. */
@@ -306,13 +360,19 @@ static void do_step(void *ctx, size_t i)
 	double t0 = cs_now();
 	cs_halt_info h;
 	bool called = false;
+	if (is_park(s) && !park_applies(r, t, s))
+		return; /* the driver's path: nothing to do here */
+	/* A process left running and parked (an unpark that failed) comes
+	 * back by its unpark alone. */
+	if (r->o->op == CS_OP_RESTORE && !is_park(s) && t->state == CS_STATE_RUNNING)
+		return;
 	if (!alive(t) && !touched(t)) {
 		vanish(t);
 		report(r, t, s, false, CS_CU_OPERATING_SYSTEM, 0);
 		return;
 	} else if (!alive(t)) {
 		res = CS_CU_OPERATING_SYSTEM;
-	} else if (moves_memory(s) && halted_now(t, &h)) {
+	} else if ((moves_memory(s) || is_park(s)) && halted_now(t, &h)) {
 		/* Stopped since the plan: the call would wait for it, and these have
 		 * long deadlines (lock and unlock follow the plan's check closely and
 		 * wait seconds at most). */
@@ -337,7 +397,12 @@ static void do_step(void *ctx, size_t i)
 		t->seconds[s] = secs;
 		t->done[s] = true;
 		t->seq[s] = atomic_fetch_add(&r->seq, 1) + 1;
-		t->state = step_result_state(s);
+		t->state = step_result_state(t, s);
+		/* What moved is what the park moved and what the driver moved. */
+		if (s == CS_STEP_PARK || s == CS_STEP_UNPARK)
+			t->bytes = (s == CS_STEP_UNPARK ? t->bytes : 0) + t->park_bytes;
+		else if (moves_memory(s) && t->done[CS_STEP_PARK])
+			t->bytes += t->park_bytes;
 	} else {
 		fail_target(r, t, s, res, true, called);
 		if (!t->vanished)
@@ -408,7 +473,7 @@ static void rollback(run *r)
 			r->o->restored(r->o->restore_ctx, t, res);
 		report(r, t, u, true, res, cs_now() - t0);
 		if (res == CS_CU_SUCCESS) {
-			t->state = step_result_state(u);
+			t->state = step_result_state(t, u);
 			continue;
 		}
 		t->rollback_failed = true;
@@ -482,6 +547,34 @@ static int refuse_halted(run *r, cs_error *err)
 	return -CS_EPROC;
 }
 
+/* Asks every target that runs the parking interposer what it holds. */
+static void look_for_parking(run *r)
+{
+	bool parks = r->o->op == CS_OP_CHECKPOINT || r->o->op == CS_OP_RESTORE;
+	for (size_t i = 0; i < r->n; i++) {
+		cs_target *t = &r->t[i];
+		if (!parks || (r->o->no_park && r->o->op == CS_OP_CHECKPOINT) || !alive(t))
+			continue;
+		cs_park_info info;
+		cs_park_status(t->pid, 2000, &info);
+		t->park_seen = info.seen;
+		t->parkable = info.seen && info.parkable;
+		t->parked = info.seen && info.parked;
+		t->park_bytes = info.bytes;
+		t->park_imports = info.imports;
+		snprintf(t->park_why, sizeof(t->park_why), "%s", info.why);
+	}
+}
+
+/* Ends every park the transaction holds: kept when it is done, else the
+ * rollback unparked it (or the process unparks itself). */
+static void close_parks(run *r, bool done)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (r->t[i].park_conn >= 0)
+			cs_park_close(&r->t[i].park_conn, done);
+}
+
 /* Reads every target's starting state; fails before anything changes when
  * one cannot be read. */
 static int plan(run *r, cs_error *err)
@@ -490,6 +583,7 @@ static int plan(run *r, cs_error *err)
 	int rc = refuse_halted(r, err);
 	if (rc < 0)
 		return rc;
+	look_for_parking(r);
 	for (size_t i = 0; i < r->n; i++) {
 		cs_target *t = &r->t[i];
 		t->state = t->initial_state = CS_STATE_UNKNOWN;
@@ -513,7 +607,8 @@ static int plan(run *r, cs_error *err)
 			return -CS_EDRIVER;
 		}
 		t->state = t->initial_state = s;
-		if (s != want) {
+		/* A process left running and parked is restored by its unpark. */
+		if (s != want && !(r->o->op == CS_OP_RESTORE && s == CS_STATE_RUNNING && t->parked)) {
 			t->skipped = true;
 			continue;
 		}
@@ -660,6 +755,8 @@ int cs_txn_run(cs_driver *d, const cs_txn_opts *o, cs_target *targets, size_t n,
 	memset(res, 0, sizeof(*res));
 	double t0 = cs_now();
 	run r = { .d = d, .o = o, .t = targets, .n = n, .res = res };
+	for (size_t i = 0; i < n; i++)
+		targets[i].park_conn = -1;
 	atomic_init(&r.seq, 0);
 	atomic_init(&r.abort, 0);
 	pthread_mutex_init(&r.mu, NULL);
@@ -673,13 +770,16 @@ int cs_txn_run(cs_driver *d, const cs_txn_opts *o, cs_target *targets, size_t n,
 		goto out;
 	}
 	unsigned jobs = o->sequential ? 1 : o->jobs ? o->jobs : 8;
-	cs_step steps[2];
+	cs_step steps[3];
 	size_t nsteps = op_steps(o->op, steps);
 	bool failed = false;
 	for (size_t k = 0; k < nsteps && !failed && r.nact; k++) {
 		r.step = steps[k];
 		if (moves_memory(r.step) && o->watch)
 			cs_pool_run_watched(jobs, r.nact, do_step, &r, tick, &r, o->watch_s > 0 ? o->watch_s : 0.5);
+		else if (is_park(r.step))
+			for (r.wave = 0; r.wave < 2 && !atomic_load(&r.abort); r.wave++)
+				cs_pool_run(jobs, r.nact, do_step, &r);
 		else
 			cs_pool_run(jobs, r.nact, do_step, &r);
 		failed = atomic_load(&r.abort);
@@ -696,6 +796,7 @@ int cs_txn_run(cs_driver *d, const cs_txn_opts *o, cs_target *targets, size_t n,
 	if (!failed && r.nact && o->post_check && o->post_check(o->post_ctx, targets, n, &res->error) < 0)
 		failed = true;
 	finish(&r, failed);
+	close_parks(&r, !failed);
 	rc = failed ? -(res->error.status ? res->error.status : CS_EDRIVER) : 0;
 out:
 	res->wall_seconds = cs_now() - t0;

@@ -24,6 +24,7 @@ static void usage(FILE *f)
 		"      --json        print the result as one JSON object on stdout\n"
 		"  -h, --help        show this help\n");
 	txn_cli_checks_help(f, CS_OP_CHECKPOINT);
+	txn_cli_park_help(f, CS_OP_CHECKPOINT);
 	txn_cli_deadline_help(f);
 	fprintf(f,
 		"\nEnvironment: CUDASNAP_STATE_DIR (default /run/cudasnap), CUDASNAP_LIBCUDA.\n"

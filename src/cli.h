@@ -74,6 +74,7 @@ int cmd_doctor(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 /* NVIDIA's cuda-checkpoint command line; argv[0] is the program name. */
 int cmd_cuda_checkpoint(int argc, char **argv);
 

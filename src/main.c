@@ -71,6 +71,7 @@ static const cs_command commands[] = {
 	{ "doctor", cmd_doctor, "check the driver, GPUs, sandbox and CUDA processes before a checkpoint" },
 	{ "inspect", cmd_inspect, "what a checkpoint's GPU part holds, and whether it would restore here" },
 	{ "history", cmd_history, "what cudasnap did on this node, newest first" },
+	{ "run", cmd_run, "run a program with the parking interposer (faster checkpoints)" },
 	{ "hook", cmd_hook, "gVisor's save/restore exec hook (runsc --save-restore-exec-argv)" },
 	{ "cuda-checkpoint", cmd_cuda_checkpoint, "behave as NVIDIA's cuda-checkpoint (R580 command line)" },
 };

@@ -1,5 +1,6 @@
 /* cudasnap ps: every GPU-related process, as a tree, with its class and state. */
 #include "cli.h"
+#include "park.h"
 #include "claim.h"
 #include "state.h"
 #include "json.h"
@@ -128,10 +129,57 @@ static void print_table(const cs_ptable *t, const cs_driver *d)
 	}
 }
 
+/* What a process's parking interposer says of it (cudasnap run), when it
+ * runs one and may be asked (never a stopped process or another
+ * operation's). */
+static bool park_of(const cs_proc *p, cs_park_info *pi)
+{
+	if (p->cls != CS_CLASS_CUDA || p->busy || p->halt)
+		return false;
+	cs_park_status(p->pid, 2000, pi);
+	return pi->seen;
+}
+
+static void print_park(const cs_proc *p)
+{
+	cs_park_info pi;
+	if (!park_of(p, &pi))
+		return;
+	double mib = (double)pi.bytes / (1 << 20);
+	if (pi.parked)
+		printf("parked: %d (%s) holds %.1f MiB of its device memory in host memory; cudasnap restore "
+		       "unparks it\n",
+		       (int)p->pid, p->comm, mib);
+	else if (pi.parkable)
+		printf("parking: %d (%s) runs the interposer: a checkpoint parks its %.1f MiB of device memory "
+		       "first%s\n",
+		       (int)p->pid, p->comm, mib, pi.imports ? " (after the processes whose memory it maps)" : "");
+	else
+		printf("parking: %d (%s) runs the interposer but its checkpoint is the driver's: %s\n", (int)p->pid,
+		       p->comm, pi.why[0] ? pi.why : "it cannot be parked");
+}
+
+static json_object *park_json(const cs_proc *p)
+{
+	cs_park_info pi;
+	if (!park_of(p, &pi))
+		return NULL;
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "parkable", json_object_new_boolean(pi.parkable));
+	json_object_object_add(o, "parked", json_object_new_boolean(pi.parked));
+	json_object_object_add(o, "bytes", json_object_new_uint64(pi.bytes));
+	json_object_object_add(o, "ipc_imports", json_object_new_int((int)pi.imports));
+	json_object_object_add(o, "ipc_attached", json_object_new_int((int)pi.attached));
+	cs_json_add_str_or_null(o, "why_not", pi.parkable ? NULL : pi.why);
+	return o;
+}
+
 /* What the table alone does not say: processes other operations hold, and
  * those that holders which died left behind. */
 static void print_notes(const cs_ptable *t, const cs_left_behind *b, size_t nb)
 {
+	for (size_t i = 0; i < t->n; i++)
+		print_park(&t->procs[i]);
 	for (size_t i = 0; i < t->n; i++) {
 		const cs_proc *p = &t->procs[i];
 		if (p->busy)
@@ -183,6 +231,7 @@ static int print_json(const cs_ptable *t, const cs_driver *d, const cs_left_behi
 		json_object *p = cs_json_proc(&t->procs[i], d);
 		pid_t anc = cs_ptable_listed_ancestor(t, t->procs[i].pid);
 		cs_json_add_int_or_null(p, "parent", anc, anc > 0);
+		json_object_object_add(p, "park", park_json(&t->procs[i]));
 		json_object_array_add(arr, p);
 	}
 	json_object_object_add(o, "processes", arr);

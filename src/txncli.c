@@ -25,6 +25,7 @@ enum {
 	OPT_WAIT_MEMORY,
 	OPT_IGNORE_GPU_MEMORY,
 	OPT_ALL,
+	OPT_NO_PARK,
 };
 
 void txn_cli_selection_help(FILE *f, cs_op op)
@@ -84,6 +85,23 @@ static void restore_checks_help(FILE *f)
 		"restore, and one that the driver still answers CUDA_ERROR_OUT_OF_MEMORY is\n"
 		"reported LOST (exit 3). CUDASNAP_WAIT_MEMORY=SEC and CUDASNAP_IGNORE_GPU_MEMORY=1\n"
 		"(in the environment or the settings file) do what the two options do.\n");
+}
+
+void txn_cli_park_help(FILE *f, cs_op op)
+{
+	if (op == CS_OP_CHECKPOINT)
+		fprintf(f,
+			"      --no-park     leave the memory of processes that run the parking\n"
+			"                    interposer (cudasnap run) to the driver\n");
+	fprintf(f,
+		"\nA process started with 'cudasnap run' (or LD_PRELOAD=libcudasnap-park.so) has\n"
+		"its device memory %s,\noutside the driver's lock, at the speed of host memory and PCIe; the driver\n"
+		"moves only its context. A process whose interposer cannot park it (memory\n"
+		"imported through the driver's own CUDA IPC, a program linked with -lcuda) goes\n"
+		"the driver's way.%s\n",
+		op == CS_OP_CHECKPOINT ? "copied to host memory and released (parked) before the lock" :
+					 "put back (unparked) after the unlock",
+		op == CS_OP_CHECKPOINT ? " CUDASNAP_NO_PARK=1 does what --no-park does." : "");
 }
 
 void txn_cli_checks_help(FILE *f, cs_op op)
@@ -180,6 +198,7 @@ static int parse_one(txn_cli *c, int opt, const char *arg)
 	case OPT_WAIT_MEMORY: return parse_uint(arg, "--wait-memory", 0, CS_WAIT_MEMORY_MAX, &c->wait_memory_s);
 	case OPT_IGNORE_GPU_MEMORY: return set_flag(&c->ignore_gpu_memory);
 	case OPT_ALL: return set_flag(&c->all);
+	case OPT_NO_PARK: return set_flag(&c->no_park);
 	default: return EXIT_USAGE;
 	}
 }
@@ -201,6 +220,7 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 		{ "ignore-memory", no_argument, NULL, OPT_IGNORE_MEMORY },
 		{ "allow-unrestorable", no_argument, NULL, OPT_ALLOW_UNRESTORABLE },
+		{ "no-park", no_argument, NULL, OPT_NO_PARK },
 	}, restore[] = {
 		{ "device-map", required_argument, NULL, OPT_MAP },
 		{ "no-init", no_argument, NULL, OPT_NOINIT },

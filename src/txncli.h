@@ -27,6 +27,7 @@ typedef struct txn_cli {
 	bool allow_unrestorable;
 	unsigned wait_memory_s; /* restore */
 	bool ignore_gpu_memory; /* restore */
+	bool no_park; /* checkpoint, restore */
 	/* checkpoint and lock: --all, every CUDA process of the namespace, which
 	 * the initial PID namespace asks for by name (the hook sets it too) */
 	bool all;
@@ -68,5 +69,7 @@ void txn_cli_selection_help(FILE *f, cs_op op);
 void txn_cli_deadline_help(FILE *f);
 /* --dry-run, and for checkpoint what is checked before anything changes. */
 void txn_cli_checks_help(FILE *f, cs_op op);
+/* --no-park, and what parking is */
+void txn_cli_park_help(FILE *f, cs_op op);
 
 #endif

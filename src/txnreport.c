@@ -182,6 +182,16 @@ static json_object *target_json(const cs_target *t)
 		if (t->done[s])
 			json_object_object_add(secs, cs_step_name((cs_step)s), json_object_new_double(t->seconds[s]));
 	json_object_object_add(o, "seconds", secs);
+	if (t->park_seen) {
+		json_object *pk = json_object_new_object();
+		json_object_object_add(pk, "parkable", json_object_new_boolean(t->parkable));
+		json_object_object_add(pk, "parked", json_object_new_boolean(t->parked));
+		json_object_object_add(pk, "bytes", json_object_new_uint64(t->park_bytes));
+		json_object_object_add(pk, "copy_seconds", json_object_new_double(t->park_copy_s));
+		json_object_object_add(pk, "copy_gbps", json_object_new_double(t->park_gbps));
+		cs_json_add_str_or_null(pk, "why_not", t->park_why[0] ? t->park_why : NULL);
+		json_object_object_add(o, "park", pk);
+	}
 	json_object_object_add(o, "error", t->error.message[0] ? cs_json_error(&t->error) : NULL);
 	return o;
 }

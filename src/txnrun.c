@@ -145,6 +145,7 @@ int txn_cli_execute(txn_cli *c)
 		.allow_unrestorable = c->allow_unrestorable,
 		.wait_memory_s = c->wait_memory_s,
 		.ignore_gpu_memory = c->ignore_gpu_memory,
+		.no_park = c->no_park,
 		.front = c->front ? c->front : "cli",
 		.interrupted = &interrupted,
 		.progress = txn_progress,

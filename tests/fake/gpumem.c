@@ -49,14 +49,19 @@ static unsigned long long total_bytes(int index)
 	return mib_bytes(mib);
 }
 
+/* Once for every GPU the process holds memory on; its context counts on
+ * each of them. */
 static void visit_pid(int pid, unsigned long long context,
 		      void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg)
 {
-	struct fc_devmem_info m;
-	if (fc_proc_devmem(pid, &m) != 0 || fc_find_restore_tid(pid) == 0)
+	struct fc_devmem_use use[FC_MAX_GPUS];
+	int n = fc_proc_devmem_use(pid, use, FC_MAX_GPUS);
+	if (n == 0 || fc_find_restore_tid(pid) == 0)
 		return;
-	struct fc_gpu_user u = { pid, m.uuid, (unsigned long long)m.bytes + context };
-	visit(&u, arg);
+	for (int i = 0; i < n; i++) {
+		struct fc_gpu_user u = { pid, use[i].uuid, use[i].bytes + context };
+		visit(&u, arg);
+	}
 }
 
 void fc_gpu_users(void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg)

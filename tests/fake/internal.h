@@ -43,15 +43,27 @@ extern struct fc_target fc_tgt;
 /* errors.c */
 int fc_error_parse(const char *s, CUresult *out);
 
-/* clock.c */
+/* state.c */
 uint64_t fc_now_ns(void);
 void fc_sleep_ms(unsigned int ms);
 /* Waits on fc_tgt.cv (fc_tgt.mu held) until woken or deadline_ns passes. */
 void fc_wait_until(uint64_t deadline_ns);
 
-/* gate.c: the fake API's view of the checkpoint state */
+/* state.c: the fake API's view of the checkpoint state */
 CUresult fc_gate_enter(void);
 void fc_gate_leave(void);
+/* Waits, as a call does, while the process is locked or checkpointed, then
+ * until the fake stream has drained (cuCtxSynchronize). */
+CUresult fc_stream_drain(void);
+
+/* ctx.c: the calling thread's current context: CUDA_ERROR_INVALID_CONTEXT
+ * when it has none; *dev (may be NULL) its device */
+CUresult fc_ctx_check(int *dev);
+
+/* copy.c: taken for reading by every copy for its whole length, and for
+ * writing by whatever changes what device addresses mean (frees, VMM maps
+ * and releases), so that no copy meets a closed memfd */
+extern pthread_rwlock_t fc_mem_rw;
 
 /* devfiles.c: create makes the missing files (empty, mode 0666) */
 /* The GPU whose device file a CUDA process opens: its index in the machine's
@@ -64,8 +76,12 @@ int fc_devfiles_reopen(const char *devdir, int create);
 
 /* devmem.c: gpu names the GPU that holds the memory (device 0's) */
 CUresult fc_devmem_alloc(uint64_t *dptr, size_t bytes, const CUuuid *gpu);
-/* mem: another process's device memory, mapped for the life of the process */
-CUresult fc_devmem_import(unsigned char *mem, size_t bytes, uint64_t *dptr);
+/* own: cuMemFree of our own memory; else the import at dptr, unmapped */
+CUresult fc_devmem_free(uint64_t dptr, int own);
+/* mem: another process's device memory, within the mapping map_base (of
+ * map_len bytes), which stays until fc_devmem_free(dptr, 0) */
+CUresult fc_devmem_import(unsigned char *mem, size_t bytes, void *map_base, size_t map_len,
+			  uint64_t *dptr);
 /* Where device memory is: our own at off in the memfd fd (mem NULL), or
  * imported memory at mem (fd -1). */
 struct fc_region {
@@ -74,7 +90,14 @@ struct fc_region {
 	unsigned char *mem;
 };
 int fc_devmem_locate(uint64_t dptr, size_t bytes, struct fc_region *r);
+/* The allocation that holds dptr: where dptr is, and *avail the bytes from
+ * dptr to the allocation's end; -1 when none holds it. */
+int fc_devmem_segment(uint64_t dptr, struct fc_region *r, size_t *avail);
+/* The allocation that holds dptr, and whether it is imported; -1 if none */
+int fc_devmem_range(uint64_t dptr, uint64_t *base, size_t *bytes, int *imported);
 int fc_devmem_save(void);
+/* All of len bytes at offset 0 of fd, read or written (-1 on a short one). */
+int fc_io_all(int fd, unsigned char *buf, size_t len, int writing);
 /* Bytes that the checkpoint copied to the host (0 when not checkpointed). */
 uint64_t fc_devmem_saved(void);
 int fc_devmem_restore(const CUuuid *gpu);

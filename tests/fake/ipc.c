@@ -85,6 +85,12 @@ static int open_export(void)
 
 CUresult fakecuda_ipc_export(uint64_t dptr, size_t bytes)
 {
+	uint64_t offset;
+	return fc_ipc_export(dptr, bytes, &offset);
+}
+
+CUresult fc_ipc_export(uint64_t dptr, size_t bytes, uint64_t *offset)
+{
 	struct fc_region r;
 	if (bytes == 0)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -101,6 +107,7 @@ CUresult fakecuda_ipc_export(uint64_t dptr, size_t bytes)
 		export_rec->pid = (int32_t)getpid();
 		export_rec->offset = (uint64_t)r.off;
 		export_rec->bytes = bytes;
+		*offset = (uint64_t)r.off;
 		__atomic_store_n(&export_rec->magic, FC_IPC_MAGIC, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&ipc_mu);
@@ -168,17 +175,23 @@ static CUresult map_exported(int pid, const struct fc_ipc_record *rec, unsigned 
 	return CUDA_SUCCESS;
 }
 
-static CUresult import_from(int pid, struct fakecuda_ipc_mem *out)
+/* want: the bytes a handle names, else (NULL) those of the shared file's
+ * record, the last export */
+static CUresult import_from(int pid, const struct fc_ipc_record *want, struct fakecuda_ipc_mem *out)
 {
 	struct fc_ipc_record rec;
 	void *file = NULL, *base = NULL;
 	unsigned char *mem = NULL;
 	size_t len = 0;
 	CUresult rc = map_shared_file(pid, &rec, &file);
+	if (rc == CUDA_SUCCESS && want != NULL) {
+		rec.offset = want->offset;
+		rec.bytes = want->bytes;
+	}
 	if (rc == CUDA_SUCCESS)
 		rc = map_exported(pid, &rec, &mem, &base, &len);
 	if (rc == CUDA_SUCCESS)
-		rc = fc_devmem_import(mem, (size_t)rec.bytes, &out->dptr);
+		rc = fc_devmem_import(mem, (size_t)rec.bytes, base, len, &out->dptr);
 	if (rc != CUDA_SUCCESS) {
 		if (base != NULL)
 			munmap(base, len);
@@ -186,7 +199,8 @@ static CUresult import_from(int pid, struct fakecuda_ipc_mem *out)
 			munmap(file, page_size());
 		return rc;
 	}
-	/* both mappings stay for the life of the process */
+	/* the shared file stays mapped for the life of the process, the
+	 * memory until it is closed (cuIpcCloseMemHandle) */
 	out->bytes = (size_t)rec.bytes;
 	out->owner_pid = rec.pid;
 	return CUDA_SUCCESS;
@@ -194,12 +208,17 @@ static CUresult import_from(int pid, struct fakecuda_ipc_mem *out)
 
 CUresult fakecuda_ipc_import(int pid, struct fakecuda_ipc_mem *mem)
 {
+	return fc_ipc_import(pid, NULL, mem);
+}
+
+CUresult fc_ipc_import(int pid, const struct fc_ipc_record *want, struct fakecuda_ipc_mem *mem)
+{
 	if (mem == NULL || pid <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	CUresult rc = fc_gate_enter();
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	rc = import_from(pid, mem);
+	rc = import_from(pid, want, mem);
 	if (rc == CUDA_SUCCESS) {
 		pthread_mutex_lock(&fc_tgt.mu);
 		fc_tgt.ipc_imported = 1;

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda_api.h"
+
 #define FC_SHM_DIR "/dev/shm"
 #define FC_IPC_MAGIC 0x66636970u
 
@@ -24,5 +26,24 @@ struct fc_ipc_record {
 	uint64_t offset;
 	uint64_t bytes;
 };
+
+/* A CUipcMemHandle of the double (64 bytes): the exporter, as it sees
+ * itself, and where the allocation is in its device memory memfd. */
+struct fc_ipc_handle {
+	uint32_t magic; /* FC_IPC_MAGIC */
+	int32_t pid;
+	uint64_t offset;
+	uint64_t bytes;
+	uint64_t dptr; /* the exporter's address, for its own checks */
+	unsigned char reserved[32];
+};
+
+struct fakecuda_ipc_mem;
+
+/* ipc.c: the export of bytes at dptr (of our own legacy memory), *offset
+ * where they are in the memfd; the import of process pid's export, of the
+ * bytes that want names (NULL: those its shared file names). */
+CUresult fc_ipc_export(uint64_t dptr, size_t bytes, uint64_t *offset);
+CUresult fc_ipc_import(int pid, const struct fc_ipc_record *want, struct fakecuda_ipc_mem *mem);
 
 #endif

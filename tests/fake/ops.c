@@ -2,6 +2,7 @@
 
 #include "internal.h"
 #include "proto.h"
+#include "vmm.h"
 
 /* The four transitions, run by the restore thread; a failed one leaves the
  * state as it was, as the real driver does. */
@@ -53,7 +54,14 @@ CUresult fc_op_checkpoint(int leak_fd, int leak_map)
 	pthread_mutex_lock(&fc_tgt.mu);
 	if (fc_tgt.state == CU_PROCESS_STATE_LOCKED) {
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
-		if (fc_devmem_save() == 0) {
+		/* every copy first, so that a failed one leaves all as it was */
+		int saved = fc_vmm_save() == 0;
+		if (saved && fc_devmem_save() != 0) {
+			fc_vmm_unsave();
+			saved = 0;
+		}
+		if (saved) {
+			fc_vmm_drop();
 			fc_devfiles_close(leak_fd, leak_map);
 			fc_tgt.state = CU_PROCESS_STATE_CHECKPOINTED;
 			rc = CUDA_SUCCESS;
@@ -106,28 +114,45 @@ static CUresult bring_back(const int *map)
 		fc_devfiles_close(0, 0);
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
-	/* the fake API's memory is on device 0, now the GPU it is mapped to */
-	if (fc_devmem_restore(&fc_tgt.gpus.uuid[map[0]]) != 0) {
+	/* VMM memory on the GPUs its devices are mapped to; the legacy memory on
+	 * device 0's. A failed legacy restore puts the VMM memory back on the
+	 * host, so that the process stays as its checkpoint left it. */
+	int ok = fc_vmm_restore(map) == 0;
+	if (ok && fc_devmem_restore(&fc_tgt.gpus.uuid[map[0]]) != 0) {
+		if (fc_vmm_save() == 0)
+			fc_vmm_drop();
+		ok = 0;
+	}
+	if (!ok) {
 		fc_devfiles_close(0, 0);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	return CUDA_SUCCESS;
 }
 
-/* What the process takes on the GPU it will use: the memory its checkpoint
- * moved, with a context and what the driver needs beyond that while
- * restoring; one that held no device memory needs none. The caller measured
- * the free memory; a GPU it does not know (another FAKECUDA_GPUS) is not
- * judged. */
-static int fits(int gpu, const struct fc_room *room)
+/* What the process takes on each GPU it will use: the memory its
+ * checkpoint moved there (legacy memory on device 0, VMM memory on the
+ * device it was created on), with a context and what the driver needs beyond
+ * that while restoring; a GPU that gets no memory needs none. The caller
+ * measured the free memory; a GPU it does not know (another FAKECUDA_GPUS)
+ * is not judged. */
+static int room_for(int gpu, uint64_t need, const struct fc_room *room)
 {
-	uint64_t saved = fc_devmem_saved();
-	if (saved == 0)
-		return 1;
-	uint64_t need = saved + room->context + room->extra;
 	for (uint32_t i = 0; i < room->ngpus && i < FC_MAX_GPUS; i++)
 		if (same_uuid(&room->gpu[i].uuid, &fc_tgt.gpus.uuid[gpu]))
 			return need <= room->gpu[i].bytes;
+	return 1;
+}
+
+static int fits(const int *map, const struct fc_room *room)
+{
+	uint64_t moved[FC_MAX_GPUS] = { 0 };
+	moved[map[0]] += fc_devmem_saved();
+	for (int d = 0; d < fc_tgt.ndev; d++)
+		moved[map[d]] += fc_vmm_saved(d);
+	for (int g = 0; g < FC_MAX_GPUS; g++)
+		if (moved[g] > 0 && !room_for(g, moved[g] + room->context + room->extra, room))
+			return 0;
 	return 1;
 }
 
@@ -136,14 +161,19 @@ static int fits(int gpu, const struct fc_room *room)
  * that imported another's device memory is refused in every order tried,
  * for ever; a restore without room on the GPU answers 2 at once and the
  * state is gone: every later restore answers 304 at once, whatever the
- * free memory then. Either way the process stays CHECKPOINTED. */
+ * free memory then. Either way the process stays CHECKPOINTED. A process
+ * that holds an imported VMM handle is refused with 801 for ever (it
+ * cannot release it while checkpointed). */
 static CUresult admit(const struct fc_req *req, int oom, int *map)
 {
 	if (fc_tgt.destroyed)
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	if (fc_tgt.ipc_imported || compute_map(req->pairs, req->npairs, map) != 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (oom || !fits(map[0], &req->room)) {
+	/* driver 580 refuses a VMM handle imported from another process */
+	if (fc_vmm_import_held())
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (oom || !fits(map, &req->room)) {
 		fc_tgt.destroyed = 1;
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}

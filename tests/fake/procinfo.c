@@ -1,6 +1,7 @@
 #include "procinfo.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,28 +31,33 @@ int fc_proc_tgid(int pid, int *own, int *local)
 	return *own > 0 && *local > 0 ? 0 : -1;
 }
 
-/* "/memfd:fakecuda-devmem:<uuid> (deleted)" -> uuid */
-static int devmem_gpu(const char *target, char *uuid, size_t len)
+/* "/memfd:fakecuda-devmem:<uuid>[:vmm] (deleted)" -> uuid, and *vmm whether
+ * it is a VMM physical allocation */
+static int devmem_gpu(const char *target, char *uuid, size_t len, int *vmm)
 {
 	static const char prefix[] = "/memfd:" FC_DEVMEM_NAME ":";
-	size_t n = strlen(prefix);
+	size_t n = strlen(prefix), vlen = strlen(FC_VMM_SUFFIX);
 	if (strncmp(target, prefix, n) != 0)
 		return -1;
-	const char *end = strchr(target + n, ' ');
-	size_t ulen = end ? (size_t)(end - target - n) : strlen(target + n);
-	if (ulen == 0 || ulen >= len)
+	const char *u = target + n;
+	size_t ulen = strcspn(u, ": ");
+	const char *rest = u + ulen;
+	*vmm = strncmp(rest, FC_VMM_SUFFIX, vlen) == 0;
+	if (*vmm)
+		rest += vlen;
+	if (ulen == 0 || ulen >= len || (*rest != '\0' && *rest != ' '))
 		return -1;
-	memcpy(uuid, target + n, ulen);
+	memcpy(uuid, u, ulen);
 	uuid[ulen] = '\0';
 	return 0;
 }
 
-/* One fd of the process: its device memory or not. stat through the
- * /proc link reaches the memfd itself, and its size is the memory's. Both
- * relative to the fd directory, so that the kernel does not look the
- * process up again for every fd: a scan of every process (NVML, a restore)
- * reads thousands of these. */
-static int check_fd(int fddir, const char *name, struct fc_devmem_info *out)
+/* One fd of the process: device memory (*vmm: of the VMM API) or not.
+ * stat through the /proc link reaches the memfd itself, and its size is the
+ * memory's. Both relative to the fd directory, so that the kernel does not
+ * look the process up again for every fd: a scan of every process (NVML, a
+ * restore) reads thousands of these. */
+static int check_fd(int fddir, const char *name, int *vmm, struct fc_devmem_info *out)
 {
 	char target[256];
 	struct stat st;
@@ -59,7 +65,7 @@ static int check_fd(int fddir, const char *name, struct fc_devmem_info *out)
 	if (len <= 0)
 		return -1;
 	target[len] = '\0';
-	if (devmem_gpu(target, out->uuid, sizeof(out->uuid)) != 0 ||
+	if (devmem_gpu(target, out->uuid, sizeof(out->uuid), vmm) != 0 ||
 	    fstatat(fddir, name, &st, 0) != 0)
 		return -1;
 	out->fd = atoi(name);
@@ -106,9 +112,68 @@ int fc_proc_devmem(int pid, struct fc_devmem_info *out)
 	int found = -1;
 	for (size_t i = n; found != 0 && i > 0; i--) {
 		snprintf(name, sizeof(name), "%d", fds[i - 1]);
-		found = check_fd(dirfd(d), name, out);
+		int vmm;
+		found = check_fd(dirfd(d), name, &vmm, out) == 0 && !vmm ? 0 : -1;
 	}
 	free(fds);
 	closedir(d);
 	return found;
+}
+
+/* The creator of a VMM allocation holds it read-write; the fds it exports
+ * are read-only (fdinfo's flags, octal). */
+static int read_write(int infodir, const char *name)
+{
+	char buf[256];
+	int fd = openat(infodir, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *f = strstr(buf, "flags:");
+	return f != NULL && (strtoul(f + 6, NULL, 8) & O_ACCMODE) == O_RDWR;
+}
+
+static int add_use(struct fc_devmem_use *out, int n, int max, const struct fc_devmem_info *m)
+{
+	for (int i = 0; i < n; i++) {
+		if (strcmp(out[i].uuid, m->uuid) == 0) {
+			out[i].bytes += (unsigned long long)m->bytes;
+			return n;
+		}
+	}
+	if (n == max)
+		return n;
+	snprintf(out[n].uuid, sizeof(out[n].uuid), "%s", m->uuid);
+	out[n].bytes = (unsigned long long)m->bytes;
+	return n + 1;
+}
+
+int fc_proc_devmem_use(int pid, struct fc_devmem_use *out, int max)
+{
+	char dir[64], info[64], name[16];
+	struct fc_devmem_info m;
+	size_t n;
+	int count = 0;
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
+	snprintf(info, sizeof(info), "/proc/%d/fdinfo", pid);
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return 0;
+	int infodir = open(info, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int *fds = fd_numbers(d, &n);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%d", fds[i]);
+		int vmm;
+		if (check_fd(dirfd(d), name, &vmm, &m) == 0 && (!vmm || read_write(infodir, name)))
+			count = add_use(out, count, max, &m);
+	}
+	free(fds);
+	if (infodir >= 0)
+		close(infodir);
+	closedir(d);
+	return count;
 }

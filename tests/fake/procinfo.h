@@ -11,6 +11,13 @@
  * the UUID of the GPU it is on; /proc/PID/fd shows it as
  * "/memfd:fakecuda-devmem:GPU-... (deleted)". */
 #define FC_DEVMEM_NAME "fakecuda-devmem"
+/* A physical allocation of the VMM API (cuMemCreate) is a memfd of its own,
+ * named like device memory with this suffix after the UUID, so that the
+ * legacy memory that CUDA IPC exports stays the one memfd without it. The
+ * process that created it holds it read-write; the fds it exports are
+ * read-only, and an importer maps it without an fd: only its creator
+ * counts it. */
+#define FC_VMM_SUFFIX ":vmm"
 
 /* The tgid of process pid (any of its thread ids, in the caller's /proc):
  * *own in the process's own pid namespace (the last NStgid field), which is
@@ -26,9 +33,21 @@ struct fc_devmem_info {
 	char uuid[FAKECUDA_UUID_STRLEN]; /* the GPU it is on */
 };
 
-/* The device memory process pid holds now: 0, or -1 when it holds none (it
- * never allocated any, it is checkpointed, it is no fake CUDA process, it is
- * gone or its fds are not readable by the caller). */
+/* The legacy device memory (cuMemAlloc, the fake API) that process pid
+ * holds now: 0, or -1 when it holds none (it never allocated any, it is
+ * checkpointed, it is no fake CUDA process, it is gone or its fds are not
+ * readable by the caller). */
 int fc_proc_devmem(int pid, struct fc_devmem_info *out);
+
+/* The device memory of one GPU that a process owns. */
+struct fc_devmem_use {
+	char uuid[FAKECUDA_UUID_STRLEN];
+	unsigned long long bytes;
+};
+
+/* Every GPU on which process pid owns device memory now, its legacy memfd
+ * and its VMM physical allocations summed per GPU: how many (at most max,
+ * 0 when none or unreadable). */
+int fc_proc_devmem_use(int pid, struct fc_devmem_use *out, int max);
 
 #endif

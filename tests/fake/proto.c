@@ -13,6 +13,8 @@ static const char *const op_names[FC_OP_COUNT] = {
 	[FC_OP_CHECKPOINT] = "checkpoint",
 	[FC_OP_RESTORE] = "restore",
 	[FC_OP_UNLOCK] = "unlock",
+	[FC_OP_MEM_CREATE] = "mem_create",
+	[FC_OP_DTOH] = "dtoh",
 };
 
 int fc_op_from_name(const char *name)

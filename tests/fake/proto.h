@@ -17,6 +17,9 @@ enum fc_op {
 	FC_OP_CHECKPOINT,
 	FC_OP_RESTORE,
 	FC_OP_UNLOCK,
+	/* not requests: faults of the target's own API calls */
+	FC_OP_MEM_CREATE,
+	FC_OP_DTOH,
 	FC_OP_COUNT
 };
 

@@ -45,7 +45,7 @@ static void serve(int c)
 	struct timeval tv = { 5, 0 };
 	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (fc_read_all(c, &req, sizeof(req)) != 0 || req.magic != FC_MAGIC ||
-	    req.op >= FC_OP_COUNT || req.npairs > FC_MAX_PAIRS)
+	    req.op > FC_OP_UNLOCK || req.npairs > FC_MAX_PAIRS)
 		return;
 	struct fc_fault_hit hit;
 	fc_faults_check((int)req.op, (int)getpid(), 1, &hit);

@@ -105,6 +105,25 @@ CUresult fakecuda_kernel(unsigned int ms)
 	return rc;
 }
 
+CUresult fc_stream_drain(void)
+{
+	CUresult rc = CUDA_ERROR_DEINITIALIZED;
+	pthread_mutex_lock(&fc_tgt.mu);
+	while (!fc_tgt.shutdown) {
+		uint64_t now = fc_now_ns();
+		if (must_wait()) {
+			wait_forever();
+		} else if (fc_tgt.busy_until > now) {
+			fc_wait_until(fc_tgt.busy_until);
+		} else {
+			rc = CUDA_SUCCESS;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fc_tgt.mu);
+	return rc;
+}
+
 void fakecuda_shutdown(void)
 {
 	pthread_mutex_lock(&fc_tgt.mu);

@@ -5,6 +5,7 @@
 #include "fakecuda.h"
 #include "internal.h"
 #include "settings.h"
+#include "vmm.h"
 
 /* Initialization of the target half: what cuInit (or NVML's init) sets up
  * in a process so that it can be checkpointed from outside. */
@@ -34,6 +35,7 @@ static void after_fork_child(void)
 	fc_tgt.restore_tid = 0;
 	fc_server_forget();
 	fc_devmem_forget();
+	fc_vmm_forget();
 	pthread_mutex_unlock(&fc_tgt.mu);
 }
 

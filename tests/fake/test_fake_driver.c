@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
+#include "test_vmm.h"
 
 static int make_dirs(struct env *e)
 {
@@ -135,6 +136,9 @@ int main(int argc, char **argv)
 	memset(&e, 0, sizeof(e));
 	if (argc == 4 && strcmp(argv[1], "--restore") == 0)
 		return restore_once(argv[2], argv[3]);
+	/* --peer ROLE LIB SOCKET_FD ARG: a process of the VMM checks */
+	if (argc == 6 && strcmp(argv[1], "--peer") == 0)
+		return test_vmm_peer(argv[2], argv[3], atoi(argv[4]), argv[5]);
 	if (argc != 4) {
 		fprintf(stderr, "usage: %s LIBCUDA LEGACY_LIBCUDA FAKECUDA_APP\n", argv[0]);
 		return 2;
@@ -168,6 +172,9 @@ int main(int argc, char **argv)
 	test_persistence(&e, &d);
 	test_nvml(&e, &d);
 	test_gpu_memory(&e, &d);
+	test_vmm(&e, &d);
+	test_vmm_share(&e, &d);
+	test_vmm_cycle(&e, &d);
 	apps_cleanup();
 	remove_tree(e.root);
 	dlclose(d.handle);

@@ -316,9 +316,10 @@ class Privileges(Hostile):
         self.assertNotIn("No GPU device reference remains", p.stdout)
 
     def test_nothing_runs_programs(self):
-        """cudasnap never executes anything, so nothing taken from a target
-        (comm, environ, paths) can be run: no exec*/system/popen/spawn/fork in
-        lib/ or src/ (tests/lint/no_exec.py, also a meson test of its own)."""
+        """cudasnap executes nothing but its own command line (cudasnap run),
+        so nothing taken from a target (comm, environ, paths) can be run: no
+        exec*/system/popen/spawn/fork in lib/ or src/ but src/run.c's execvp
+        (tests/lint/no_exec.py, also a meson test of its own)."""
         lint = os.path.join(SOURCE_ROOT, "tests", "lint", "no_exec.py")
         p = subprocess.run([sys.executable, lint, SOURCE_ROOT, BIN], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)

@@ -1,0 +1,224 @@
+/* Parking, seen from cudasnap: the control socket of an interposed process
+ * (found by lib/park_find.c), one request and one answer per line. */
+#include "park.h"
+#include "park_find.h"
+#include "env.h"
+#include "proc.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define LINE_MAX_PARK 2048
+
+static bool key_is(const char *tok, size_t klen, const char *key)
+{
+	return strlen(key) == klen && strncmp(tok, key, klen) == 0;
+}
+
+static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t klen, const char *v)
+{
+	char *end;
+	if (key_is(k, klen, "code"))
+		a->code = (int)strtol(v, &end, 10);
+	else if (key_is(k, klen, "stage"))
+		snprintf(a->stage, sizeof(a->stage), "%.*s", (int)strcspn(v, " "), v);
+	else if (key_is(k, klen, "busy"))
+		a->busy = strtol(v, &end, 10);
+	else if (key_is(k, klen, "importer"))
+		a->importer = (int)strtol(v, &end, 10);
+	else if (key_is(k, klen, "bytes"))
+		a->bytes = strtoull(v, &end, 10);
+	else if (key_is(k, klen, "quiesce_s"))
+		a->quiesce_s = strtod(v, &end);
+	else if (key_is(k, klen, "copy_s"))
+		a->copy_s = strtod(v, &end);
+	else if (key_is(k, klen, "release_s"))
+		a->release_s = strtod(v, &end);
+	else if (key_is(k, klen, "map_s"))
+		a->map_s = strtod(v, &end);
+	else if (key_is(k, klen, "total_s"))
+		a->total_s = strtod(v, &end);
+	else if (key_is(k, klen, "copy_gbps"))
+		a->gbps = strtod(v, &end);
+	if (info == NULL)
+		return;
+	if (key_is(k, klen, "parked"))
+		info->parked = v[0] == '1';
+	else if (key_is(k, klen, "parkable"))
+		info->parkable = v[0] == '1';
+	else if (key_is(k, klen, "ipc_imports"))
+		info->imports = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "legacy_imports"))
+		info->legacy = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "ipc_attached"))
+		info->attached = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "allocs"))
+		info->allocs = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "gpus"))
+		snprintf(info->gpus, sizeof(info->gpus), "%.*s", (int)strcspn(v, " "), v);
+}
+
+int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info)
+{
+	memset(a, 0, sizeof(*a));
+	bool ok = strncmp(line, "ok", 2) == 0 && (line[2] == 0 || line[2] == ' ' || line[2] == '\n');
+	bool bad = strncmp(line, "error", 5) == 0 && (line[5] == 0 || line[5] == ' ' || line[5] == '\n');
+	if (!ok && !bad)
+		return -1;
+	a->ok = ok;
+	const char *p = line + (ok ? 2 : 5);
+	while (*p) {
+		p += strspn(p, " \n");
+		if (*p == 0)
+			break;
+		size_t tok = strcspn(p, " \n");
+		const char *eq = memchr(p, '=', tok);
+		if (eq && key_is(p, (size_t)(eq - p), "why")) {
+			/* the reason runs to the end of the line */
+			cs_sanitize(a->why, sizeof(a->why), eq + 1, strcspn(eq + 1, "\n"));
+			if (info)
+				snprintf(info->why, sizeof(info->why), "%s", a->why);
+			break;
+		}
+		if (eq) {
+			/* long enough for the GPU list; longer values are cut */
+			char v[400];
+			size_t vlen = tok - (size_t)(eq + 1 - p);
+			snprintf(v, sizeof(v), "%.*s", (int)(vlen < sizeof(v) ? vlen : sizeof(v) - 1), eq + 1);
+			take(a, info, p, (size_t)(eq - p), v);
+		}
+		p += tok;
+	}
+	if (info)
+		info->bytes = a->bytes;
+	return ok ? 0 : -1;
+}
+
+/* One request, one answer line (bounded by the socket's timeouts). */
+static int ask(int conn, const char *req, char *line, size_t size)
+{
+	size_t len = strlen(req);
+	if (send(conn, req, len, MSG_NOSIGNAL) != (ssize_t)len)
+		return -1;
+	size_t n = 0;
+	while (n + 1 < size) {
+		ssize_t r = recv(conn, line + n, 1, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		if (line[n++] == '\n')
+			break;
+	}
+	line[n] = 0;
+	return n ? 0 : -1;
+}
+
+void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	int conn = park_find_connect(pid, cs_proc_dir(), (int)timeout_ms);
+	if (conn < 0)
+		return;
+	char line[LINE_MAX_PARK];
+	cs_park_answer a;
+	if (ask(conn, "status\n", line, sizeof(line)) == 0 && cs_park_parse(line, &a, info) == 0)
+		info->seen = true;
+	close(conn);
+}
+
+bool cs_park_imports(pid_t pid, bool parking, char *what, size_t size)
+{
+	char path[256];
+	if (park_find_path(pid, cs_proc_dir(), path, sizeof(path)) != 0)
+		return false;
+	cs_park_info info;
+	cs_park_status(pid, 2000, &info);
+	if (!info.seen)
+		return false;
+	if (info.legacy)
+		snprintf(what, size, "%u import%s through the driver", info.legacy, info.legacy == 1 ? "" : "s");
+	else if (info.imports && !(parking && info.parkable))
+		snprintf(what, size, "%u import%s through cudasnap's interposer%s", info.imports,
+			 info.imports == 1 ? "" : "s", parking ? ", which cannot park it" : " (--no-park)");
+	else
+		return false;
+	return true;
+}
+
+static void explain(const cs_target *t, bool park, const cs_park_answer *a, bool answered, unsigned timeout_ms,
+		    cs_error *err)
+{
+	const char *what = park ? "park" : "unpark";
+	if (!answered)
+		cs_error_set(err, CS_EPROC,
+			     "Its interposer's control thread did not answer; the process may be stopped or "
+			     "overloaded. Nothing was parked.",
+			     "%s of process %d (%s) failed: no answer from its interposer within %.1f s", what,
+			     (int)t->pid, t->comm, timeout_ms / 1000.0);
+	else if (strcmp(a->stage, "quiesce") == 0)
+		cs_error_set(err, CS_EPROC,
+			     "The program kept driver calls running (a long kernel, or a wait on another thread's "
+			     "work); try again, or give a longer --timeout. Nothing was parked.",
+			     "park of process %d (%s) failed: %ld of its driver calls did not finish within %.1f s",
+			     (int)t->pid, t->comm, a->busy, timeout_ms / 1000.0);
+	else if (strcmp(a->stage, "check") == 0 && a->importer > 0)
+		cs_error_set(err, CS_EPROC,
+			     "A process that maps another's memory parks first, and its exporter after it: "
+			     "checkpoint them together (--pid both, or --tree), or the importer alone.",
+			     "park of process %d (%s) refused: process %d maps its memory (CUDA IPC) and is not "
+			     "parked",
+			     (int)t->pid, t->comm, a->importer);
+	else if (strcmp(a->stage, "check") == 0)
+		cs_error_set(err, CS_EPROC, "--no-park checkpoints it through the driver alone.",
+			     "park of process %d (%s) refused by its interposer: %s", (int)t->pid, t->comm,
+			     a->why[0] ? a->why : "it does something the interposer cannot carry");
+	else
+		cs_error_set(
+			err, CS_EDRIVER,
+			park ? "The process keeps its memory on the GPU; nothing was parked." :
+			       (a->code == CS_CU_OUT_OF_MEMORY ?
+					"The GPU has no room for its memory now; it stays parked in host memory, "
+					"nothing is lost. Free GPU memory and run cudasnap restore again." :
+					"It stays parked in host memory, nothing is lost; cudasnap restore tries again."),
+			"%s of process %d (%s) failed while it %s (CUDA error %d)", what, (int)t->pid, t->comm,
+			a->stage[0] ? a->stage : "answered", a->code);
+}
+
+int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, double answer_s, cs_park_answer *a,
+		 cs_error *err)
+{
+	memset(a, 0, sizeof(*a));
+	if (*conn < 0)
+		*conn = park_find_connect(t->pid, cs_proc_dir(), (int)(answer_s * 1000));
+	char req[64], line[LINE_MAX_PARK];
+	/* CUDASNAP_PARK_PIN=drop: the host copy is unpinned before the driver's
+	 * checkpoint and pinned again by the unpark (measured slower overall on
+	 * the H200, docs/performance.md; kept to measure other machines). */
+	const char *pin = cs_env("CUDASNAP_PARK_PIN");
+	bool unpin = pin && strcmp(pin, "drop") == 0;
+	snprintf(req, sizeof(req), "%s %u%s\n", park ? "park" : "unpark", timeout_ms, park && unpin ? " unpin" : "");
+	bool answered = *conn >= 0 && ask(*conn, req, line, sizeof(line)) == 0 && cs_park_parse(line, a, NULL) >= -1 &&
+		(a->ok || strncmp(line, "error", 5) == 0);
+	if (answered && a->ok)
+		return 0;
+	explain(t, park, a, answered, timeout_ms, err);
+	return -1;
+}
+
+void cs_park_close(int *conn, bool commit)
+{
+	if (*conn < 0)
+		return;
+	if (commit) {
+		char line[256];
+		ask(*conn, "commit\n", line, sizeof(line));
+	}
+	close(*conn);
+	*conn = -1;
+}

@@ -1,0 +1,61 @@
+/* cudasnap's side of parking (park/): asking an interposed process to park
+ * its device memory before the driver's lock, and to unpark it after the
+ * driver's restore and unlock. What the process answers is untrusted text,
+ * parsed with bounds. */
+#ifndef CS_PARK_CLIENT_H
+#define CS_PARK_CLIENT_H
+
+#include "cudasnap.h"
+
+/* What a process's control socket says of it. */
+typedef struct cs_park_info {
+	bool seen; /* it runs the interposer and answered */
+	bool parked; /* its memory is in host memory now */
+	bool parkable; /* nothing it does stops a park */
+	unsigned long long bytes; /* the memory a park moves (or moved) */
+	unsigned allocs;
+	unsigned imports; /* CUDA IPC mappings of other interposed processes' memory */
+	unsigned legacy; /* the driver's CUDA IPC imports (never restorable) */
+	unsigned attached; /* other processes that map its memory */
+	char why[160]; /* when not parkable */
+	char gpus[400]; /* "GPU-uuid:bytes,..." */
+} cs_park_info;
+
+/* A parsed answer: ok (0) or error (-1), with its keys. */
+typedef struct cs_park_answer {
+	bool ok;
+	int code;
+	char stage[32];
+	long busy;
+	int importer; /* check: a process that maps its memory */
+	char why[160];
+	unsigned long long bytes;
+	double quiesce_s, copy_s, release_s, map_s, total_s, gbps;
+} cs_park_answer;
+
+/* Parses one answer line into a (and info, for a status answer, when not
+ * NULL); -1 when it is not one. Exposed for the fuzzer. */
+int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info);
+
+/* Asks pid (in cudasnap's /proc) what it is; info->seen false when it runs
+ * no interposer or does not answer within timeout_ms. */
+void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info);
+
+/* Whether pid maps memory of another process in a way the driver can
+ * never restore after a checkpoint, as its interposer says: imports it
+ * cannot detach (the driver's own CUDA IPC), or any import when it will
+ * not be parked (parking false). What to call it goes into what. Asks
+ * only a process that runs the interposer. */
+bool cs_park_imports(pid_t pid, bool parking, char *what, size_t size);
+
+/* The step itself: park (held on a connection kept in *conn until
+ * cs_park_close; *conn -1 opens one) or unpark; timeout_ms bounds the wait
+ * for the program's calls in flight, answer_s the whole answer. 0, or -1
+ * with err filled; a gets the answer's timings. */
+int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, double answer_s, cs_park_answer *a,
+		 cs_error *err);
+/* Ends a held park: commit keeps it parked once cudasnap is gone; without,
+ * the process unparks itself. */
+void cs_park_close(int *conn, bool commit);
+
+#endif

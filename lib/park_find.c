@@ -1,0 +1,180 @@
+/* The control socket of an interposed process, found from /proc without
+ * asking anything of the process: its listening unix sockets are the
+ * socket inodes among its descriptors, and /proc/PID/net/unix gives the
+ * path each was bound to. The name is not guessable, and a process that
+ * lies here only misleads cudasnap about itself. */
+#include "park_find.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define NAME_MARK "/.cudasnap-park."
+#define MAX_INODES 4096
+#define UNIX_TEXT_MAX (8u << 20)
+
+static size_t socket_inodes(const char *proc, pid_t pid, unsigned long *out, size_t cap)
+{
+	char dir[64];
+	snprintf(dir, sizeof(dir), "%s/%d/fd", proc, (int)pid);
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return 0;
+	size_t n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL && n < cap) {
+		char link[384], target[64];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+		ssize_t len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		char *end;
+		if (strncmp(target, "socket:[", 8) != 0)
+			continue;
+		unsigned long ino = strtoul(target + 8, &end, 10);
+		if (end != target + 8 && *end == ']')
+			out[n++] = ino;
+	}
+	closedir(d);
+	return n;
+}
+
+/* The fields of a /proc/PID/net/unix line: "Num RefCount Protocol Flags
+ * Type St Inode Path"; 0, or -1 when it is not one. */
+static int unix_line(const char *buf, unsigned long *flags, unsigned long *ino, const char **path)
+{
+	const char *p = buf;
+	char *end;
+	unsigned long v[7];
+	for (int i = 0; i < 7; i++) {
+		p += strspn(p, " ");
+		v[i] = strtoul(p, &end, i < 4 ? 16 : i == 6 ? 10 : 16);
+		if (end == p || (i == 0 && *end != ':'))
+			return -1;
+		p = end + (i == 0);
+	}
+	*flags = v[3];
+	*ino = v[6];
+	p += strspn(p, " ");
+	*path = p;
+	return 0;
+}
+
+int park_find_in_unix(const char *text, const unsigned long *inodes, size_t n, char *path, size_t size)
+{
+	for (const char *line = text; line && *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		char buf[512];
+		unsigned long flags, ino;
+		const char *at;
+		if (len < sizeof(buf)) {
+			memcpy(buf, line, len);
+			buf[len] = 0;
+			/* a listening socket (__SO_ACCEPTCON) bound under our name */
+			if (unix_line(buf, &flags, &ino, &at) == 0 && (flags & 0x10000) && at[0] == '/' &&
+			    strstr(at, NAME_MARK)) {
+				for (size_t i = 0; i < n; i++)
+					if (inodes[i] == ino && strlen(at) < size) {
+						snprintf(path, size, "%s", at);
+						return 0;
+					}
+			}
+		}
+		line = end ? end + 1 : NULL;
+	}
+	return -1;
+}
+
+static char *read_text(const char *file)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	size_t cap = 65536, len = 0;
+	char *buf = malloc(cap);
+	if (buf == NULL) {
+		close(fd);
+		return NULL;
+	}
+	for (;;) {
+		if (len + 1 >= cap) {
+			char *nb = cap < UNIX_TEXT_MAX ? realloc(buf, cap * 2) : NULL;
+			if (nb == NULL)
+				break;
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t r = read(fd, buf + len, cap - 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	buf[len] = 0;
+	return buf;
+}
+
+int park_find_path(pid_t pid, const char *proc, char *path, size_t size)
+{
+	unsigned long *inodes = malloc(MAX_INODES * sizeof(*inodes));
+	if (inodes == NULL)
+		return -1;
+	size_t n = socket_inodes(proc, pid, inodes, MAX_INODES);
+	int rc = -1;
+	if (n) {
+		char file[64];
+		snprintf(file, sizeof(file), "%s/%d/net/unix", proc, (int)pid);
+		char *text = read_text(file);
+		if (text)
+			rc = park_find_in_unix(text, inodes, n, path, size);
+		free(text);
+	}
+	free(inodes);
+	return rc;
+}
+
+int park_find_connect(pid_t pid, const char *proc, int timeout_ms)
+{
+	char path[256];
+	if (park_find_path(pid, proc, path, sizeof(path)) != 0)
+		return -1;
+	/* Through the process's own root: it may be in another mount namespace. */
+	char full[512];
+	snprintf(full, sizeof(full), "%s/%d/root%s", proc, (int)pid, path);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int opath = -1;
+	if (strlen(full) < sizeof(a.sun_path)) {
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", full);
+	} else {
+		opath = open(full, O_PATH | O_CLOEXEC);
+		if (opath < 0)
+			return -1;
+		snprintf(a.sun_path, sizeof(a.sun_path), "/proc/self/fd/%d", opath);
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0) {
+		struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (opath >= 0)
+		close(opath);
+	return fd;
+}

@@ -1,0 +1,439 @@
+/* Park and unpark. A park holds the program's driver calls at the gate,
+ * waits for its GPU work to finish, copies every backed allocation into
+ * host memory and releases the physical memory, keeping the address
+ * ranges. The host memory is obtained as fast as the machine gives it:
+ * transparent huge pages, populated and pinned in chunks by several
+ * threads while others already copy into theirs. An unpark maps new
+ * physical memory at the same addresses, copies the data back and opens
+ * the gate. Either one that fails half-way undoes what it did. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "park.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+#define CHUNK (256ull << 20)
+/* Threads that populate, pin and copy: more than 4 populate slower (the
+ * kernel's page allocation contends). */
+#define WORKERS 4
+#define HUGE (2ull << 20)
+
+struct chunk {
+	size_t alloc; /* index in park_tab */
+	size_t off; /* in the allocation */
+	size_t len;
+	size_t host_off;
+	bool registered;
+};
+
+static pthread_mutex_t move_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool parked;
+static unsigned char *host;
+static size_t host_len;
+static struct chunk *chunks;
+static size_t nchunks;
+static unsigned long long parked_bytes;
+
+double park_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+bool park_is_parked(void)
+{
+	pthread_mutex_lock(&move_mu);
+	bool p = parked;
+	pthread_mutex_unlock(&move_mu);
+	return p;
+}
+
+enum pass { PASS_OUT, PASS_IN, PASS_UNPIN };
+
+struct work {
+	const struct park_real *r;
+	enum pass pass;
+	size_t limit; /* only the chunks of the allocations before it */
+	atomic_size_t next;
+	atomic_int failed;
+	CUresult rc;
+	pthread_mutex_t mu;
+};
+
+static int populate(unsigned char *p, size_t len)
+{
+	if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
+		return 0;
+	if (errno != EINVAL)
+		return -1;
+	long page = sysconf(_SC_PAGESIZE); /* a kernel before 5.14 */
+	for (size_t o = 0; o < len; o += (size_t)page)
+		p[o] = 0;
+	return 0;
+}
+
+static CUresult move_chunk(struct work *w, struct chunk *c)
+{
+	const struct park_real *r = w->r;
+	struct park_alloc *a = &park_tab.a[c->alloc];
+	unsigned char *h = host + c->host_off;
+	CUresult rc = r->ctx_set(a->ctx);
+	if (rc != CU_OK)
+		return rc;
+	if (w->pass == PASS_UNPIN) {
+		if (c->registered)
+			r->host_unregister(h);
+		c->registered = false;
+		return CU_OK;
+	}
+	if (w->pass == PASS_OUT && populate(h, c->len) != 0)
+		return CU_ERR_OUT_OF_MEMORY;
+	if (!c->registered) {
+		rc = r->host_register(h, c->len, 0);
+		if (rc != CU_OK)
+			return rc;
+		c->registered = true;
+	}
+	if (w->pass == PASS_OUT)
+		return r->dtoh(h, a->va + c->off, c->len);
+	return r->htod(a->va + c->off, h, c->len);
+}
+
+static void *worker(void *arg)
+{
+	struct work *w = arg;
+	for (;;) {
+		size_t i = atomic_fetch_add(&w->next, 1);
+		if (i >= nchunks || atomic_load(&w->failed))
+			return NULL;
+		if (chunks[i].alloc >= w->limit)
+			continue;
+		CUresult rc = move_chunk(w, &chunks[i]);
+		if (rc != CU_OK && !atomic_exchange(&w->failed, 1))
+			w->rc = rc;
+	}
+}
+
+/* Moves the chunks of the allocations [0, limit), out or back (or unpins
+ * them), with up to WORKERS threads. */
+static CUresult move_all(const struct park_real *r, enum pass pass, size_t limit)
+{
+	struct work w = { .r = r, .pass = pass, .limit = limit };
+	atomic_init(&w.next, 0);
+	atomic_init(&w.failed, 0);
+	pthread_t t[WORKERS];
+	size_t n = nchunks < WORKERS ? nchunks : WORKERS, started = 0;
+	for (; started + 1 < n; started++)
+		if (pthread_create(&t[started], NULL, worker, &w) != 0)
+			break;
+	worker(&w); /* this thread works too */
+	for (size_t i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	return atomic_load(&w.failed) ? w.rc : CU_OK;
+}
+
+static void drop_chunks(const struct park_real *r)
+{
+	for (size_t i = 0; i < nchunks; i++)
+		if (chunks[i].registered)
+			r->host_unregister(host + chunks[i].host_off);
+	if (host)
+		munmap(host, host_len);
+	free(chunks);
+	host = NULL;
+	chunks = NULL;
+	host_len = nchunks = 0;
+}
+
+static int plan_chunks(void)
+{
+	size_t total = 0, n = 0;
+	for (size_t i = 0; i < park_tab.n; i++) {
+		total += park_tab.a[i].size;
+		n += (park_tab.a[i].size + CHUNK - 1) / CHUNK;
+	}
+	chunks = calloc(n ? n : 1, sizeof(*chunks));
+	host_len = (total + HUGE - 1) / HUGE * HUGE;
+	host = host_len ?
+		mmap(NULL, host_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) :
+		NULL;
+	if (chunks == NULL || host == MAP_FAILED) {
+		host = NULL;
+		free(chunks);
+		chunks = NULL;
+		return -1;
+	}
+	if (host)
+		madvise(host, host_len, MADV_HUGEPAGE);
+	size_t pos = 0;
+	for (size_t i = 0; i < park_tab.n; i++) {
+		park_tab.a[i].host_off = pos;
+		for (size_t off = 0; off < park_tab.a[i].size; off += CHUNK) {
+			size_t len = park_tab.a[i].size - off < CHUNK ? park_tab.a[i].size - off : CHUNK;
+			chunks[nchunks++] = (struct chunk){ i, off, len, pos + off, false };
+		}
+		pos += park_tab.a[i].size;
+	}
+	parked_bytes = total;
+	return 0;
+}
+
+/* Waits for the program's work on every context it allocated in. */
+static CUresult sync_all(const struct park_real *r)
+{
+	for (size_t i = 0; i < park_tab.n; i++) {
+		bool seen = false;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = park_tab.a[k].ctx == park_tab.a[i].ctx;
+		if (seen)
+			continue;
+		CUresult rc = r->ctx_set(park_tab.a[i].ctx);
+		if (rc == CU_OK)
+			rc = r->ctx_sync();
+		if (rc != CU_OK)
+			return rc;
+	}
+	return CU_OK;
+}
+
+/* Unmaps and releases the allocations [from, to) (their copies are safe). */
+static CUresult release_range(const struct park_real *r, size_t from, size_t to, size_t *done)
+{
+	for (*done = from; *done < to; (*done)++) {
+		struct park_alloc *a = &park_tab.a[*done];
+		CUresult rc = r->mem_unmap(a->va, a->size);
+		if (rc != CU_OK)
+			return rc;
+		r->mem_release(a->handle);
+		a->handle = 0;
+	}
+	return CU_OK;
+}
+
+/* Maps new memory into the allocations [0, to); on failure unmaps what it
+ * mapped and answers the error. */
+static CUresult map_range(const struct park_real *r, size_t to)
+{
+	for (size_t i = 0; i < to; i++) {
+		CUresult rc = park_map_new(&park_tab.a[i], r);
+		if (rc == CU_OK)
+			continue;
+		size_t undone;
+		release_range(r, 0, i, &undone);
+		return rc;
+	}
+	return CU_OK;
+}
+
+static int fail(char *reply, size_t size, const char *what, CUresult rc)
+{
+	snprintf(reply, size, "error code=%d stage=%s\n", rc, what);
+	return -1;
+}
+
+static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpin, char *reply, size_t size)
+{
+	double t0 = park_now();
+	long inside = 0;
+	if (park_gate_close(timeout_ms, &inside) != 0) {
+		snprintf(reply, size, "error code=0 stage=quiesce busy=%ld\n", inside);
+		return -1;
+	}
+	pthread_mutex_lock(&park_tab.mu);
+	pid_t importer = 0;
+	const char *why = park_tab.unparkable ? park_tab.unparkable :
+		park_tab.legacy_imports       ? "it imported memory through the driver's CUDA IPC" :
+		park_ipc_attached(&importer)  ? "another process maps its memory (CUDA IPC)" :
+						NULL;
+	if (why) {
+		pthread_mutex_unlock(&park_tab.mu);
+		park_gate_open();
+		snprintf(reply, size, "error code=%d stage=check importer=%d why=%s\n", CU_ERR_NOT_SUPPORTED,
+			 (int)importer, why);
+		return -1;
+	}
+	CUresult rc = sync_all(r);
+	/* What it maps of others goes first: their exporters park after it. */
+	if (rc == CU_OK && (rc = park_ipc_detach_all(r)) != CU_OK)
+		park_ipc_attach_all(r);
+	double t1 = park_now();
+	if (rc == CU_OK && plan_chunks() != 0)
+		rc = CU_ERR_OUT_OF_MEMORY;
+	if (rc == CU_OK)
+		rc = move_all(r, PASS_OUT, park_tab.n);
+	double t2 = park_now();
+	size_t released = 0;
+	const char *stage = "copy";
+	if (rc == CU_OK) {
+		rc = release_range(r, 0, park_tab.n, &released);
+		stage = "release";
+		/* Those released before the failure come back from their copies. */
+		if (rc != CU_OK && released && map_range(r, released) == CU_OK)
+			move_all(r, PASS_IN, released);
+	}
+	/* Pinned, the driver's checkpoint and restore carry the pinning (1.6-2 s
+	 * for 64 GiB on the H200); unpinned, the unpark pins it again while it
+	 * copies, which took longer (23 GB/s against 55 GB/s pinned). */
+	if (rc == CU_OK && unpin)
+		move_all(r, PASS_UNPIN, park_tab.n);
+	double t3 = park_now();
+	if (rc != CU_OK) {
+		drop_chunks(r);
+		park_ipc_attach_all(r);
+		pthread_mutex_unlock(&park_tab.mu);
+		park_gate_open();
+		return fail(reply, size, stage, rc);
+	}
+	pthread_mutex_unlock(&park_tab.mu);
+	parked = true;
+	double gb = parked_bytes / 1e9;
+	snprintf(reply, size,
+		 "ok parked=1 bytes=%llu allocs=%zu quiesce_s=%.4f copy_s=%.4f release_s=%.4f total_s=%.4f "
+		 "copy_gbps=%.2f\n",
+		 parked_bytes, park_tab.n, t1 - t0, t2 - t1, t3 - t2, t3 - t0, t2 > t1 ? gb / (t2 - t1) : 0.0);
+	return 0;
+}
+
+int park_park(unsigned timeout_ms, bool unpin, char *reply, size_t size)
+{
+	const struct park_real *r = park_real();
+	if (r == NULL)
+		return fail(reply, size, "driver", CU_ERR_NOT_INITIALIZED);
+	pthread_mutex_lock(&move_mu);
+	int rc = 0;
+	if (parked)
+		snprintf(reply, size, "ok parked=1 bytes=%llu already=1\n", parked_bytes);
+	else
+		rc = park_locked(r, timeout_ms, unpin, reply, size);
+	pthread_mutex_unlock(&move_mu);
+	return rc;
+}
+
+static int unpark_locked(const struct park_real *r, char *reply, size_t size)
+{
+	double t0 = park_now();
+	pthread_mutex_lock(&park_tab.mu);
+	CUresult rc = map_range(r, park_tab.n);
+	double t1 = park_now();
+	const char *stage = "map";
+	if (rc == CU_OK) {
+		stage = "copy";
+		rc = move_all(r, PASS_IN, park_tab.n);
+		if (rc == CU_OK)
+			rc = sync_all(r);
+		/* Its exporters are back (they unpark first): attach again. */
+		if (rc == CU_OK && (rc = park_ipc_attach_all(r)) != CU_OK) {
+			stage = "attach";
+			park_ipc_detach_all(r);
+		}
+		if (rc != CU_OK) { /* stays parked: the copies are whole */
+			size_t undone;
+			release_range(r, 0, park_tab.n, &undone);
+		}
+	}
+	double t2 = park_now();
+	pthread_mutex_unlock(&park_tab.mu);
+	if (rc != CU_OK)
+		return fail(reply, size, stage, rc);
+	parked = false;
+	park_gate_open();
+	double gb = parked_bytes / 1e9;
+	snprintf(reply, size, "ok parked=0 bytes=%llu allocs=%zu map_s=%.4f copy_s=%.4f total_s=%.4f copy_gbps=%.2f\n",
+		 parked_bytes, park_tab.n, t1 - t0, t2 - t1, t2 - t0, t2 > t1 ? gb / (t2 - t1) : 0.0);
+	return 0;
+}
+
+int park_unpark(unsigned timeout_ms, char *reply, size_t size)
+{
+	(void)timeout_ms; /* the driver bounds its own calls; nothing here waits on the program */
+	const struct park_real *r = park_real();
+	if (r == NULL)
+		return fail(reply, size, "driver", CU_ERR_NOT_INITIALIZED);
+	pthread_mutex_lock(&move_mu);
+	int rc = 0;
+	if (!parked)
+		snprintf(reply, size, "ok parked=0 bytes=0 already=1\n");
+	else
+		rc = unpark_locked(r, reply, size);
+	pthread_mutex_unlock(&move_mu);
+	return rc;
+}
+
+void park_drop_host_copy(void)
+{
+	const struct park_real *r = park_real();
+	pthread_mutex_lock(&move_mu);
+	if (!parked && r)
+		drop_chunks(r);
+	pthread_mutex_unlock(&move_mu);
+}
+
+/* " gpus=GPU-uuid:bytes,...": the backed memory per GPU (park_tab.mu held),
+ * which an unpark needs free there. */
+static int gpu_bytes(char *out, size_t size)
+{
+	const struct park_real *r = park_real();
+	CUdevice devs[16];
+	unsigned long long bytes[16];
+	size_t n = 0;
+	for (size_t i = 0; i < park_tab.n; i++) {
+		size_t k = 0;
+		while (k < n && devs[k] != park_tab.a[i].dev)
+			k++;
+		if (k == n && n == 16)
+			continue;
+		if (k == n) {
+			devs[n] = park_tab.a[i].dev;
+			bytes[n++] = 0;
+		}
+		bytes[k] += park_tab.a[i].size;
+	}
+	int len = 0;
+	for (size_t k = 0; k < n && r && (size_t)len < size; k++) {
+		unsigned char u[16];
+		if (r->device_uuid(u, devs[k]) != CU_OK)
+			continue;
+		len += snprintf(out + len, size - (size_t)len,
+				"%sGPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x:%llu",
+				len ? "," : " gpus=", u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10],
+				u[11], u[12], u[13], u[14], u[15], bytes[k]);
+	}
+	return (size_t)len < size ? len : (int)(size ? size - 1 : 0);
+}
+
+/* One line for cudasnap: what the process holds and whether it can park. */
+void park_status(char *reply, size_t size)
+{
+	pthread_mutex_lock(&move_mu);
+	pthread_mutex_lock(&park_tab.mu);
+	unsigned exported = 0;
+	for (size_t i = 0; i < park_tab.n; i++)
+		exported += park_tab.a[i].exported;
+	const char *why = park_tab.unparkable ? park_tab.unparkable :
+		park_tab.legacy_imports       ? "it imported memory through the driver's CUDA IPC" :
+						"";
+	int len = snprintf(reply, size,
+			   "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "
+			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u",
+			   (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes,
+			   park_tab.n, park_gate_closed() ? "closed" : "open", exported, park_ipc_attached(NULL),
+			   park_ipc_imports(), park_tab.legacy_imports);
+	len = len < 0 ? 0 : len;
+	len += gpu_bytes(reply + len, size > (size_t)len ? size - (size_t)len : 0);
+	/* the reason last, to the end of the line */
+	if ((size_t)len < size)
+		snprintf(reply + len, size - (size_t)len, "%s%s\n", why[0] ? " why=" : "", why);
+	pthread_mutex_unlock(&park_tab.mu);
+	pthread_mutex_unlock(&move_mu);
+}

@@ -1,0 +1,150 @@
+/* The parking interposer (libcudasnap-park.so), loaded into a CUDA program
+ * with LD_PRELOAD. It stands between the program and the driver so that
+ * cudasnap can, before the driver's checkpoint lock, hold the program's
+ * GPU work, copy its device memory into host memory and release it
+ * ("park"), and after the driver's restore and unlock put it back at the
+ * same addresses ("unpark"). The driver then moves only what is left (the
+ * context), and host memory and PCIe, not the driver's copy, set the
+ * speed. Nothing here changes what the program computes: while nothing is
+ * parked, every call reaches the driver as it would without it. */
+#ifndef CS_PARK_H
+#define CS_PARK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cuda_vmm_abi.h"
+
+#define PARK_EXPORT __attribute__((visibility("default")))
+
+/* The driver's functions the interposer itself calls, never gated. */
+struct park_real {
+	void *lib; /* libcuda.so.1's handle */
+	cu_get_proc_fn get_proc;
+	cu_get_proc_v1_fn get_proc_v1;
+	cu_mem_alloc_fn mem_alloc;
+	cu_mem_free_fn mem_free;
+	cu_mem_range_fn mem_range;
+	cu_addr_reserve_fn addr_reserve;
+	cu_addr_free_fn addr_free;
+	cu_mem_create_fn mem_create;
+	cu_mem_release_fn mem_release;
+	cu_mem_map_fn mem_map;
+	cu_mem_unmap_fn mem_unmap;
+	cu_set_access_fn set_access;
+	cu_granularity_fn granularity;
+	cu_export_fn export_handle;
+	cu_import_fn import_handle;
+	cu_ipc_get_fn ipc_get;
+	cu_ipc_open_fn ipc_open;
+	cu_ipc_close_fn ipc_close;
+	cu_dtoh_fn dtoh;
+	cu_htod_fn htod;
+	cu_host_register_fn host_register;
+	cu_host_unregister_fn host_unregister;
+	cu_ctx_sync_fn ctx_sync;
+	cu_ctx_get_fn ctx_get;
+	cu_ctx_set_fn ctx_set;
+	cu_ctx_device_fn ctx_device;
+	cu_can_peer_fn can_peer;
+	cu_device_count_fn device_count;
+	CUresult (*device_uuid)(unsigned char uuid[16], CUdevice dev); /* cuDeviceGetUuid_v2 */
+};
+
+/* resolve.c: the real driver, loaded once; NULL when it cannot be (no
+ * driver, or one without VMM): the interposer then only passes calls on. */
+const struct park_real *park_real(void);
+/* Whether the driver has every VMM function backing needs. */
+bool park_vmm(void);
+/* The real dlsym, not the interposer's. */
+void *park_real_dlsym(void *handle, const char *name);
+void *(*park_dlsym_init(void))(void *, const char *);
+void *park_dlsym_handle(void *handle, const char *name);
+
+/* gate.c: every driver entry point the program obtained goes through the
+ * gate. While it is closed, calls wait at its door; park_gate_close waits
+ * (at most timeout_ms) for the calls already inside to leave. */
+void *park_gate_wrap(void *real); /* a gated entry point, or real when none is left */
+int park_gate_close(unsigned timeout_ms, long *inside);
+void park_gate_open(void);
+bool park_gate_closed(void);
+/* For the interposer's own wrappers, which are C functions. */
+void park_gate_enter(void);
+void park_gate_leave(void);
+
+/* alloc.c: device memory the interposer backs with VMM, at addresses that
+ * stay reserved for the life of the allocation. */
+struct park_alloc {
+	CUdeviceptr va;
+	size_t size;
+	CUdevice dev;
+	CUcontext ctx;
+	CUmemGenericAllocationHandle handle; /* 0 while parked */
+	size_t host_off; /* where its copy sits while parked */
+	bool exported; /* shared with another process (IPC) */
+};
+
+struct park_table {
+	pthread_mutex_t mu;
+	struct park_alloc *a;
+	size_t n, cap;
+	size_t granularity;
+	unsigned long long backed_bytes;
+	/* what the process did that parking cannot carry (0: nothing) */
+	const char *unparkable;
+	unsigned legacy_imports; /* cuIpcOpenMemHandle of memory the interposer did not make */
+};
+
+extern struct park_table park_tab;
+
+CUresult park_alloc(CUdeviceptr *dptr, size_t bytes);
+CUresult park_free(CUdeviceptr dptr);
+/* The allocation holding dptr (park_tab.mu held), or NULL. */
+struct park_alloc *park_find(CUdeviceptr dptr);
+CUresult park_map_new(struct park_alloc *a, const struct park_real *r);
+void park_mark_unparkable(const char *why);
+
+/* move.c: park and unpark; the answer is written into reply */
+/* unpin: unpin the host copy once made (the driver's checkpoint and
+ * restore then have no pinned memory to carry). */
+int park_park(unsigned timeout_ms, bool unpin, char *reply, size_t size);
+int park_unpark(unsigned timeout_ms, char *reply, size_t size);
+bool park_is_parked(void);
+void park_status(char *reply, size_t size);
+/* After an unpark's answer: the host copy is given back. */
+void park_drop_host_copy(void);
+
+/* control.c: the socket cudasnap asks; started with the first backed
+ * allocation. */
+void park_control_start(void);
+
+/* ipc.c: legacy CUDA IPC on memory the interposer backs */
+CUresult park_ipc_get(CUipcMemHandle *h, CUdeviceptr dptr);
+CUresult park_ipc_open(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags);
+CUresult park_ipc_close(CUdeviceptr dptr);
+/* control.c answers a peer's request for an allocation's file descriptor */
+int park_ipc_serve(int conn, const char *line);
+/* Importers of this process's memory still attached (dead ones dropped);
+ * first: one of them. */
+unsigned park_ipc_attached(pid_t *first);
+/* The imports, detached for a park and attached again after it. */
+CUresult park_ipc_detach_all(const struct park_real *r);
+CUresult park_ipc_attach_all(const struct park_real *r);
+unsigned park_ipc_imports(void);
+
+double park_now(void);
+
+/* resolve.c: what the interposer exports by name */
+PARK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+					 CUdriverProcAddressQueryResult *status);
+PARK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
+PARK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes);
+PARK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
+PARK_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr);
+PARK_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags);
+PARK_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+
+#endif

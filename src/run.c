@@ -1,0 +1,120 @@
+/* cudasnap run: starts a program with the parking interposer, so that
+ * cudasnap checkpoint parks its device memory instead of leaving it all to
+ * the driver. It only sets LD_PRELOAD and executes the program: nothing of
+ * cudasnap stays between the program and its caller. */
+#include "cli.h"
+#include "env.h"
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#ifndef CUDASNAP_PARK_LIB
+#define CUDASNAP_PARK_LIB "/usr/local/lib/cudasnap/libcudasnap-park.so"
+#endif
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: %s run [--] PROGRAM [ARG...]\n"
+		"Run PROGRAM with the parking interposer (libcudasnap-park.so) preloaded.\n"
+		"\n"
+		"cudasnap checkpoint then copies the program's device memory into its host\n"
+		"memory and releases it before the driver's lock (park), so that the driver\n"
+		"moves only the context, and cudasnap restore puts it back at the same\n"
+		"addresses after the unlock (unpark). Device memory from cuMemAlloc or\n"
+		"cudaMalloc of at least 2 MiB is backed by the driver's virtual memory\n"
+		"management; smaller allocations stay the driver's. While nothing is parked\n"
+		"every call reaches the driver as before. CUDA IPC between two interposed\n"
+		"processes keeps working; such processes, and programs linked with -lcuda, are\n"
+		"left to the driver's checkpoint ('cudasnap ps' says why).\n"
+		"\n"
+		"In a container, preload the library yourself: LD_PRELOAD=%s\n"
+		"(copied or mounted into the image). Inside, the program places a control\n"
+		"socket in CUDASNAP_PARK_DIR (default /dev/shm, else /tmp), which only root and\n"
+		"its own user may use.\n"
+		"\n"
+		"Environment: CUDASNAP_PARK_LIB (the library to preload), CUDASNAP_PARK=0 (no\n"
+		"backing: the program runs as without the interposer).\n"
+		"Exit status: the program's; 2 when it cannot be started.\n",
+		cs_prog, CUDASNAP_PARK_LIB);
+}
+
+/* The interposer: CUDASNAP_PARK_LIB, beside this binary (in its folder, a
+ * build tree's, or ../lib/cudasnap of an installed tree), else where it
+ * was installed. */
+static int find_lib(char *out, size_t size)
+{
+	const char *env = cs_env("CUDASNAP_PARK_LIB");
+	if (env && env[0]) {
+		snprintf(out, size, "%s", env);
+		return access(out, R_OK) == 0 ? 0 : -1;
+	}
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = 0;
+		char *slash = strrchr(self, '/');
+		if (slash)
+			*slash = 0;
+		const char *rel[] = { "libcudasnap-park.so", "../park/libcudasnap-park.so",
+				      "../lib/cudasnap/libcudasnap-park.so", "../lib64/cudasnap/libcudasnap-park.so" };
+		for (size_t i = 0; i < CS_ARRAY_SIZE(rel); i++) {
+			char p[PATH_MAX + 64];
+			snprintf(p, sizeof(p), "%s/%s", self, rel[i]);
+			if (access(p, R_OK) == 0 && realpath(p, out)) /* realpath: out is PATH_MAX */
+				return 0;
+		}
+	}
+	snprintf(out, size, "%s", CUDASNAP_PARK_LIB);
+	return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	int first = 1;
+	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		usage(stdout);
+		return EXIT_DONE;
+	}
+	if (argc > 1 && strcmp(argv[1], "--") == 0)
+		first = 2;
+	if (first >= argc) {
+		cli_errorf("Name the program to run: cudasnap run -- PROGRAM [ARG...]", "no program given");
+		return cli_usage_error("run");
+	}
+	if (argv[first][0] == '-' && first == 1) {
+		cli_errorf("Put -- before a program whose name starts with '-'.", "unknown option '%s'", argv[first]);
+		return cli_usage_error("run");
+	}
+	/* The one command that starts a program: the command line's own, never
+	 * anything read from a process; and never with privileges that the
+	 * program would inherit (setuid, file capabilities). */
+	if (getauxval(AT_SECURE)) {
+		cli_errorf("Run it as the user the program is to run as.",
+			   "cudasnap run does not start programs from a setuid or file-capability copy of cudasnap");
+		return EXIT_USAGE;
+	}
+	char lib[PATH_MAX];
+	if (find_lib(lib, sizeof(lib)) != 0) {
+		cli_errorf("Install cudasnap with its interposer, or name it with CUDASNAP_PARK_LIB.",
+			   "the parking interposer %s cannot be read", lib);
+		return EXIT_USAGE;
+	}
+	const char *old = cs_env_preload();
+	size_t len = strlen(lib) + (old ? strlen(old) + 1 : 0) + 1;
+	char *pre = malloc(len);
+	if (pre == NULL)
+		return EXIT_USAGE;
+	snprintf(pre, len, "%s%s%s", lib, old && old[0] ? " " : "", old ? old : "");
+	setenv("LD_PRELOAD", pre, 1);
+	free(pre);
+	execvp(argv[first], argv + first);
+	cli_errorf(NULL, "cannot run %s: %s", argv[first], strerror(errno));
+	return errno == ENOENT ? 127 : 126;
+}

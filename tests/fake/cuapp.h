@@ -1,0 +1,93 @@
+/* fakecuda-cuapp: a CUDA application on the driver API as the CUDA runtime
+ * reaches it: libcuda.so.1 is dlopened, cuGetProcAddress_v2 is its one
+ * dlsym, and every other call comes through cuGetProcAddress, so that an
+ * LD_PRELOAD interposer sees its calls as it sees PyTorch's. */
+#ifndef FAKECUDA_CUAPP_H
+#define FAKECUDA_CUAPP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../park/cuda_vmm_abi.h"
+
+#define CUAPP_MAX_ALLOCS 64
+
+typedef CUresult (*cu_init_fn)(unsigned int flags);
+typedef CUresult (*cu_device_get_fn)(CUdevice *dev, int ordinal);
+typedef CUresult (*cu_retain_fn)(CUcontext *ctx, CUdevice dev);
+typedef CUresult (*cu_launch_fn)(void *f, unsigned int gx, unsigned int gy, unsigned int gz,
+				 unsigned int bx, unsigned int by, unsigned int bz,
+				 unsigned int shmem, CUstream s, void **params, void **extra);
+typedef CUresult (*cu_error_name_fn)(CUresult rc, const char **name);
+
+struct cu {
+	cu_init_fn init;
+	cu_device_get_fn device_get;
+	cu_retain_fn retain;
+	cu_ctx_set_fn ctx_set;
+	cu_ctx_sync_fn sync;
+	cu_mem_alloc_fn alloc;
+	cu_mem_range_fn range;
+	cu_htod_fn htod;
+	cu_dtoh_fn dtoh;
+	cu_granularity_fn granularity;
+	cu_addr_reserve_fn reserve;
+	cu_mem_create_fn create;
+	cu_mem_map_fn map;
+	cu_set_access_fn access;
+	cu_launch_fn launch;
+	cu_ipc_get_fn ipc_get;
+	cu_ipc_open_fn ipc_open;
+	cu_error_name_fn error_name;
+	CUcontext ctx;
+};
+
+enum cuapp_kind { KIND_LEGACY, KIND_VMM, KIND_IMPORTED };
+
+/* One allocation and the pattern it holds: word k of it is
+ * cuapp_word(seed, index, k). */
+struct cuapp_alloc {
+	CUdeviceptr ptr;
+	size_t bytes;
+	enum cuapp_kind kind;
+	uint64_t seed;
+	unsigned int index;
+};
+
+struct cuapp {
+	/* options */
+	size_t alloc_bytes[CUAPP_MAX_ALLOCS];
+	int nalloc_opts;
+	unsigned int allocs_each; /* --allocs */
+	size_t vmm_bytes[CUAPP_MAX_ALLOCS];
+	int nvmm_opts;
+	size_t small_bytes;
+	uint64_t seed;
+	uint64_t peer_seed;
+	unsigned int interval_ms;
+	unsigned int kernel_ms;
+	const char *ipc_export;
+	const char *ipc_import;
+	/* state */
+	struct cu cu;
+	struct cuapp_alloc a[CUAPP_MAX_ALLOCS * 2 + 2];
+	int n;
+};
+
+/* cuapp_drv.c: 0, or -1 with the reason on stderr */
+int cuapp_load(struct cu *cu);
+/* rc != CUDA_SUCCESS: prints "<what> -> <name>" on stderr and returns -1 */
+int cuapp_failed(const struct cu *cu, CUresult rc, const char *what);
+int cuapp_ipc_export(struct cuapp *app);
+int cuapp_ipc_import(struct cuapp *app);
+
+/* cuapp_mem.c */
+uint64_t cuapp_word(uint64_t seed, unsigned int index, size_t k);
+int cuapp_allocate(struct cuapp *app);
+int cuapp_fill(struct cuapp *app, const struct cuapp_alloc *a);
+/* Checks bytes at off of allocation a (whole words); 0, or -1 with where it
+ * differs in why. */
+int cuapp_check(struct cuapp *app, const struct cuapp_alloc *a, size_t off, size_t bytes, char *why,
+		size_t len);
+
+#endif

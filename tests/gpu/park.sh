@@ -1,0 +1,89 @@
+#!/bin/bash
+# Parking on a real GPU, side by side with the driver's path on the same
+# processes: PyTorch processes of each size in GIBS run under 'cudasnap run';
+# each round checkpoints and restores every one once with --no-park (the
+# driver alone) and once parked, in alternating order (ORDER1, ORDER2; the
+# mode "unpinned" parks with CUDASNAP_PARK_PIN=drop), and verifies every
+# byte after each restore. Then: what the interposer costs while idle, and
+# torch.multiprocessing CUDA IPC under the interposer.
+#   tests/gpu/park.sh TOOLS OUT [GIBS...]   (TOOLS/cs: cudasnap, libcudasnap-park.so)
+set -u
+T=$1; OUT=$2; shift 2
+GIBS=${*:-16}
+CS=$T/cs/cudasnap
+export CUDASNAP_PARK_LIB=$T/cs/libcudasnap-park.so
+D=$(mktemp -d /tmp/park.XXXX)
+HERE=$(cd "$(dirname "$0")" && pwd)
+pass=0; fail=0
+ok() { echo "PASS $*"; pass=$((pass+1)); }
+bad() { echo "FAIL $*"; fail=$((fail+1)); }
+waitfile() { for _ in $(seq 1 600); do [ -s "$1" ] && return 0; sleep 0.2; done; return 1; }
+verify() { # pid label
+	rm -f "$D/$1.verify"; kill -USR1 "$1"
+	if waitfile "$D/$1.verify" && grep -q '^ok' "$D/$1.verify"; then ok "$2: $(cat "$D/$1.verify")"; else bad "$2: $(cat "$D/$1.verify" 2>/dev/null)"; fi
+}
+secs() { python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); t=o["processes"][0] if o.get("processes") else {}; print(o["outcome"], "%.3f" % o["wall_seconds"], json.dumps({k: round(v, 3) for k, v in t.get("seconds",{}).items()}), json.dumps(t.get("park")))' "$1" 2>/dev/null || echo "? ? ?"; }
+cycle() { # pid mode label
+	local flag="" pin=keep; [ "$2" = driver ] && flag=--no-park; [ "$2" = unpinned ] && pin=drop
+	CUDASNAP_PARK_PIN=$pin $CS checkpoint --pid "$1" $flag --json > "$OUT/$3.ckpt.json" 2> "$OUT/$3.ckpt.err"; local rc1=$?
+	CUDASNAP_PARK_PIN=$pin $CS restore --pid "$1" $flag --json > "$OUT/$3.rest.json" 2> "$OUT/$3.rest.err"; local rc2=$?
+	echo "RESULT $3 checkpoint rc=$rc1 $(secs "$OUT/$3.ckpt.json") restore rc=$rc2 $(secs "$OUT/$3.rest.json")"
+	[ $rc1 = 0 ] && [ $rc2 = 0 ] || { bad "$3 rc $rc1/$rc2"; cat "$OUT/$3.ckpt.err" "$OUT/$3.rest.err"; }
+	verify "$1" "$3 data"
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
+for g in $GIBS; do
+	$CS run -- python3 "$HERE/park_workload.py" --dir "$D" --gib "$g" > "$OUT/w$g.out" 2>&1 &
+	P=$!
+	waitfile "$D/$P.ready" || { bad "workload $g GiB did not start"; cat "$OUT/w$g.out"; continue; }
+	$CS ps > "$OUT/ps$g.txt" 2>&1
+	for r in 1 2; do
+		if [ $r = 1 ]; then order=${ORDER1:-driver park}; else order=${ORDER2:-park driver}; fi
+		for m in $order; do cycle $P $m "g${g}r${r}$m"; done
+	done
+	kill $P; wait $P
+done
+# idle cost: allocation-heavy PyTorch, without and with the interposer
+for r in $(seq 1 ${BENCH_ROUNDS:-2}); do
+	python3 "$HERE/park_workload.py" --bench | sed 's/^/BENCH plain /'
+	$CS run -- python3 "$HERE/park_workload.py" --bench | sed 's/^/BENCH park /'
+done
+[ -n "${NO_IPC:-}" ] && { rm -rf "$D"; echo "$pass passed, $fail failed"; exit 0; }
+# A plain-C cudaIpcGetMemHandle pair (tests/gpu/ipc_pair.cu) under the
+# interposer: parked together, both come back with their data; the
+# exporter alone is refused; the importer alone parks and comes back.
+if command -v nvcc > /dev/null && nvcc -O2 -arch=sm_90 -o "$D/ipc_pair" "$HERE/ipc_pair.cu" -lcuda; then
+	mkdir -p "$D/pair"
+	$CS run -- "$D/ipc_pair" export --dir "$D/pair" --mib "${PAIR_MIB:-4096}" > "$OUT/pair-e.out" 2>&1 & E=$!
+	waitfile "$D/pair/$E.ready"
+	$CS run -- "$D/ipc_pair" import --dir "$D/pair" > "$OUT/pair-i.out" 2>&1 & I=$!
+	waitfile "$D/pair/$I.ready" || cat "$OUT/pair-i.out"
+	pverify() { for p in $E $I; do rm -f "$D/pair/$p.verify"; kill -USR1 $p; done
+		for p in $E $I; do if waitfile "$D/pair/$p.verify" && grep -q '^ok' "$D/pair/$p.verify"; then ok "pair $1 $p: $(cat "$D/pair/$p.verify")"; else bad "pair $1 $p: $(cat "$D/pair/$p.verify" 2>/dev/null)"; fi; done; }
+	pverify before
+	$CS checkpoint --pid $E --pid $I --json > "$OUT/pair.ckpt.json" 2> "$OUT/pair.ckpt.err"; rc1=$?
+	$CS restore --pid $E --pid $I --json > "$OUT/pair.rest.json" 2> "$OUT/pair.rest.err"; rc2=$?
+	echo "RESULT pair checkpoint rc=$rc1 $(secs "$OUT/pair.ckpt.json") restore rc=$rc2 $(secs "$OUT/pair.rest.json")"
+	[ $rc1 = 0 ] && [ $rc2 = 0 ] && ok "pair together" || { bad "pair together $rc1/$rc2"; cat "$OUT/pair.ckpt.err" "$OUT/pair.rest.err"; }
+	pverify "after together"
+	$CS checkpoint --pid $E > /dev/null 2> "$OUT/pair.e.err"; rc=$?
+	[ $rc != 0 ] && grep -q "maps its memory" "$OUT/pair.e.err" && ok "exporter alone refused (rc $rc): $(grep error "$OUT/pair.e.err" | head -2 | tr '\n' ' ')" || { bad "exporter alone rc=$rc"; cat "$OUT/pair.e.err"; $CS restore --pid $E; }
+	$CS checkpoint --pid $I > /dev/null 2> "$OUT/pair.i.err" && $CS restore --pid $I > /dev/null 2>> "$OUT/pair.i.err" && ok "importer alone" || { bad "importer alone"; cat "$OUT/pair.i.err"; }
+	pverify "after importer alone"
+	kill $I $E; wait $I $E
+fi
+# CUDA IPC under the interposer: torch.multiprocessing shares a tensor
+mkdir -p "$D/ipc"
+$CS run -- python3 "$HERE/torch_ipc.py" --dir "$D/ipc" --mib 1024 > "$OUT/ipc.out" 2>&1 &
+IP=$!
+for _ in $(seq 1 300); do [ "$(ls "$D"/ipc/*.ready 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.2; done
+for f in "$D"/ipc/*.ready; do
+	p=$(basename "$f" .ready); rm -f "$D/ipc/$p.verify"; kill -USR1 "$p"
+	sleep 2; if grep -q '^ok' "$D/ipc/$p.verify" 2>/dev/null; then ok "ipc $(cat "$f" | tr -d '\n') $p: $(cat "$D/ipc/$p.verify")"; else bad "ipc $p: $(cat "$D/ipc/$p.verify" 2>/dev/null) $(cat "$OUT/ipc.out")"; fi
+done
+$CS ps > "$OUT/ps-ipc.txt" 2>&1; cat "$OUT/ps-ipc.txt"
+$CS checkpoint --tree $IP --json > "$OUT/ipc.ckpt.json" 2> "$OUT/ipc.ckpt.err"; echo "ipc checkpoint rc=$? $(head -c 600 "$OUT/ipc.ckpt.err")"
+$CS restore --tree $IP > /dev/null 2>&1
+pkill -TERM -P $IP; kill $IP; wait $IP
+rm -rf "$D"
+echo "$pass passed, $fail failed"

@@ -1,0 +1,327 @@
+"""Parking (park/, cudasnap run): the interposer in fakecuda-cuapp, a program
+that reaches the driver double as the CUDA runtime reaches libcuda (dlopen,
+cuGetProcAddress). Each test checks what the program holds afterwards, byte
+for byte, and the state the driver reports."""
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+from harness import BIN, Case
+
+CUAPP = os.environ.get("FAKE_CUAPP", "")
+PARK_LIB = os.environ.get("PARK_LIB", "")
+MODE = "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE"
+
+
+class App:
+    """A fakecuda-cuapp process and its output lines."""
+
+    def __init__(self, case, args, park=True):
+        argv = [BIN, "run", "--", CUAPP, *args] if park else [CUAPP, *args]
+        env = dict(case.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=case.tmp)
+        # in the sanitizer build the preloaded interposer comes before
+        # libasan, which the program itself also links
+        asan = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+        self.p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  start_new_session=True)
+        case.apps.append(self.p)
+        self.pid = self.p.pid
+        self.buf = b""
+        self.ready = self.line("ready", 20)
+        if self.ready is None:
+            case.fail(f"{argv}: not ready: {self.p.stderr.read1(4096) if self.p.poll() is not None else ''}")
+        self.bytes = int(dict(kv.split("=", 1) for kv in self.ready.split()[1:])["bytes"])
+
+    def line(self, prefix, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            while b"\n" in self.buf:
+                ln, self.buf = self.buf.split(b"\n", 1)
+                if ln.decode().startswith(prefix):
+                    return ln.decode()
+            r, _, _ = select.select([self.p.stdout], [], [], 0.1)
+            if r:
+                chunk = os.read(self.p.stdout.fileno(), 4096)
+                if not chunk:
+                    return None
+                self.buf += chunk
+        return None
+
+    def verify(self):
+        os.kill(self.pid, signal.SIGUSR1)
+        return self.line("verify", 20)
+
+
+def control(pid, request, keep=None):
+    """One request to pid's control socket, found as cudasnap finds it;
+    returns the answer (and leaves the connection in keep, a list, open)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(int(link[8:-1]))
+    path = None
+    with open(f"/proc/{pid}/net/unix") as f:
+        for ln in f.read().splitlines()[1:]:
+            parts = ln.split()
+            if len(parts) >= 8 and int(parts[6]) in inodes and "/.cudasnap-park." in parts[7]:
+                path = parts[7]
+    assert path, f"no control socket for {pid}"
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(20)
+    s.connect(f"/proc/{pid}/root{path}")
+    s.sendall(request.encode() + b"\n")
+    answer = b""
+    while not answer.endswith(b"\n"):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    if keep is not None:
+        keep.append(s)
+    else:
+        s.close()
+    return answer.decode(), path
+
+
+def status(pid):
+    return dict(kv.split("=", 1) for kv in control(pid, "status")[0].split()[1:] if "=" in kv)
+
+
+class ParkCase(Case):
+    def cs(self, *args, **kw):
+        return super().cs(*map(str, args), **kw)
+
+
+@unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
+class Park(ParkCase):
+    def app(self, *args, park=True):
+        return App(self, ["--alloc-mib", "8", "--allocs", "3", "--small-kib", "64", "--interval-ms", "20", *args],
+                   park=park)
+
+    def target(self, r):
+        self.assertIsNotNone(r.obj, r)
+        return r.obj["processes"][0]
+
+    def assertParkedCycle(self, a, *extra):
+        r = self.cs("checkpoint", "--pid", a.pid, "--json", *extra)
+        self.assertEqual(r.rc, 0, r)
+        t = self.target(r)
+        self.assertIn("park", t["seconds"], t)
+        self.assertEqual(t["park"]["bytes"], 3 * 8 << 20)
+        self.assertTrue(t["park"]["parked"])
+        # the device memory left the GPU: the program holds only what the
+        # interposer does not back (64 KiB), and its host copy
+        self.assertEqual(status(a.pid)["parked"], "1")
+        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
+        r = self.cs("restore", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        t = self.target(r)
+        self.assertIn("unpark", t["seconds"], t)
+        self.assertFalse(t["park"]["parked"])
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_parks_and_unparks_with_the_data(self):
+        a = self.app()
+        st = status(a.pid)
+        self.assertEqual((st["parkable"], st["allocs"], st["bytes"]), ("1", "3", str(3 * 8 << 20)))
+        self.assertParkedCycle(a)
+        self.assertParkedCycle(a)  # and again
+
+    def test_no_park_leaves_it_to_the_driver(self):
+        a = self.app()
+        r = self.cs("checkpoint", "--pid", a.pid, "--json", "--no-park")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", self.target(r)["seconds"])
+        self.assertEqual(status(a.pid)["parked"], "0")
+        r = self.cs("restore", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("unpark", self.target(r)["seconds"])
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+        r = self.cs("checkpoint", "--pid", a.pid, "--json", env={"CUDASNAP_NO_PARK": "1"})
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", self.target(r)["seconds"])
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+
+    def test_without_the_interposer_nothing_changes(self):
+        a = self.app(park=False)
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", self.target(r))
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_failed_checkpoint_unparks(self):
+        a = self.app()
+        self.fault(f"{a.pid} checkpoint error=999")
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(r.obj["outcome"], "rolled-back", r)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(status(a.pid)["gate"], "open")
+        self.assertEqual(self.states([a.pid]), {a.pid: "running"})
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_park_that_fails_half_way_changes_nothing(self):
+        a = self.app("--interval-ms", "600000")  # no copy of its own meanwhile
+        self.fault("* dtoh error=999")
+        r = self.cs("checkpoint", "--pid", a.pid)
+        self.fault()
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("park of process", r.err)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(self.states([a.pid]), {a.pid: "running"})
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+        self.assertParkedCycle(a)  # without the fault it parks
+
+    def test_an_unpark_that_fails_rolls_the_restore_back(self):
+        a = self.app()
+        r = self.cs("checkpoint", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.fault("* mem_create error=2 1")  # out of GPU memory, once
+        r = self.cs("restore", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(r.obj["outcome"], "rolled-back", r)
+        self.assertIn("stays parked in host memory", r.err)
+        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
+        self.assertEqual(status(a.pid)["parked"], "1")
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_park_cudasnap_does_not_see_through_is_undone(self):
+        a = self.app()
+        held = []
+        answer, _ = control(a.pid, "park 5000", keep=held)
+        self.assertTrue(answer.startswith("ok parked=1"), answer)
+        self.assertEqual(status(a.pid)["gate"], "closed")
+        held[0].close()  # as if cudasnap died before its commit
+        deadline = time.monotonic() + 10
+        while status(a.pid)["parked"] != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(status(a.pid)["gate"], "open")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_only_root_and_its_user_may_ask(self):
+        a = self.app()
+        _, path = control(a.pid, "status")
+        probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX)\n"
+                 "try:\n s.connect(sys.argv[1]); s.sendall(b'park 100\\n'); print(s.recv(100))\n"
+                 "except OSError as e: print('refused', e.errno)\n")
+        # a python that another user may run (not one under /root)
+        python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+        p = subprocess.run([python, "-c", probe, f"/proc/{a.pid}/root{path}"], capture_output=True,
+                           text=True, user=65534, group=65534, timeout=20)
+        self.assertIn("refused", p.stdout, p)
+        self.assertEqual(status(a.pid)["parked"], "0")
+
+    def test_ps_and_dry_run_say_it(self):
+        a = self.app()
+        procs, _ = self.ps()
+        self.assertEqual(procs[a.pid]["park"]["parkable"], True)
+        self.assertEqual(procs[a.pid]["park"]["bytes"], 3 * 8 << 20)
+        self.assertIn(f"parking: {a.pid} (", self.cs("ps").out)
+        r = self.cs("checkpoint", "--pid", a.pid, "--dry-run", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("24.0 MiB of its device memory parks before the lock", r.err)
+        self.assertEqual(self.cs("checkpoint", "--pid", a.pid).rc, 0)
+        self.assertIn(f"parked: {a.pid} (", self.cs("ps").out)
+        r = self.cs("restore", "--pid", a.pid, "--dry-run")
+        self.assertIn("is parked: unparked after the unlock", r.err)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        procs, _ = self.ps()
+        self.assertEqual(procs[a.pid]["park"]["parked"], False)
+
+    def test_hook_parks_too(self):
+        a = self.app()
+        r = self.cs("hook", "--json", env={MODE: "save"})
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(a.pid)["parked"], "1")
+        r = self.cs("hook", "--json", env={MODE: "restore"})
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+
+@unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
+class IpcPairs(ParkCase):
+    """cuIpcGetMemHandle / cuIpcOpenMemHandle between interposed processes."""
+
+    def pair(self, importer_parked=True, exporter_parked=True):
+        handle = os.path.join(self.tmp, "handle")
+        e = App(self, ["--alloc-mib", "8", "--seed", "7", "--ipc-export", handle], park=exporter_parked)
+        i = App(self, ["--alloc-mib", "4", "--ipc-import", handle, "--peer-seed", "7"], park=importer_parked)
+        return e, i
+
+    def test_parked_together_both_come_back(self):
+        e, i = self.pair()
+        self.assertEqual(status(i.pid)["ipc_imports"], "1")
+        self.assertEqual(status(e.pid)["ipc_attached"], "1")
+        r = self.cs("checkpoint", "--pid", e.pid, "--pid", i.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.states([e.pid, i.pid]), {e.pid: "checkpointed", i.pid: "checkpointed"})
+        r = self.cs("restore", "--pid", e.pid, "--pid", i.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
+    def test_the_exporter_alone_is_refused_naming_the_importer(self):
+        e, i = self.pair()
+        r = self.cs("checkpoint", "--pid", e.pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn(f"process {i.pid} maps its memory", r.err)
+        self.assertEqual(self.states([e.pid]), {e.pid: "running"})
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
+    def test_the_importer_alone_comes_back(self):
+        e, i = self.pair()
+        self.assertEqual(self.cs("checkpoint", "--pid", i.pid).rc, 0)
+        self.assertEqual(status(e.pid)["ipc_attached"], "0")
+        r = self.cs("restore", "--pid", i.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(e.pid)["ipc_attached"], "1")
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
+    def test_an_importer_left_to_the_driver_is_refused(self):
+        # --no-park: the driver would checkpoint the importer and never
+        # restore it, so the checkpoint refuses it before anything changes
+        e, i = self.pair()
+        r = self.cs("checkpoint", "--pid", i.pid, "--no-park", "--dry-run", "--json")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("ipc-import", json.dumps(r.obj))
+        r = self.cs("checkpoint", "--pid", i.pid, "--no-park")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("through cudasnap's interposer (--no-park)", r.err)
+        self.assertEqual(self.states([i.pid]), {i.pid: "running"})
+
+    def test_an_import_through_the_driver_goes_the_drivers_way(self):
+        # the exporter runs no interposer: the driver made the handle, the
+        # importer's interposer cannot carry the import, and the driver could
+        # never restore it
+        e, i = self.pair(exporter_parked=False)
+        procs, _ = self.ps()
+        self.assertEqual(procs[i.pid]["park"]["parkable"], False)
+        self.assertIn("through the driver's CUDA IPC", procs[i.pid]["park"]["why_not"])
+        r = self.cs("checkpoint", "--pid", i.pid, "--dry-run")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("driver-path", r.err)
+        self.assertIn("ipc-import", r.err)
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
