@@ -226,6 +226,9 @@ typedef struct cs_proc {
 	 * but can never restore. "" when none. */
 	int ipc_maps, ipc_fds;
 	char ipc_import[64];
+	/* It maps the parking interposer (libcudasnap-park.so): the only
+	 * processes whose control socket is looked for. */
+	bool maps_park;
 } cs_proc;
 
 typedef struct cs_unreadable {

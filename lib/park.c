@@ -29,6 +29,8 @@ static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t kl
 		snprintf(a->stage, sizeof(a->stage), "%.*s", (int)strcspn(v, " "), v);
 	else if (key_is(k, klen, "busy"))
 		a->busy = strtol(v, &end, 10);
+	else if (key_is(k, klen, "pid"))
+		a->pid = (int)strtol(v, &end, 10);
 	else if (key_is(k, klen, "importer"))
 		a->importer = (int)strtol(v, &end, 10);
 	else if (key_is(k, klen, "bytes"))
@@ -122,12 +124,18 @@ static int ask(int conn, const char *req, char *line, size_t size)
 void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 {
 	memset(info, 0, sizeof(*info));
+	/* A child forked without exec holds its parent's socket: the answer
+	 * must come from the process itself, as its own namespace names it. */
+	cs_proc_ident id = { .nspid = pid };
+	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
+	if (pdir < 0 || cs_proc_read_ident(pdir, pid, &id) < 0)
+		return;
 	int conn = park_find_connect(pid, cs_proc_dir(), (int)timeout_ms);
 	if (conn < 0)
 		return;
 	char line[LINE_MAX_PARK];
 	cs_park_answer a;
-	if (ask(conn, "status\n", line, sizeof(line)) == 0 && cs_park_parse(line, &a, info) == 0)
+	if (ask(conn, "status\n", line, sizeof(line)) == 0 && cs_park_parse(line, &a, info) == 0 && a.pid == id.nspid)
 		info->seen = true;
 	close(conn);
 }

@@ -27,6 +27,7 @@ typedef struct cs_park_answer {
 	int code;
 	char stage[32];
 	long busy;
+	int pid; /* status: the answering process, in its own PID namespace */
 	int importer; /* check: a process that maps its memory */
 	char why[160];
 	unsigned long long bytes;

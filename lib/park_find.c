@@ -127,8 +127,41 @@ static char *read_text(const char *file)
 	return buf;
 }
 
+#define LIB_NAME "/libcudasnap-park.so"
+
+bool park_find_is_lib(const char *path, size_t len)
+{
+	size_t n = sizeof(LIB_NAME) - 1;
+	return len >= n && memcmp(path + len - n, LIB_NAME, n) == 0;
+}
+
+bool park_find_mapped(pid_t pid, const char *proc)
+{
+	char file[64];
+	snprintf(file, sizeof(file), "%s/%d/maps", proc, (int)pid);
+	FILE *f = fopen(file, "re");
+	if (f == NULL)
+		return false;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	bool found = false;
+	while (!found && (len = getline(&line, &cap, f)) > 0) {
+		if (line[len - 1] == '\n')
+			len--;
+		found = park_find_is_lib(line, (size_t)len);
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
 int park_find_path(pid_t pid, const char *proc, char *path, size_t size)
 {
+	/* Only a process that maps the interposer has a control socket: the
+	 * others never cost a read of their namespace's socket list. */
+	if (!park_find_mapped(pid, proc))
+		return -1;
 	unsigned long *inodes = malloc(MAX_INODES * sizeof(*inodes));
 	if (inodes == NULL)
 		return -1;

@@ -4,9 +4,15 @@
 #ifndef CS_PARK_FIND_H
 #define CS_PARK_FIND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
+/* Whether a mapped file's path (len bytes, not terminated) is the
+ * interposer's library. */
+bool park_find_is_lib(const char *path, size_t len);
+/* Whether pid maps it (its /proc/PID/maps under proc). */
+bool park_find_mapped(pid_t pid, const char *proc);
 /* The path the process pid bound its control socket to (in its own mount
  * namespace), looked up among the process's own listening sockets under
  * proc (a /proc): 0, or -1 when it has none. */

@@ -55,7 +55,7 @@ static void check_ipc(const cs_session *s, const cs_proc *p, cs_plan_entry *e)
 	 * run the parking interposer) only in the interposer's answer. */
 	char through[64] = "";
 	const char *what = p->ipc_import;
-	if (!what[0] && !p->halt && cs_park_imports(p->pid, !s->no_park, through, sizeof(through)))
+	if (!what[0] && !p->halt && p->maps_park && cs_park_imports(p->pid, !s->no_park, through, sizeof(through)))
 		what = through;
 	if (!what[0])
 		return;
@@ -171,7 +171,7 @@ static void note_bystander(const cs_session *s, const cs_proc *p, cs_plan_entry 
  * why. Never blocks. */
 static void note_park(const cs_session *s, const cs_proc *p, cs_plan_entry *e)
 {
-	if (p->busy || p->halt || (s->no_park && s->o->op == CS_OP_CHECKPOINT))
+	if (p->busy || p->halt || !p->maps_park || (s->no_park && s->o->op == CS_OP_CHECKPOINT))
 		return;
 	cs_park_info pi;
 	cs_park_status(p->pid, 2000, &pi);

@@ -1,4 +1,5 @@
 #include "proc.h"
+#include "park_find.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -470,6 +471,8 @@ static int maps_line(cs_proc *p, const char *devdir, const char *line, size_t le
 		cs_sanitize(ref.path, sizeof(ref.path), m.path, m.path_len);
 		return cs_proc_add_ref(p, &ref);
 	}
+	if (park_find_is_lib(m.path, m.path_len))
+		p->maps_park = true;
 	if (cs_path_is_cuda_ipc(m.path, m.path_len))
 		p->ipc_maps++;
 	else if (cs_path_is_libcuda(m.path, m.path_len))

@@ -553,7 +553,9 @@ static void look_for_parking(run *r)
 	bool parks = r->o->op == CS_OP_CHECKPOINT || r->o->op == CS_OP_RESTORE;
 	for (size_t i = 0; i < r->n; i++) {
 		cs_target *t = &r->t[i];
-		if (!parks || (r->o->no_park && r->o->op == CS_OP_CHECKPOINT) || !alive(t))
+		cs_halt_info h;
+		/* a stopped process could not answer: it is asked nothing */
+		if (!parks || (r->o->no_park && r->o->op == CS_OP_CHECKPOINT) || !alive(t) || halted_now(t, &h))
 			continue;
 		cs_park_info info;
 		cs_park_status(t->pid, 2000, &info);

@@ -85,16 +85,23 @@ CUresult park_map_new(struct park_alloc *a, const struct park_real *r)
 	return CU_OK;
 }
 
+bool park_grow(void **arr, size_t n, size_t *cap, size_t elem)
+{
+	if (n < *cap)
+		return true;
+	size_t ncap = *cap ? *cap * 2 : 16;
+	void *na = realloc(*arr, ncap * elem);
+	if (na == NULL)
+		return false;
+	*arr = na;
+	*cap = ncap;
+	return true;
+}
+
 static int add(const struct park_alloc *a)
 {
-	if (park_tab.n == park_tab.cap) {
-		size_t cap = park_tab.cap ? park_tab.cap * 2 : 64;
-		struct park_alloc *na = realloc(park_tab.a, cap * sizeof(*na));
-		if (na == NULL)
-			return -1;
-		park_tab.a = na;
-		park_tab.cap = cap;
-	}
+	if (!park_grow((void **)&park_tab.a, park_tab.n, &park_tab.cap, sizeof(*park_tab.a)))
+		return -1;
 	park_tab.a[park_tab.n++] = *a;
 	park_tab.backed_bytes += a->size;
 	return 0;

@@ -26,6 +26,17 @@
 
 static pthread_once_t started = PTHREAD_ONCE_INIT;
 static char sock_path[108];
+static int listen_fd = -1;
+
+/* A child forked without exec has no control thread, and must not hold its
+ * parent's socket: cudasnap would find the parent's answers there. */
+static void forget_in_child(void)
+{
+	if (listen_fd >= 0)
+		close(listen_fd);
+	listen_fd = -1;
+	sock_path[0] = 0;
+}
 
 static void remove_socket(void)
 {
@@ -42,9 +53,13 @@ static int bind_in(int fd, const char *dir)
 	int n = snprintf(a.sun_path, sizeof(a.sun_path), "%s/.cudasnap-park.%d.%08x", dir, (int)getpid(), rnd);
 	if (n < 0 || (size_t)n >= sizeof(a.sun_path))
 		return -1;
-	mode_t old = umask(077);
+	/* Not umask: it is the whole process's, and the program may be creating
+	 * files meanwhile. Until the chmod, the peer check keeps others out. */
 	int rc = bind(fd, (struct sockaddr *)&a, sizeof(a));
-	umask(old);
+	if (rc == 0 && chmod(a.sun_path, 0600) != 0) {
+		unlink(a.sun_path);
+		return -1;
+	}
 	if (rc == 0)
 		snprintf(sock_path, sizeof(sock_path), "%s", a.sun_path);
 	return rc;
@@ -186,6 +201,8 @@ static void start(void)
 		return;
 	}
 	atexit(remove_socket);
+	listen_fd = fd;
+	pthread_atfork(NULL, NULL, forget_in_child);
 	/* The thread must take no signal meant for the program. */
 	sigset_t all, old;
 	sigfillset(&all);

@@ -63,17 +63,8 @@ static void attach_note(CUdeviceptr va, pid_t pid, bool on)
 		i++;
 	if (!on && i < natts) {
 		atts[i] = atts[--natts];
-	} else if (on && i == natts) {
-		if (natts == capatts) {
-			size_t cap = capatts ? capatts * 2 : 16;
-			struct attach *n = realloc(atts, cap * sizeof(*n));
-			if (n) {
-				atts = n;
-				capatts = cap;
-			}
-		}
-		if (natts < capatts)
-			atts[natts++] = (struct attach){ va, pid };
+	} else if (on && i == natts && park_grow((void **)&atts, natts, &capatts, sizeof(*atts))) {
+		atts[natts++] = (struct attach){ va, pid };
 	}
 	pthread_mutex_unlock(&imp_mu);
 }
@@ -248,15 +239,7 @@ static CUresult import_mapped(const struct park_real *r, const struct handle_v1 
 		return rc;
 	}
 	pthread_mutex_lock(&imp_mu);
-	if (nimps == capimps) {
-		size_t cap = capimps ? capimps * 2 : 16;
-		struct import *n = realloc(imps, cap * sizeof(*n));
-		if (n) {
-			imps = n;
-			capimps = cap;
-		}
-	}
-	if (nimps < capimps)
+	if (park_grow((void **)&imps, nimps, &capimps, sizeof(*imps)))
 		imps[nimps++] = im;
 	else
 		rc = CU_ERR_OUT_OF_MEMORY;

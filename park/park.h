@@ -106,6 +106,8 @@ CUresult park_free(CUdeviceptr dptr);
 struct park_alloc *park_find(CUdeviceptr dptr);
 CUresult park_map_new(struct park_alloc *a, const struct park_real *r);
 void park_mark_unparkable(const char *why);
+/* Room for one more element in *arr (n used of *cap); false when out of memory. */
+bool park_grow(void **arr, size_t n, size_t *cap, size_t elem);
 
 /* move.c: park and unpark; the answer is written into reply */
 /* unpin: unpin the host copy once made (the driver's checkpoint and

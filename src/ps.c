@@ -134,7 +134,7 @@ static void print_table(const cs_ptable *t, const cs_driver *d)
  * operation's). */
 static bool park_of(const cs_proc *p, cs_park_info *pi)
 {
-	if (p->cls != CS_CLASS_CUDA || p->busy || p->halt)
+	if (p->cls != CS_CLASS_CUDA || p->busy || p->halt || !p->maps_park)
 		return false;
 	cs_park_status(p->pid, 2000, pi);
 	return pi->seen;
