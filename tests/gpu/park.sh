@@ -26,7 +26,7 @@ secs() { python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); t=o["proce
 cycle() { # pid mode label
 	local flag="" pin=keep; [ "$2" = driver ] && flag=--no-park; [ "$2" = unpinned ] && pin=drop
 	CUDASNAP_PARK_PIN=$pin $CS checkpoint --pid "$1" $flag --json > "$OUT/$3.ckpt.json" 2> "$OUT/$3.ckpt.err"; local rc1=$?
-	CUDASNAP_PARK_PIN=$pin $CS restore --pid "$1" $flag --json > "$OUT/$3.rest.json" 2> "$OUT/$3.rest.err"; local rc2=$?
+	CUDASNAP_PARK_PIN=$pin $CS restore --pid "$1" --json > "$OUT/$3.rest.json" 2> "$OUT/$3.rest.err"; local rc2=$?
 	echo "RESULT $3 checkpoint rc=$rc1 $(secs "$OUT/$3.ckpt.json") restore rc=$rc2 $(secs "$OUT/$3.rest.json")"
 	[ $rc1 = 0 ] && [ $rc2 = 0 ] || { bad "$3 rc $rc1/$rc2"; cat "$OUT/$3.ckpt.err" "$OUT/$3.rest.err"; }
 	verify "$1" "$3 data"
@@ -37,12 +37,26 @@ for g in $GIBS; do
 	P=$!
 	waitfile "$D/$P.ready" || { bad "workload $g GiB did not start"; cat "$OUT/w$g.out"; continue; }
 	$CS ps > "$OUT/ps$g.txt" 2>&1
-	for r in 1 2; do
+	for r in $(seq 1 ${ROUNDS:-2}); do
 		if [ $r = 1 ]; then order=${ORDER1:-driver park}; else order=${ORDER2:-park driver}; fi
 		for m in $order; do cycle $P $m "g${g}r${r}$m"; done
 	done
 	kill $P; wait $P
 done
+# transformers: greedy decoding gives the same tokens after a checkpoint
+# and restore, parked and through the driver alone
+if [ -z "${NO_DECODE:-}" ]; then
+	$CS run -- python3 "$HERE/park_decode.py" --dir "$D" > "$OUT/decode.out" 2>&1 &
+	P=$!
+	if waitfile "$D/$P.ready"; then
+		echo "decode model: $(cat "$D/$P.ready")"
+		cycle $P park decode-park
+		cycle $P driver decode-driver
+	else
+		bad "decode did not start: $(tail -3 "$OUT/decode.out")"
+	fi
+	kill $P; wait $P
+fi
 # idle cost: allocation-heavy PyTorch, without and with the interposer
 for r in $(seq 1 ${BENCH_ROUNDS:-2}); do
 	python3 "$HERE/park_workload.py" --bench | sed 's/^/BENCH plain /'
