@@ -126,6 +126,8 @@ void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 	memset(info, 0, sizeof(*info));
 	/* A child forked without exec holds its parent's socket: the answer
 	 * must come from the process itself, as its own namespace names it. */
+	if (!park_find_mapped(pid, cs_proc_dir()))
+		return; /* the common case, answered by one read of its maps */
 	cs_proc_ident id = { .nspid = pid };
 	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
 	if (pdir < 0 || cs_proc_read_ident(pdir, pid, &id) < 0)

@@ -9,16 +9,6 @@
 
 #include "park.h"
 
-struct park_table park_tab = { .mu = PTHREAD_MUTEX_INITIALIZER };
-
-void park_mark_unparkable(const char *why)
-{
-	pthread_mutex_lock(&park_tab.mu);
-	if (park_tab.unparkable == NULL)
-		park_tab.unparkable = why;
-	pthread_mutex_unlock(&park_tab.mu);
-}
-
 static bool backing_wanted(void)
 {
 	static int wanted = -1;
@@ -85,19 +75,6 @@ CUresult park_map_new(struct park_alloc *a, const struct park_real *r)
 	return CU_OK;
 }
 
-bool park_grow(void **arr, size_t n, size_t *cap, size_t elem)
-{
-	if (n < *cap)
-		return true;
-	size_t ncap = *cap ? *cap * 2 : 16;
-	void *na = realloc(*arr, ncap * elem);
-	if (na == NULL)
-		return false;
-	*arr = na;
-	*cap = ncap;
-	return true;
-}
-
 static int add(const struct park_alloc *a)
 {
 	if (!park_grow((void **)&park_tab.a, park_tab.n, &park_tab.cap, sizeof(*park_tab.a)))
@@ -147,7 +124,6 @@ static CUresult back(const struct park_real *r, CUdeviceptr *dptr, size_t bytes)
 		return rc == CU_ERR_OUT_OF_MEMORY ? rc : CU_ERR_NOT_SUPPORTED;
 	}
 	*dptr = a.va;
-	park_control_start();
 	return CU_OK;
 }
 
@@ -162,16 +138,6 @@ CUresult park_alloc(CUdeviceptr *dptr, size_t bytes)
 		rc = r->mem_alloc(dptr, bytes);
 	park_gate_leave();
 	return rc;
-}
-
-struct park_alloc *park_find(CUdeviceptr dptr)
-{
-	for (size_t i = 0; i < park_tab.n; i++) {
-		struct park_alloc *a = &park_tab.a[i];
-		if (dptr >= a->va && dptr - a->va < a->size)
-			return a;
-	}
-	return NULL;
 }
 
 CUresult park_free(CUdeviceptr dptr)

@@ -323,8 +323,6 @@ CUresult park_ipc_open(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned flags)
 		rc = CU_ERR_INVALID_VALUE;
 	} else {
 		rc = import_mapped(r, &h, dptr);
-		if (rc == CU_OK)
-			park_control_start();
 	}
 	park_gate_leave();
 	return rc;

@@ -44,13 +44,6 @@ static struct chunk *chunks;
 static size_t nchunks;
 static unsigned long long parked_bytes;
 
-double park_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 bool park_is_parked(void)
 {
 	pthread_mutex_lock(&move_mu);
