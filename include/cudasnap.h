@@ -377,7 +377,7 @@ typedef struct cs_target {
 	 * memory is in its host memory now (as it said). park_why: why it is
 	 * not parkable. park_conn: the connection that holds a park, -1 none
 	 * (the engine sets it). */
-	bool park_seen, parkable, parked;
+	bool park_seen, parkable, parked, was_parked; /* was_parked: when the command began */
 	unsigned park_imports; /* other processes' memory it maps: it parks before them, unparks after */
 	unsigned long long park_bytes;
 	char park_why[160];

@@ -4,6 +4,7 @@
  * privileges checked before the driver refuses, leftovers checked, the
  * manifest kept. */
 #include "session_int.h"
+#include "park.h"
 #include "devmap.h"
 #include "env.h"
 #include "gpuroom.h"
@@ -154,6 +155,17 @@ static int check_privileges(const cs_session *s, cs_error *err)
 	return 0;
 }
 
+/* A restore also takes a process left running and parked (an unpark that
+ * failed): its unpark alone brings it back. */
+static bool parked_running(const cs_session *s, const cs_target *t)
+{
+	if (s->o->op != CS_OP_RESTORE || t->state != CS_STATE_RUNNING)
+		return false;
+	cs_park_info pi;
+	cs_park_status(t->pid, 2000, &pi);
+	return pi.seen && pi.parked;
+}
+
 /* For restore and unlock, only processes in the starting state belong to
  * the set; checkpoint and lock report the others as left as they were. A
  * process whose state is unknown (stopped, so not asked) stays: the
@@ -166,7 +178,7 @@ static void keep_relevant(cs_session *s)
 	int want = op == CS_OP_RESTORE ? CS_STATE_CHECKPOINTED : CS_STATE_LOCKED;
 	size_t k = 0;
 	for (size_t i = 0; i < s->n; i++)
-		if (s->t[i].state == want || s->t[i].state == CS_STATE_UNKNOWN)
+		if (s->t[i].state == want || s->t[i].state == CS_STATE_UNKNOWN || parked_running(s, &s->t[i]))
 			s->t[k++] = s->t[i];
 	s->n = k;
 }

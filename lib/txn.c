@@ -561,7 +561,7 @@ static void look_for_parking(run *r)
 		cs_park_status(t->pid, 2000, &info);
 		t->park_seen = info.seen;
 		t->parkable = info.seen && info.parkable;
-		t->parked = info.seen && info.parked;
+		t->parked = t->was_parked = info.seen && info.parked;
 		t->park_bytes = info.bytes;
 		t->park_imports = info.imports;
 		snprintf(t->park_why, sizeof(t->park_why), "%s", info.why);
@@ -630,7 +630,9 @@ static void judge_rollback(run *r)
 		cs_target *t = &r->t[i];
 		if (t->skipped || t->exited)
 			continue;
-		bool back = !t->abandoned && t->state == t->initial_state;
+		/* parked or not as it was, too: a process left parked while its
+		 * driver state is back holds its program's GPU work */
+		bool back = !t->abandoned && t->state == t->initial_state && t->parked == t->was_parked;
 		t->rollback_failed = !back;
 		if (!back)
 			res->outcome = CS_OUTCOME_INCOMPLETE;
@@ -698,6 +700,11 @@ static void tick(void *ctx, double elapsed)
 void cs_target_recovery(const cs_target *t, char *buf, size_t size)
 {
 	int s = t->abandoned || t->halted ? CS_STATE_UNKNOWN : t->state;
+	/* running but parked: its unpark alone brings it back (a restore does) */
+	if (s == CS_STATE_RUNNING && t->parked && !t->was_parked) {
+		snprintf(buf, size, "cudasnap restore --pid %d", (int)t->pid);
+		return;
+	}
 	const char *from = s == CS_STATE_CHECKPOINTED ? "restore" : s == CS_STATE_LOCKED ? "unlock" : NULL;
 	bool back_running = t->initial_state == CS_STATE_RUNNING;
 	if (s == CS_STATE_CHECKPOINTED && t->initial_state == CS_STATE_LOCKED)

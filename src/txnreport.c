@@ -41,6 +41,8 @@ static const char *state_word(const cs_target *t)
 		return "exited";
 	if (t->abandoned)
 		return "unknown";
+	if (t->state == CS_STATE_RUNNING && t->parked)
+		return "running, parked"; /* its memory in host memory, its GPU work held */
 	return cs_state_name(t->state) ? cs_state_name(t->state) : t->halted ? "stopped" : "unknown";
 }
 

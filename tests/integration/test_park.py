@@ -174,6 +174,38 @@ class Park(ParkCase):
         self.assertEqual(self.states([a.pid]), {a.pid: "running"})
         self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
 
+    def test_a_failed_lock_unparks(self):
+        a = self.app()
+        self.fault(f"{a.pid} lock error=999")
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(r.obj["outcome"], "rolled-back", r)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(self.states([a.pid]), {a.pid: "running"})
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_an_unpark_that_fails_in_a_rollback_is_left_behind_not_back(self):
+        a = self.app("--interval-ms", "600000")
+        # the checkpoint fails, and so does every unpark (no GPU memory)
+        self.fault(f"{a.pid} checkpoint error=999", "* mem_create error=2")
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 3, r)
+        self.assertEqual(r.obj["outcome"], "incomplete", r)
+        t = self.target(r)
+        self.assertEqual(t["final_state"], "running, parked")
+        self.assertTrue(t["rollback_failed"])
+        self.assertEqual(t["recovery"], f"cudasnap restore --pid {a.pid}")
+        self.assertIn("LEFT BEHIND", r.err)
+        # the process undid nothing itself either (its own unpark fails too)
+        time.sleep(0.3)
+        self.assertEqual(status(a.pid)["parked"], "1")
+        self.fault()
+        r = self.cs("restore", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("unpark", self.target(r)["seconds"])
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
     def test_a_park_that_fails_half_way_changes_nothing(self):
         a = self.app("--interval-ms", "600000")  # no copy of its own meanwhile
         self.fault("* dtoh error=999")
