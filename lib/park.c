@@ -3,6 +3,7 @@
 #include "park.h"
 #include "park_find.h"
 #include "env.h"
+#include "halt.h"
 #include "proc.h"
 #include "util.h"
 
@@ -128,6 +129,11 @@ void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 	 * must come from the process itself, as its own namespace names it. */
 	if (!park_find_mapped(pid, cs_proc_dir()))
 		return; /* the common case, answered by one read of its maps */
+	/* A stopped, traced or frozen process cannot accept: the connection
+	 * would wait in its socket's queue, and CRIU refuses to dump a
+	 * listening socket holding one whose peer has gone. */
+	if (cs_proc_halt(cs_proc_dir(), pid, 0, NULL) != CS_HALT_NONE)
+		return;
 	cs_proc_ident id = { .nspid = pid };
 	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
 	if (pdir < 0 || cs_proc_read_ident(pdir, pid, &id) < 0)

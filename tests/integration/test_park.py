@@ -277,6 +277,24 @@ class Park(ParkCase):
         procs, _ = self.ps()
         self.assertEqual(procs[a.pid]["park"]["parked"], False)
 
+    def test_a_stopped_process_is_not_asked(self):
+        # it could not accept: the question would wait in its socket's queue
+        a = self.app()
+        os.kill(a.pid, signal.SIGSTOP)
+        try:
+            r = self.cs("ps")
+            self.assertEqual(r.rc, 0, r)
+            self.assertLess(r.wall, 1.5, r)
+            self.assertNotIn(f"parking: {a.pid}", r.out)
+            r = self.cs("checkpoint", "--pid", a.pid)
+            self.assertEqual(r.rc, 1, r)
+            self.assertIn("it is stopped", r.err)
+            self.assertLess(r.wall, 1.5, r)
+        finally:
+            os.kill(a.pid, signal.SIGCONT)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
     def test_hook_parks_too(self):
         a = self.app()
         r = self.cs("hook", "--json", env={MODE: "save"})
