@@ -60,10 +60,6 @@ static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t kl
 		info->legacy = (unsigned)strtoul(v, &end, 10);
 	else if (key_is(k, klen, "ipc_attached"))
 		info->attached = (unsigned)strtoul(v, &end, 10);
-	else if (key_is(k, klen, "allocs"))
-		info->allocs = (unsigned)strtoul(v, &end, 10);
-	else if (key_is(k, klen, "gpus"))
-		snprintf(info->gpus, sizeof(info->gpus), "%.*s", (int)strcspn(v, " "), v);
 }
 
 int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info)
@@ -89,8 +85,8 @@ int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info)
 			break;
 		}
 		if (eq) {
-			/* long enough for the GPU list; longer values are cut */
-			char v[400];
+			/* numbers and words; longer values are cut */
+			char v[64];
 			size_t vlen = tok - (size_t)(eq + 1 - p);
 			snprintf(v, sizeof(v), "%.*s", (int)(vlen < sizeof(v) ? vlen : sizeof(v) - 1), eq + 1);
 			take(a, info, p, (size_t)(eq - p), v);
@@ -125,20 +121,23 @@ static int ask(int conn, const char *req, char *line, size_t size)
 void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 {
 	memset(info, 0, sizeof(*info));
-	/* A child forked without exec holds its parent's socket: the answer
-	 * must come from the process itself, as its own namespace names it. */
-	if (!park_find_mapped(pid, cs_proc_dir()))
-		return; /* the common case, answered by one read of its maps */
+	/* The common case, a process without the interposer, costs one read
+	 * of its maps (park_find_path looks there first). */
+	char path[256];
+	if (park_find_path(pid, cs_proc_dir(), path, sizeof(path)) != 0)
+		return;
 	/* A stopped, traced or frozen process cannot accept: the connection
 	 * would wait in its socket's queue, and CRIU refuses to dump a
 	 * listening socket holding one whose peer has gone. */
 	if (cs_proc_halt(cs_proc_dir(), pid, 0, NULL) != CS_HALT_NONE)
 		return;
+	/* A child forked without exec holds its parent's socket: the answer
+	 * must come from the process itself, as its own namespace names it. */
 	cs_proc_ident id = { .nspid = pid };
 	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
 	if (pdir < 0 || cs_proc_read_ident(pdir, pid, &id) < 0)
 		return;
-	int conn = park_find_connect(pid, cs_proc_dir(), (int)timeout_ms);
+	int conn = park_find_connect_path(pid, cs_proc_dir(), path, (int)timeout_ms);
 	if (conn < 0)
 		return;
 	char line[LINE_MAX_PARK];
@@ -148,20 +147,15 @@ void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 	close(conn);
 }
 
-bool cs_park_imports(pid_t pid, bool parking, char *what, size_t size)
+bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, size_t size)
 {
-	char path[256];
-	if (park_find_path(pid, cs_proc_dir(), path, sizeof(path)) != 0)
+	if (!info->seen)
 		return false;
-	cs_park_info info;
-	cs_park_status(pid, 2000, &info);
-	if (!info.seen)
-		return false;
-	if (info.legacy)
-		snprintf(what, size, "%u import%s through the driver", info.legacy, info.legacy == 1 ? "" : "s");
-	else if (info.imports && !(parking && info.parkable))
-		snprintf(what, size, "%u import%s through cudasnap's interposer%s", info.imports,
-			 info.imports == 1 ? "" : "s", parking ? ", which cannot park it" : " (--no-park)");
+	if (info->legacy)
+		snprintf(what, size, "%u import%s through the driver", info->legacy, info->legacy == 1 ? "" : "s");
+	else if (info->imports && !(parking && info->parkable))
+		snprintf(what, size, "%u import%s through cudasnap's interposer%s", info->imports,
+			 info->imports == 1 ? "" : "s", parking ? ", which cannot park it" : " (--no-park)");
 	else
 		return false;
 	return true;
@@ -219,8 +213,9 @@ int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, 
 	const char *pin = cs_env("CUDASNAP_PARK_PIN");
 	bool unpin = pin && strcmp(pin, "drop") == 0;
 	snprintf(req, sizeof(req), "%s %u%s\n", park ? "park" : "unpark", timeout_ms, park && unpin ? " unpin" : "");
-	bool answered = *conn >= 0 && ask(*conn, req, line, sizeof(line)) == 0 && cs_park_parse(line, a, NULL) >= -1 &&
-		(a->ok || strncmp(line, "error", 5) == 0);
+	/* an answer: "ok ..." (parsed 0) or "error ..." (parsed -1, with its keys) */
+	bool answered = *conn >= 0 && ask(*conn, req, line, sizeof(line)) == 0 &&
+		(cs_park_parse(line, a, NULL) == 0 || strncmp(line, "error", 5) == 0);
 	if (answered && a->ok)
 		return 0;
 	explain(t, park, a, answered, timeout_ms, err);

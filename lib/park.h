@@ -13,12 +13,10 @@ typedef struct cs_park_info {
 	bool parked; /* its memory is in host memory now */
 	bool parkable; /* nothing it does stops a park */
 	unsigned long long bytes; /* the memory a park moves (or moved) */
-	unsigned allocs;
 	unsigned imports; /* CUDA IPC mappings of other interposed processes' memory */
 	unsigned legacy; /* the driver's CUDA IPC imports (never restorable) */
 	unsigned attached; /* other processes that map its memory */
 	char why[160]; /* when not parkable */
-	char gpus[400]; /* "GPU-uuid:bytes,..." */
 } cs_park_info;
 
 /* A parsed answer: ok (0) or error (-1), with its keys. */
@@ -42,12 +40,12 @@ int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info);
  * no interposer or does not answer within timeout_ms. */
 void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info);
 
-/* Whether pid maps memory of another process in a way the driver can
- * never restore after a checkpoint, as its interposer says: imports it
- * cannot detach (the driver's own CUDA IPC), or any import when it will
- * not be parked (parking false). What to call it goes into what. Asks
- * only a process that runs the interposer. */
-bool cs_park_imports(pid_t pid, bool parking, char *what, size_t size);
+/* Whether info (cs_park_status's) says that its process maps memory of
+ * another process in a way the driver can never restore after a
+ * checkpoint: imports it cannot detach (the driver's own CUDA IPC), or any
+ * import when it will not be parked (parking false). What to call it goes
+ * into what. */
+bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, size_t size);
 
 /* The step itself: park (held on a connection kept in *conn until
  * cs_park_close; *conn -1 opens one) or unpark; timeout_ms bounds the wait

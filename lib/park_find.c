@@ -184,6 +184,11 @@ int park_find_connect(pid_t pid, const char *proc, int timeout_ms)
 	char path[256];
 	if (park_find_path(pid, proc, path, sizeof(path)) != 0)
 		return -1;
+	return park_find_connect_path(pid, proc, path, timeout_ms);
+}
+
+int park_find_connect_path(pid_t pid, const char *proc, const char *path, int timeout_ms)
+{
 	/* Through the process's own root: it may be in another mount namespace. */
 	char full[512];
 	snprintf(full, sizeof(full), "%s/%d/root%s", proc, (int)pid, path);

@@ -19,6 +19,8 @@ bool park_find_mapped(pid_t pid, const char *proc);
 int park_find_path(pid_t pid, const char *proc, char *path, size_t size);
 /* A connection to it (send and receive bounded by timeout_ms), or -1. */
 int park_find_connect(pid_t pid, const char *proc, int timeout_ms);
+/* The same, to the path park_find_path gave. */
+int park_find_connect_path(pid_t pid, const char *proc, const char *path, int timeout_ms);
 /* Picks, from the text of a /proc/PID/net/unix, the path of the first
  * listening socket named like a control socket whose inode is one of
  * inodes[0..n); 0, or -1. Exposed for the fuzzer. */

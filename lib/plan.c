@@ -49,13 +49,13 @@ static bool overridden_memory(const cs_session *s)
 
 /* The driver checkpoints a process that imported another's device memory,
  * but can never restore it. */
-static void check_ipc(const cs_session *s, const cs_proc *p, cs_plan_entry *e)
+static void check_ipc(const cs_session *s, const cs_proc *p, const cs_park_info *pi, cs_plan_entry *e)
 {
 	/* Shared memory shows in /proc as a file, or (between processes that
 	 * run the parking interposer) only in the interposer's answer. */
 	char through[64] = "";
 	const char *what = p->ipc_import;
-	if (!what[0] && !p->halt && p->maps_park && cs_park_imports(p->pid, !s->no_park, through, sizeof(through)))
+	if (!what[0] && cs_park_import_what(pi, !s->no_park, through, sizeof(through)))
 		what = through;
 	if (!what[0])
 		return;
@@ -166,29 +166,33 @@ static void note_bystander(const cs_session *s, const cs_proc *p, cs_plan_entry 
 				   p->device_maps == 1 ? "" : "s", strict ? ", which --strict refuses" : "");
 }
 
-/* What the process's parking interposer (cudasnap run) makes of it: its
- * memory parks outside the driver's lock, or it goes the driver's way and
- * why. Never blocks. */
-static void note_park(const cs_session *s, const cs_proc *p, cs_plan_entry *e)
+/* What the process's parking interposer (cudasnap run) says of it, asked
+ * once per process: never one that cannot answer, or another operation's. */
+static void ask_park(const cs_proc *p, cs_park_info *pi)
 {
-	if (p->busy || p->halt || !p->maps_park || (s->no_park && s->o->op == CS_OP_CHECKPOINT))
+	memset(pi, 0, sizeof(*pi));
+	if (!p->busy && !p->halt && p->maps_park)
+		cs_park_status(p->pid, 2000, pi);
+}
+
+/* What the interposer makes of it: its memory parks outside the driver's
+ * lock, or it goes the driver's way and why. Never blocks. */
+static void note_park(const cs_session *s, const cs_park_info *pi, cs_plan_entry *e)
+{
+	if (!pi->seen || (s->no_park && s->o->op == CS_OP_CHECKPOINT))
 		return;
-	cs_park_info pi;
-	cs_park_status(p->pid, 2000, &pi);
-	if (!pi.seen)
-		return;
-	double mib = (double)pi.bytes / (1 << 20);
-	if (s->o->op == CS_OP_RESTORE && pi.parked)
+	double mib = (double)pi->bytes / (1 << 20);
+	if (s->o->op == CS_OP_RESTORE && pi->parked)
 		cs_plan_add_reason(e, "park", false,
 				   "%.1f MiB of its device memory is parked: unparked after the unlock", mib);
-	else if (s->o->op == CS_OP_CHECKPOINT && pi.parkable)
+	else if (s->o->op == CS_OP_CHECKPOINT && pi->parkable)
 		cs_plan_add_reason(e, "park", false,
 				   "runs the parking interposer: %.1f MiB of its device memory parks before the lock",
 				   mib);
 	else if (s->o->op == CS_OP_CHECKPOINT)
 		cs_plan_add_reason(e, "driver-path", false,
 				   "runs the parking interposer, but the driver checkpoints all its memory: %s",
-				   pi.why[0] ? pi.why : "it cannot be parked");
+				   pi->why[0] ? pi->why : "it cannot be parked");
 }
 
 /* One process of the table; t is its target, NULL when it is none. */
@@ -206,10 +210,13 @@ static void fill_entry(const cs_session *s, const cs_proc *p, const cs_target *t
 	e->target = e->state == start_state(s->o->op) || (e->state == CS_STATE_UNKNOWN && !p->busy);
 	if (!e->target && !p->busy && cs_state_name(e->state))
 		cs_plan_add_reason(e, "already", false, "it is %s: left as it is", cs_state_name(e->state));
-	if (checkpoints(s->o->op) || s->o->op == CS_OP_RESTORE)
-		check_ipc(s, p, e);
+	if (!checkpoints(s->o->op) && s->o->op != CS_OP_RESTORE)
+		return;
+	cs_park_info pi;
+	ask_park(p, &pi);
+	check_ipc(s, p, &pi, e);
 	if (e->target)
-		note_park(s, p, e);
+		note_park(s, &pi, e);
 }
 
 /* Expected driver time: each process alone at its rate, all of them

@@ -399,7 +399,7 @@ static void do_step(void *ctx, size_t i)
 		t->seq[s] = atomic_fetch_add(&r->seq, 1) + 1;
 		t->state = step_result_state(t, s);
 		/* What moved is what the park moved and what the driver moved. */
-		if (s == CS_STEP_PARK || s == CS_STEP_UNPARK)
+		if (is_park(s))
 			t->bytes = (s == CS_STEP_UNPARK ? t->bytes : 0) + t->park_bytes;
 		else if (moves_memory(s) && t->done[CS_STEP_PARK])
 			t->bytes += t->park_bytes;

@@ -372,39 +372,6 @@ void park_drop_host_copy(void)
 	pthread_mutex_unlock(&move_mu);
 }
 
-/* " gpus=GPU-uuid:bytes,...": the backed memory per GPU (park_tab.mu held),
- * which an unpark needs free there. */
-static int gpu_bytes(char *out, size_t size)
-{
-	const struct park_real *r = park_real();
-	CUdevice devs[16];
-	unsigned long long bytes[16];
-	size_t n = 0;
-	for (size_t i = 0; i < park_tab.n; i++) {
-		size_t k = 0;
-		while (k < n && devs[k] != park_tab.a[i].dev)
-			k++;
-		if (k == n && n == 16)
-			continue;
-		if (k == n) {
-			devs[n] = park_tab.a[i].dev;
-			bytes[n++] = 0;
-		}
-		bytes[k] += park_tab.a[i].size;
-	}
-	int len = 0;
-	for (size_t k = 0; k < n && r && (size_t)len < size; k++) {
-		unsigned char u[16];
-		if (r->device_uuid(u, devs[k]) != CU_OK)
-			continue;
-		len += snprintf(out + len, size - (size_t)len,
-				"%sGPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x:%llu",
-				len ? "," : " gpus=", u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10],
-				u[11], u[12], u[13], u[14], u[15], bytes[k]);
-	}
-	return (size_t)len < size ? len : (int)(size ? size - 1 : 0);
-}
-
 /* One line for cudasnap: what the process holds and whether it can park. */
 void park_status(char *reply, size_t size)
 {
@@ -422,10 +389,8 @@ void park_status(char *reply, size_t size)
 			   (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes,
 			   park_tab.n, park_gate_closed() ? "closed" : "open", exported, park_ipc_attached(NULL),
 			   park_ipc_imports(), park_tab.legacy_imports);
-	len = len < 0 ? 0 : len;
-	len += gpu_bytes(reply + len, size > (size_t)len ? size - (size_t)len : 0);
 	/* the reason last, to the end of the line */
-	if ((size_t)len < size)
+	if (len >= 0 && (size_t)len < size)
 		snprintf(reply + len, size - (size_t)len, "%s%s\n", why[0] ? " why=" : "", why);
 	pthread_mutex_unlock(&park_tab.mu);
 	pthread_mutex_unlock(&move_mu);

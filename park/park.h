@@ -51,7 +51,6 @@ struct park_real {
 	cu_ctx_device_fn ctx_device;
 	cu_can_peer_fn can_peer;
 	cu_device_count_fn device_count;
-	CUresult (*device_uuid)(unsigned char uuid[16], CUdevice dev); /* cuDeviceGetUuid_v2 */
 };
 
 /* resolve.c: the real driver, loaded once; NULL when it cannot be (no

@@ -64,7 +64,6 @@ static void load(void)
 		(void **)&r->ctx_sync,      (void **)&r->ctx_get,
 		(void **)&r->ctx_set,       (void **)&r->ctx_device,
 		(void **)&r->can_peer,      (void **)&r->device_count,
-		(void **)&r->device_uuid,
 	};
 	static const char *const names[] = {
 		"cuMemAddressReserve",
@@ -87,7 +86,6 @@ static void load(void)
 		"cuCtxGetDevice",
 		"cuDeviceCanAccessPeer",
 		"cuDeviceGetCount",
-		"cuDeviceGetUuid_v2",
 	};
 	_Static_assert(sizeof(vmm) / sizeof(vmm[0]) == sizeof(names) / sizeof(names[0]), "one name per function");
 	real_all.vmm = r->mem_alloc && r->mem_free;
