@@ -7,6 +7,9 @@ after each --leave-running checkpoint:
   dropin   CRIU's own cuda_plugin.so calling cudasnap's cuda-checkpoint drop-in
   baseline cudasnap_plugin.so built from another commit (--baseline-plugin),
            to measure what a change costs side by side
+  park     cudasnap_plugin.so, with each workload started by `cudasnap run`
+           (the parking interposer, bound into the container from beside
+           --cudasnap): its memory parks in its host memory before the lock
 
 runc runs `criu swrk` and sends its options over CRIU's RPC, as under
 containerd, CRI-O and Podman. Each container has its own PID, mount, IPC and
@@ -62,8 +65,8 @@ def make_way(t, base, name):
     os.makedirs(bindir)
     os.symlink(t.runc, os.path.join(bindir, "runc"))
     os.symlink(t.criu, os.path.join(bindir, "criu"))
-    if name in ("plugin", "baseline"):
-        shutil.copy(t.plugin if name == "plugin" else t.baseline, os.path.join(plugins, "cudasnap_plugin.so"))
+    if name in ("plugin", "baseline", "park"):
+        shutil.copy(t.baseline if name == "baseline" else t.plugin, os.path.join(plugins, "cudasnap_plugin.so"))
     else:
         shutil.copy(t.cuda_plugin, plugins)
         os.symlink(t.nvidia if name == "nvidia" else t.cudasnap, os.path.join(bindir, "cuda-checkpoint"))
@@ -82,7 +85,7 @@ def gpu_devices():
     return devs
 
 
-def bundle(a, base, name, nprocs, data, memory_limit=None, extra_env=()):
+def bundle(a, base, name, nprocs, data, memory_limit=None, extra_env=(), park=False):
     """A runc bundle: rootfs of read-only binds of /usr (the merged /bin,
     /lib and /lib64 point into it; not recursive, so that a driver mount
     below it, which CRIU cannot dump, stays out), the data directory, the
@@ -114,6 +117,11 @@ def bundle(a, base, name, nprocs, data, memory_limit=None, extra_env=()):
         mounts.append({"destination": "/work", "type": "bind", "source": os.path.dirname(a.workload),
                        "options": ["rbind", "ro"]})
         w = "/work/" + os.path.basename(a.workload)
+        if park:
+            cs = os.path.dirname(os.path.abspath(a.cudasnap))
+            mounts.append({"destination": "/cs", "type": "bind", "source": cs, "options": ["rbind", "ro"]})
+            os.makedirs(os.path.join(root, "cs"))
+            w = f"/cs/cudasnap run -- {w}"
         cmd = f"for i in $(seq {nprocs}); do {w} --gib {a.gib} --dir /data & done; wait"
         env += ["LD_LIBRARY_PATH=/drv"]
         devices = gpu_devices()
@@ -264,7 +272,7 @@ def one(a, t, base, way, nprocs, rnd):
     data = os.path.join(base, f"data-{rnd}-{way}-{nprocs}")
     os.makedirs(data)
     name = f"c{rnd}{way[:2]}{nprocs}"
-    b = bundle(a, base, name, nprocs, data)
+    b = bundle(a, base, name, nprocs, data, park=way == "park")
     c = Container(a, env, state, b, name, data)
     row = {"way": way, "procs": nprocs, "gib": a.gib, "round": rnd}
     rc, err, _ = c.runc("run", "-d", name, stdio=True)

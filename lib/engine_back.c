@@ -4,6 +4,7 @@
  * it is when the engine kills it. The engine still holds the tree here, so
  * the restore threads run through the engine's calls. */
 #include "engine_int.h"
+#include "park.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -85,8 +86,40 @@ static void left_behind(cs_engine *e)
 		if (!h)
 			continue;
 		h->outcome = CS_HIST_LEFT_BEHIND;
-		snprintf(h->recovery, sizeof(h->recovery), "cudasnap %s --pid %d once %s has let it go",
-			 t->checkpointed ? "restore" : "unlock", (int)t->pid, e->o.engine);
+		snprintf(h->recovery, sizeof(h->recovery), "cudasnap %s --pid %d once %s has let it go%s",
+			 t->checkpointed ? "restore" : "unlock", (int)t->pid, e->o.engine,
+			 t->parked && !t->checkpointed ? ", then cudasnap restore (it is parked)" : "");
+	}
+}
+
+static bool back_running(const run_outcome *o, pid_t pid)
+{
+	for (size_t i = 0; i < o->n; i++)
+		if (o->t[i].pid == pid)
+			return o->t[i].done;
+	return false;
+}
+
+/* A parked process back to running under the driver still has its memory in
+ * host memory, and the engine holds it stopped until after this hook: its
+ * unpark is left in its control socket, answered once the engine lets it
+ * run. */
+static void unpark_when_resumed(cs_engine *e, const run_outcome *o1, const run_outcome *o2)
+{
+	for (size_t i = 0; i < e->ntasks; i++) {
+		const eng_task *t = &e->tasks[i];
+		if (!t->parked || !(back_running(o1, t->pid) || back_running(o2, t->pid)))
+			continue;
+		if (cs_park_queue_unpark(t->pid, eng_lock_timeout_s(e) * 1000) == 0)
+			eng_log(e, CS_LOG_INFO,
+				"process %d (%s) unparks its %.2f GiB once %s lets it run ('cudasnap ps' shows it)",
+				(int)t->pid, t->comm, (double)t->park_bytes / (1 << 30), e->o.engine);
+		else
+			eng_log(e, CS_LOG_ERROR,
+				"process %d (%s) runs again but stays parked (its control socket took no request): its "
+				"memory is in its host memory and its GPU work waits; 'cudasnap restore --pid %d' "
+				"unparks it",
+				(int)t->pid, t->comm, (int)t->pid);
 	}
 }
 
@@ -119,6 +152,7 @@ static void give_back(cs_engine *e, const char *after, bool failed)
 	eng_op_session(e, o2, failed);
 	name_left_behind(e, o1, after);
 	name_left_behind(e, o2, after);
+	unpark_when_resumed(e, o1, o2);
 	size_t n = o1->acted + o2->acted;
 	eng_log(e, CS_LOG_INFO, "%zu process%s back to running after the %s", n, n == 1 ? "" : "es", after);
 }
@@ -131,8 +165,9 @@ static void name_stopped(cs_engine *e)
 		const eng_task *t = &e->tasks[i];
 		cs_history_proc *h = t->locked ? eng_op_proc(e, t->pid, t->nspid, t->comm) : NULL;
 		if (h)
-			snprintf(h->recovery, sizeof(h->recovery), "kill -CONT %d, then cudasnap %s --pid %d",
-				 (int)t->pid, t->checkpointed ? "restore" : "unlock", (int)t->pid);
+			snprintf(h->recovery, sizeof(h->recovery), "kill -CONT %d, then cudasnap %s --pid %d%s",
+				 (int)t->pid, t->checkpointed ? "restore" : "unlock", (int)t->pid,
+				 t->parked && !t->checkpointed ? ", then cudasnap restore (it is parked)" : "");
 		if (t->locked)
 			eng_log(e, CS_LOG_WARN,
 				"process %d (%s) is left stopped by %s (--leave-stopped) and %s on the GPU: resume it "

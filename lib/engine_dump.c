@@ -7,6 +7,7 @@
 #include "discover.h"
 #include "env.h"
 #include "explain.h"
+#include "park.h"
 #include "pool.h"
 #include "proc.h"
 #include "state.h"
@@ -179,12 +180,73 @@ typedef struct pause_reply {
 	int lock_rc;
 	double lock_s;
 	cs_error err; /* why the lock failed */
+	/* Parking (park/): parked, its memory is in its host memory now and
+	 * stays there through the dump; park_failed, the park was refused or
+	 * failed and the driver checkpoints all its memory (park_err says why);
+	 * unparked, the lock failed after the park and the unpark answered. */
+	bool parked, park_failed, unparked;
+	cs_park_answer park;
+	cs_error park_err;
 } pause_reply;
 
 typedef struct pause_arg {
 	pid_t pid;
+	char comm[64];
 	unsigned timeout_s;
+	bool park; /* ask its interposer, if it runs one, to park */
 } pause_arg;
+
+/* A process that runs the parking interposer parks before its lock, as in
+ * cudasnap checkpoint: its memory goes into its own host memory, which the
+ * engine dumps as any other. Only what the interposer can carry alone
+ * parks here: the engine meets one process at a time, each stopped once
+ * met, so the importers of an exporter (CUDA IPC) cannot park before it. */
+static void park_before_lock(cs_driver *d, const pause_arg *a, int *conn, pause_reply *r)
+{
+	cs_park_info info;
+	cs_park_status(a->pid, 2000, &info);
+	if (!info.seen || info.parked || info.bytes == 0)
+		return;
+	if (!info.parkable || info.attached || info.imports || info.legacy) {
+		r->park_failed = true;
+		snprintf(r->park_err.message, sizeof(r->park_err.message), "%s",
+			 !info.parkable ? (info.why[0] ? info.why : "its interposer cannot park it") :
+				 info.attached ?
+					  "other processes map its memory (CUDA IPC), and they cannot park first here" :
+					  "it maps other processes' memory (CUDA IPC)");
+		return;
+	}
+	cs_target t = { .pid = a->pid };
+	snprintf(t.comm, sizeof(t.comm), "%s", a->comm);
+	double answer_s = cs_move_deadline(d, info.bytes) + a->timeout_s;
+	if (cs_park_step(&t, true, conn, a->timeout_s * 1000, answer_s, &r->park, &r->park_err) == 0) {
+		r->parked = true;
+		return;
+	}
+	r->park_failed = true;
+	/* No answer: whatever it did is undone by the process itself once the
+	 * connection closes without a commit. */
+	cs_park_close(conn, false);
+}
+
+/* Locked: the park stays for the dump, kept by the process once cudasnap
+ * is gone. Not locked: the dump fails, and the process unparks now, while
+ * it still runs. */
+static void park_after_lock(const pause_arg *a, int *conn, pause_reply *r)
+{
+	if (!r->parked)
+		return;
+	if (r->lock_rc == CS_CU_SUCCESS) {
+		cs_park_close(conn, true);
+		return;
+	}
+	cs_target t = { .pid = a->pid };
+	cs_park_answer u;
+	cs_error err = { 0 };
+	r->unparked = cs_park_step(&t, false, conn, a->timeout_s * 1000, 60 + a->timeout_s, &u, &err) == 0;
+	r->parked = !r->unparked;
+	cs_park_close(conn, false);
+}
 
 /* The driver's lock waits for the process's own threads to leave the
  * driver, so it can only be taken while they run: here, one process at a
@@ -205,9 +267,13 @@ static int pause_task(void *arg, void **out, size_t *len)
 	if (r->state_rc != CS_CU_SUCCESS || r->state != CS_STATE_RUNNING)
 		return 0;
 	unsigned ms = a->timeout_s * 1000;
+	int conn = -1;
+	if (a->park)
+		park_before_lock(d, a, &conn, r);
 	double t0 = cs_now();
 	r->lock_rc = cs_cu_lock(d, a->pid, ms);
 	r->lock_s = cs_now() - t0;
+	park_after_lock(a, &conn, r);
 	if (r->lock_rc != CS_CU_SUCCESS) {
 		cs_explain_ctx c = { .call = CS_CALL_LOCK,
 				     .pid = a->pid,
@@ -258,6 +324,47 @@ static int claim(cs_engine *e, pid_t pid, const cs_proc *p)
 	return -1;
 }
 
+/* Its lock failed and so did the unpark after it: the process runs with its
+ * memory still in host memory and its GPU work held. Nothing is lost. */
+static void left_parked(cs_engine *e, const eng_task *t, cs_history_proc *h)
+{
+	if (h) {
+		h->outcome = CS_HIST_LEFT_BEHIND;
+		snprintf(h->recovery, sizeof(h->recovery), "cudasnap restore --pid %d", (int)t->pid);
+	}
+	eng_log(e, CS_LOG_ERROR,
+		"process %d (%s) is left parked: its device memory is in its host memory and its GPU work waits; "
+		"'cudasnap restore --pid %d' unparks it",
+		(int)t->pid, t->comm, (int)t->pid);
+}
+
+/* What its interposer did before the lock, said in the engine's log. */
+static void note_park(cs_engine *e, eng_task *t, cs_history_proc *h, const pause_reply *r)
+{
+	const cs_park_answer *a = &r->park;
+	if (r->park_failed)
+		eng_log(e, CS_LOG_WARN,
+			"process %d (%s) runs the parking interposer but is not parked: %s; the driver "
+			"checkpoints all its memory",
+			(int)t->pid, t->comm, r->park_err.message);
+	if (!r->parked && !r->unparked)
+		return;
+	if (r->unparked) {
+		eng_log(e, CS_LOG_INFO, "process %d (%s) unparked again after its failed lock", (int)t->pid, t->comm);
+		return;
+	}
+	t->parked = true;
+	t->park_bytes = a->bytes;
+	if (h) {
+		h->timed[CS_STEP_PARK] = true;
+		h->seconds[CS_STEP_PARK] = a->total_s;
+	}
+	eng_log(e, CS_LOG_INFO,
+		"process %d (%s) parked %.2f GiB of device memory in its host memory in %.3f s (copy %.3f s, %.1f "
+		"GB/s): the driver checkpoints the rest",
+		(int)t->pid, t->comm, (double)a->bytes / (1 << 30), a->total_s, a->copy_s, a->gbps);
+}
+
 /* The lock's answer, once the process is known to be a CUDA process. */
 static int locked(cs_engine *e, pid_t pid, const pause_reply *r)
 {
@@ -278,9 +385,13 @@ static int locked(cs_engine *e, pid_t pid, const pause_reply *r)
 		}
 		return 0;
 	}
+	note_park(e, t, h, r);
 	if (r->lock_rc != CS_CU_SUCCESS) {
 		eng_log(e, CS_LOG_ERROR, "%s; %s", r->err.message, r->err.hint);
-		return not_locked(e, pid, t->comm, CS_STEP_LOCK, r->lock_rc, r->err.message);
+		not_locked(e, pid, t->comm, CS_STEP_LOCK, r->lock_rc, r->err.message);
+		if (r->parked)
+			left_parked(e, t, h);
+		return -1;
 	}
 	t->locked = true;
 	if (h) {
@@ -299,7 +410,8 @@ static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, pid_t ppid)
 	size_t len;
 	char what[96];
 	snprintf(what, sizeof(what), "the lock of process %d", (int)pid);
-	pause_arg a = { .pid = pid, .timeout_s = eng_lock_timeout_s(e) };
+	pause_arg a = { .pid = pid, .timeout_s = eng_lock_timeout_s(e), .park = !cs_env_on("CUDASNAP_NO_PARK") };
+	snprintf(a.comm, sizeof(a.comm), "%s", p->comm);
 	int rc = eng_call(e, what, eng_bound_lock(a.timeout_s), pause_task, &a, NULL, &buf, &len);
 	const pause_reply *r = buf;
 	if (rc < 0 || len != sizeof(*r)) {
@@ -412,6 +524,13 @@ static void checkpoint_all(cs_engine *e, int images)
 			o->acted == 1 ? "" : "es", (double)o->bytes / (1 << 30), o->wall);
 	bool ok = o && o->rc == 0 && (!e->o.recorded || e->o.recorded(e->o.ctx) >= 0);
 	eng_op_session(e, o, false);
+	/* what moved is what the park moved and what the driver moved */
+	for (size_t i = 0; o && i < e->ntasks; i++) {
+		const eng_task *t = &e->tasks[i];
+		cs_history_proc *h = t->parked ? eng_op_proc(e, t->pid, t->nspid, t->comm) : NULL;
+		if (h)
+			h->bytes += t->park_bytes;
+	}
 	note_outcome(e, o, ok);
 }
 

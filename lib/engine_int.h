@@ -22,6 +22,8 @@ typedef struct eng_task {
 	int result; /* what the hook answers for it */
 	bool locked; /* dump: locked at its meeting */
 	bool checkpointed; /* dump: left checkpointed by the transaction */
+	bool parked; /* dump: its interposer parked its memory before the lock */
+	unsigned long long park_bytes;
 	size_t entry; /* restore: its entry in the record */
 } eng_task;
 

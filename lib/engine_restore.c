@@ -10,6 +10,7 @@
 #include "engine_int.h"
 #include "env.h"
 #include "gpuroom.h"
+#include "park.h"
 #include "proc.h"
 #include "state.h"
 #include "util.h"
@@ -308,11 +309,58 @@ int cs_engine_adopt(cs_engine *e, pid_t pid)
 	return t ? t->result : 0;
 }
 
+/* One restored process that comes back parked: its unpark, now that it
+ * runs. 0 done (or nothing to do), -1 (logged) when it failed. */
+static int unpark_one(cs_engine *e, const eng_task *t, char *why, size_t size)
+{
+	cs_park_info info;
+	cs_park_status(t->pid, 2000, &info);
+	if (!info.seen || !info.parked)
+		return 0;
+	cs_target x = { .pid = t->pid };
+	snprintf(x.comm, sizeof(x.comm), "%s", t->comm);
+	int conn = -1;
+	cs_park_answer a;
+	cs_error err = { 0 };
+	unsigned ms = eng_lock_timeout_s(e) * 1000;
+	int rc = cs_park_step(&x, false, &conn, ms, cs_move_deadline(NULL, info.bytes) + ms / 1000.0, &a, &err);
+	cs_park_close(&conn, false);
+	cs_history_proc *h = eng_op_entry(e, t->entry);
+	if (rc < 0) {
+		eng_log(e, CS_LOG_ERROR, "%s; %s", err.message, err.hint);
+		snprintf(why, size, "%s", err.message);
+		return -1;
+	}
+	if (h) {
+		h->timed[CS_STEP_UNPARK] = true;
+		h->seconds[CS_STEP_UNPARK] = a.total_s;
+		h->bytes += a.bytes;
+	}
+	eng_log(e, CS_LOG_INFO, "process %d (%s) unparked %.2f GiB of device memory in %.3f s (copy %.3f s, %.1f GB/s)",
+		(int)t->pid, t->comm, (double)a.bytes / (1 << 30), a.total_s, a.copy_s, a.gbps);
+	return 0;
+}
+
+/* After a restore in the engine's hook, which ran while the engine held the
+ * processes stopped: those that come back parked unpark once they run. */
+static void unpark_restored(cs_engine *e)
+{
+	char why[512] = "";
+	bool failed = false;
+	for (size_t i = 0; i < e->ntasks; i++)
+		if (e->tasks[i].result == 0 && unpark_one(e, &e->tasks[i], why, sizeof(why)) < 0)
+			failed = true;
+	if (failed)
+		eng_give_up(e, why, false);
+}
+
 /* What no adoption matched is named; what was matched but not yet restored
  * (an entry never met) is restored now, the tree running. */
 void eng_restore_end(cs_engine *e, int ret)
 {
 	const cs_manifest *m = &e->record;
+	if (ret == 0 && e->restored)
+		unpark_restored(e);
 	if (ret != 0 || e->restored)
 		return;
 	for (size_t k = 0; k < m->n; k++) {

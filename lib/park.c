@@ -118,6 +118,19 @@ static int ask(int conn, const char *req, char *line, size_t size)
 	return n ? 0 : -1;
 }
 
+/* Closes conn once the interposer has closed its end (bounded by the
+ * socket's timeout): a snapshot engine may stop the process right after,
+ * and CRIU refuses to dump a connected socket whose peer has gone. */
+static void hang_up(int *conn)
+{
+	char c;
+	shutdown(*conn, SHUT_WR);
+	while (recv(*conn, &c, 1, 0) > 0)
+		;
+	close(*conn);
+	*conn = -1;
+}
+
 void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 {
 	memset(info, 0, sizeof(*info));
@@ -144,7 +157,7 @@ void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 	cs_park_answer a;
 	if (ask(conn, "status\n", line, sizeof(line)) == 0 && cs_park_parse(line, &a, info) == 0 && a.pid == id.nspid)
 		info->seen = true;
-	close(conn);
+	hang_up(&conn);
 }
 
 bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, size_t size)
@@ -230,6 +243,19 @@ void cs_park_close(int *conn, bool commit)
 		char line[256];
 		ask(*conn, "commit\n", line, sizeof(line));
 	}
-	close(*conn);
-	*conn = -1;
+	hang_up(conn);
+}
+
+int cs_park_queue_unpark(pid_t pid, unsigned timeout_ms)
+{
+	/* connect() to a listening socket completes in the kernel's queue:
+	 * the process need not run, only exist. */
+	int conn = park_find_connect(pid, cs_proc_dir(), 2000);
+	if (conn < 0)
+		return -1;
+	char req[64];
+	int len = snprintf(req, sizeof(req), "unpark %u\n", timeout_ms);
+	int rc = send(conn, req, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) == len ? 0 : -1;
+	close(conn);
+	return rc;
 }

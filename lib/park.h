@@ -56,5 +56,10 @@ int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, 
 /* Ends a held park: commit keeps it parked once cudasnap is gone; without,
  * the process unparks itself. */
 void cs_park_close(int *conn, bool commit);
+/* Leaves an unpark request in the control socket of pid, which may be
+ * stopped (by a snapshot engine that holds it): the process unparks once it
+ * runs again, and nobody waits for its answer. 0, or -1 when the request
+ * could not be left. */
+int cs_park_queue_unpark(pid_t pid, unsigned timeout_ms);
 
 #endif

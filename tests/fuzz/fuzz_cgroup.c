@@ -84,7 +84,7 @@ static int reference(const char *text, size_t len, const char *want)
 	while (wlen > 1 && want[wlen - 1] == '/')
 		wlen--;
 	bool root = wlen == 0 || (wlen == 1 && want[0] == '/');
-	comps w, p;
+	comps w = { .count = 0 }, p = { .count = 0 };
 	if (!root && !split(want, wlen, &w))
 		return -1;
 	int verdict = 0;
@@ -105,8 +105,7 @@ static int reference(const char *text, size_t len, const char *want)
 			return -1;
 		if (prefix(&w, 1, &p))
 			verdict = 1;
-		if (w.count >= 3 && hierarchy_dir(w.p[1], w.n[1], c1 + 1, (size_t)(c2 - c1 - 1)) &&
-		    prefix(&w, 2, &p))
+		if (w.count >= 3 && hierarchy_dir(w.p[1], w.n[1], c1 + 1, (size_t)(c2 - c1 - 1)) && prefix(&w, 2, &p))
 			verdict = 1;
 	}
 	return verdict;

@@ -13,6 +13,7 @@ GIBS=${*:-16}
 CS=$T/cs/cudasnap
 export CUDASNAP_PARK_LIB=$T/cs/libcudasnap-park.so
 D=$(mktemp -d /tmp/park.XXXX)
+mkdir -p "$OUT" || exit 2
 HERE=$(cd "$(dirname "$0")" && pwd)
 pass=0; fail=0
 ok() { echo "PASS $*"; pass=$((pass+1)); }

@@ -52,21 +52,84 @@ class ParkUnderCriu(CriuCase):
         os.kill(pid, signal.SIGUSR1)
         return self.wait_line("verify", after=n)
 
+    def lines(self, run, word):
+        return [ln for ln in run.cudasnap_lines() if word in ln]
+
+    def parked(self, pid):
+        return f"parked: {pid} (" in self.cs("ps").out
+
     def test_dump_and_restore_then_park(self):
         pid = self.start()
         r = self.cs("ps")
         self.assertIn(f"parking: {pid} (", r.out)
         r = self.dump("--shell-job")
         self.assertEqual(r.rc, 0, r)
+        # parked before the lock: the driver checkpointed the context alone
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) parked 0.02 GiB"), r)
         self.assertGone([pid])
         r = self.restore()
         self.assertEqual(r.rc, 0, r)
+        # unparked once CRIU let it run, in the plugin's exit
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) unparked 0.02 GiB"), r)
+        self.assertFalse(self.parked(pid))
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
         # the interposer answers again: a parked cycle, data verified
         r = self.cs("checkpoint", "--pid", str(pid), "--json")
         self.assertEqual(r.rc, 0, r)
         self.assertIn("park", r.obj["processes"][0]["seconds"])
         r = self.cs("restore", "--pid", str(pid))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+
+    def test_lock_fails_after_park(self):
+        """The lock fails after the park: the dump fails, and the process
+        unparks while it still runs, its data intact."""
+        pid = self.start()
+        self.fault(f"{pid} lock error=999 1")
+        r = self.dump("--shell-job")
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) unparked again after its failed lock"), r)
+        os.unlink(self.faults)
+        self.assertStates([pid], "running")
+        self.assertFalse(self.parked(pid))
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+
+    def test_leave_running_unparks_once_resumed(self):
+        """criu dump --leave-running: the way back restores and unlocks the
+        process while CRIU holds it, and it unparks once CRIU lets it go."""
+        pid = self.start()
+        r = self.dump("--shell-job", "--leave-running")
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) unparks its 0.02 GiB once CRIU lets it run"), r)
+        deadline = time.monotonic() + 20
+        while self.parked(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(self.parked(pid))
+        self.assertStates([pid], "running")
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+        # the images restore too, once the original is gone
+        os.kill(pid, signal.SIGKILL)
+        self.assertGone([pid])
+        r = self.restore()
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+
+    def test_failed_unpark_after_restore(self):
+        """The unpark after the restore fails (no GPU memory to map back): the
+        GPU restore failed, and the restored process is killed as for any
+        failed GPU restore; the images are intact and restore once the cause
+        is gone."""
+        pid = self.start()
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGone([pid])
+        self.fault("* mem_create error=2")  # out of GPU memory
+        r = self.restore()
+        self.assertTrue(self.lines(r, "unpark of process"), r)
+        self.assertTrue(self.lines(r, "the GPU restore failed"), r)
+        self.assertGone([pid])
+        os.unlink(self.faults)
+        r = self.restore()
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
 

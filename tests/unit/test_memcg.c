@@ -1157,7 +1157,8 @@ static void memory_high_words(void **state)
 static bool write_text(const char *dir, const char *name, const char *text)
 {
 	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path))
+		return false;
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
