@@ -92,14 +92,6 @@ static void left_behind(cs_engine *e)
 	}
 }
 
-static bool back_running(const run_outcome *o, pid_t pid)
-{
-	for (size_t i = 0; i < o->n; i++)
-		if (o->t[i].pid == pid)
-			return o->t[i].done;
-	return false;
-}
-
 /* A parked process back to running under the driver still has its memory in
  * host memory, and the engine holds it stopped until after this hook: its
  * unpark is left in its control socket, answered once the engine lets it
@@ -108,7 +100,8 @@ static void unpark_when_resumed(cs_engine *e, const run_outcome *o1, const run_o
 {
 	for (size_t i = 0; i < e->ntasks; i++) {
 		const eng_task *t = &e->tasks[i];
-		if (!t->parked || !(back_running(o1, t->pid) || back_running(o2, t->pid)))
+		const task_outcome *x = eng_outcome_of(o1, t->pid), *y = eng_outcome_of(o2, t->pid);
+		if (!t->parked || !((x && x->done) || (y && y->done)))
 			continue;
 		if (cs_park_queue_unpark(t->pid, eng_lock_timeout_s(e) * 1000) == 0)
 			eng_log(e, CS_LOG_INFO,

@@ -193,7 +193,7 @@ typedef struct pause_arg {
 	pid_t pid;
 	char comm[64];
 	unsigned timeout_s;
-	bool park; /* ask its interposer, if it runs one, to park */
+	bool park; /* it maps the interposer: ask it to park */
 } pause_arg;
 
 /* A process that runs the parking interposer parks before its lock, as in
@@ -201,7 +201,7 @@ typedef struct pause_arg {
  * engine dumps as any other. Only what the interposer can carry alone
  * parks here: the engine meets one process at a time, each stopped once
  * met, so the importers of an exporter (CUDA IPC) cannot park before it. */
-static void park_before_lock(cs_driver *d, const pause_arg *a, int *conn, pause_reply *r)
+static void park_before_lock(cs_driver *d, const pause_arg *a, const cs_target *t, int *conn, pause_reply *r)
 {
 	cs_park_info info;
 	cs_park_status(a->pid, 2000, &info);
@@ -216,10 +216,8 @@ static void park_before_lock(cs_driver *d, const pause_arg *a, int *conn, pause_
 					  "it maps other processes' memory (CUDA IPC)");
 		return;
 	}
-	cs_target t = { .pid = a->pid };
-	snprintf(t.comm, sizeof(t.comm), "%s", a->comm);
-	double answer_s = cs_move_deadline(d, info.bytes) + a->timeout_s;
-	if (cs_park_step(&t, true, conn, a->timeout_s * 1000, answer_s, &r->park, &r->park_err) == 0) {
+	unsigned ms = a->timeout_s * 1000;
+	if (cs_park_step(t, true, conn, ms, cs_park_answer_s(d, info.bytes, ms), &r->park, &r->park_err) == 0) {
 		r->parked = true;
 		return;
 	}
@@ -232,7 +230,7 @@ static void park_before_lock(cs_driver *d, const pause_arg *a, int *conn, pause_
 /* Locked: the park stays for the dump, kept by the process once cudasnap
  * is gone. Not locked: the dump fails, and the process unparks now, while
  * it still runs. */
-static void park_after_lock(const pause_arg *a, int *conn, pause_reply *r)
+static void park_after_lock(cs_driver *d, const pause_arg *a, const cs_target *t, int *conn, pause_reply *r)
 {
 	if (!r->parked)
 		return;
@@ -240,10 +238,10 @@ static void park_after_lock(const pause_arg *a, int *conn, pause_reply *r)
 		cs_park_close(conn, true);
 		return;
 	}
-	cs_target t = { .pid = a->pid };
 	cs_park_answer u;
 	cs_error err = { 0 };
-	r->unparked = cs_park_step(&t, false, conn, a->timeout_s * 1000, 60 + a->timeout_s, &u, &err) == 0;
+	unsigned ms = a->timeout_s * 1000;
+	r->unparked = cs_park_step(t, false, conn, ms, cs_park_answer_s(d, r->park.bytes, ms), &u, &err) == 0;
 	r->parked = !r->unparked;
 	cs_park_close(conn, false);
 }
@@ -268,12 +266,14 @@ static int pause_task(void *arg, void **out, size_t *len)
 		return 0;
 	unsigned ms = a->timeout_s * 1000;
 	int conn = -1;
+	cs_target t = { .pid = a->pid };
+	snprintf(t.comm, sizeof(t.comm), "%s", a->comm);
 	if (a->park)
-		park_before_lock(d, a, &conn, r);
+		park_before_lock(d, a, &t, &conn, r);
 	double t0 = cs_now();
 	r->lock_rc = cs_cu_lock(d, a->pid, ms);
 	r->lock_s = cs_now() - t0;
-	park_after_lock(a, &conn, r);
+	park_after_lock(d, a, &t, &conn, r);
 	if (r->lock_rc != CS_CU_SUCCESS) {
 		cs_explain_ctx c = { .call = CS_CALL_LOCK,
 				     .pid = a->pid,
@@ -410,7 +410,9 @@ static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, pid_t ppid)
 	size_t len;
 	char what[96];
 	snprintf(what, sizeof(what), "the lock of process %d", (int)pid);
-	pause_arg a = { .pid = pid, .timeout_s = eng_lock_timeout_s(e), .park = !cs_env_on("CUDASNAP_NO_PARK") };
+	pause_arg a = { .pid = pid,
+			.timeout_s = eng_lock_timeout_s(e),
+			.park = p->maps_park && !cs_env_on("CUDASNAP_NO_PARK") };
 	snprintf(a.comm, sizeof(a.comm), "%s", p->comm);
 	int rc = eng_call(e, what, eng_bound_lock(a.timeout_s), pause_task, &a, NULL, &buf, &len);
 	const pause_reply *r = buf;

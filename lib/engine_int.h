@@ -135,6 +135,8 @@ run_outcome *eng_run_session(const cs_engine *e, const eng_run *r);
 run_outcome *eng_outcome_error(int rc, const char *message);
 /* The outcome received, or NULL (logged) when len does not fit. */
 const run_outcome *eng_outcome_check(cs_engine *e, const void *buf, size_t len, const char *what);
+/* What o says of the process pid, or NULL (o NULL, or pid not in it). */
+const task_outcome *eng_outcome_of(const run_outcome *o, pid_t pid);
 
 /* ---- engine_oplog.c: the operation's entry ---- */
 void eng_op_begin(cs_engine *e);

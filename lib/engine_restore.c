@@ -220,19 +220,11 @@ static bool all_done(const cs_engine *e, const run_outcome *o)
 	return o && o->rc == 0;
 }
 
-static const task_outcome *outcome_of(const run_outcome *o, pid_t pid)
-{
-	for (size_t k = 0; o && k < o->n; k++)
-		if (o->t[k].pid == pid)
-			return &o->t[k];
-	return NULL;
-}
-
 static void report(cs_engine *e, const run_outcome *o)
 {
 	for (size_t i = 0; i < e->ntasks; i++) {
 		eng_task *t = &e->tasks[i];
-		const task_outcome *x = outcome_of(o, t->pid);
+		const task_outcome *x = eng_outcome_of(o, t->pid);
 		t->result = o && o->rc == 0 && x && x->done ? 0 : -1;
 		int state = x ? x->state : CS_STATE_CHECKPOINTED;
 		if (t->result == 0)
@@ -323,7 +315,7 @@ static int unpark_one(cs_engine *e, const eng_task *t, char *why, size_t size)
 	cs_park_answer a;
 	cs_error err = { 0 };
 	unsigned ms = eng_lock_timeout_s(e) * 1000;
-	int rc = cs_park_step(&x, false, &conn, ms, cs_move_deadline(NULL, info.bytes) + ms / 1000.0, &a, &err);
+	int rc = cs_park_step(&x, false, &conn, ms, cs_park_answer_s(NULL, info.bytes, ms), &a, &err);
 	cs_park_close(&conn, false);
 	cs_history_proc *h = eng_op_entry(e, t->entry);
 	if (rc < 0) {

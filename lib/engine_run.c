@@ -175,3 +175,11 @@ const run_outcome *eng_outcome_check(cs_engine *e, const void *buf, size_t len, 
 	}
 	return o;
 }
+
+const task_outcome *eng_outcome_of(const run_outcome *o, pid_t pid)
+{
+	for (size_t k = 0; o && k < o->n; k++)
+		if (o->t[k].pid == pid)
+			return &o->t[k];
+	return NULL;
+}

@@ -213,6 +213,11 @@ static void explain(const cs_target *t, bool park, const cs_park_answer *a, bool
 			a->stage[0] ? a->stage : "answered", a->code);
 }
 
+double cs_park_answer_s(const cs_driver *d, unsigned long long bytes, unsigned timeout_ms)
+{
+	return cs_move_deadline(d, bytes) + timeout_ms / 1000.0;
+}
+
 int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, double answer_s, cs_park_answer *a,
 		 cs_error *err)
 {

@@ -51,6 +51,9 @@ bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, siz
  * cs_park_close; *conn -1 opens one) or unpark; timeout_ms bounds the wait
  * for the program's calls in flight, answer_s the whole answer. 0, or -1
  * with err filled; a gets the answer's timings. */
+/* How long the answer to a park or unpark of bytes may take: the driver's
+ * deadline for moving as much, plus timeout_ms for the calls in flight. */
+double cs_park_answer_s(const cs_driver *d, unsigned long long bytes, unsigned timeout_ms);
 int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, double answer_s, cs_park_answer *a,
 		 cs_error *err);
 /* Ends a held park: commit keeps it parked once cudasnap is gone; without,

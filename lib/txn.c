@@ -134,7 +134,7 @@ static int park_call(run *r, cs_target *t, cs_step s)
 	bool park = s == CS_STEP_PARK;
 	cs_park_answer a;
 	cs_error e = { 0 };
-	double answer_s = cs_move_deadline(r->d, t->park_bytes) + r->o->timeout_ms / 1000.0;
+	double answer_s = cs_park_answer_s(r->d, t->park_bytes, r->o->timeout_ms);
 	if (cs_park_step(t, park, &t->park_conn, r->o->timeout_ms ? r->o->timeout_ms : 10000, answer_s, &a, &e) != 0) {
 		t->error = e;
 		return CS_CU_PARK_FAILED;
