@@ -85,6 +85,24 @@ def gpu_devices():
     return devs
 
 
+def torch_mounts(a, root):
+    """--torch-ipc: the script's folder at /tw, a /dev/shm for
+    multiprocessing's semaphores, and PyTorch where it lies outside /usr
+    (a virtual environment: its site-packages, on PYTHONPATH)."""
+    m = [{"destination": "/tw", "type": "bind", "source": os.path.dirname(os.path.abspath(a.torch_ipc)),
+          "options": ["rbind", "ro"]},
+         {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "nodev", "mode=1777"]}]
+    os.makedirs(os.path.join(root, "tw"))
+    p = subprocess.run(["python3", "-c", "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))"],
+                       capture_output=True, text=True)
+    site = p.stdout.strip()
+    if p.returncode == 0 and site and not site.startswith("/usr/"):
+        m.append({"destination": site, "type": "bind", "source": site, "options": ["rbind", "ro"]})
+        os.makedirs(root + site, exist_ok=True)
+        return m, ["PYTHONPATH=" + site]
+    return m, []
+
+
 def bundle(a, base, name, nprocs, data, memory_limit=None, extra_env=(), park=False):
     """A runc bundle: rootfs of read-only binds of /usr (the merged /bin,
     /lib and /lib64 point into it; not recursive, so that a driver mount
@@ -117,12 +135,19 @@ def bundle(a, base, name, nprocs, data, memory_limit=None, extra_env=(), park=Fa
         mounts.append({"destination": "/work", "type": "bind", "source": os.path.dirname(a.workload),
                        "options": ["rbind", "ro"]})
         w = "/work/" + os.path.basename(a.workload)
+        run = ""
         if park:
             cs = os.path.dirname(os.path.abspath(a.cudasnap))
             mounts.append({"destination": "/cs", "type": "bind", "source": cs, "options": ["rbind", "ro"]})
             os.makedirs(os.path.join(root, "cs"))
-            w = f"/cs/cudasnap run -- {w}"
-        cmd = f"for i in $(seq {nprocs}); do {w} --gib {a.gib} --dir /data & done; wait"
+            run = "/cs/cudasnap run -- "
+        cmd = f"for i in $(seq {nprocs}); do {run}{w} --gib {a.gib} --dir /data & done; wait"
+        if a.torch_ipc:
+            more, penv = torch_mounts(a, root)
+            mounts += more
+            env += penv
+            cmd = (f"exec {run}python3 /tw/{os.path.basename(a.torch_ipc)} --dir /data --mib {int(a.gib * 1024)} "
+                   "> /data/torch.log 2>&1")
         env += ["LD_LIBRARY_PATH=/drv"]
         devices = gpu_devices()
     env += list(extra_env)
@@ -140,6 +165,13 @@ def bundle(a, base, name, nprocs, data, memory_limit=None, extra_env=(), park=Fa
                   "resources": dict({"devices": [{"allow": True, "access": "rwm"}]},
                                     **({"memory": {"limit": memory_limit}} if memory_limit else {}))},
     }
+    if a.torch_ipc:
+        # multiprocessing maps semaphores it unlinked: CRIU needs link-remap,
+        # which runc passes from the configuration file this names
+        conf = os.path.join(b, "criu.conf")
+        with open(conf, "w") as f:
+            f.write("link-remap\n")
+        spec["annotations"] = {"org.criu.config": conf}
     with open(os.path.join(b, "config.json"), "w") as f:
         json.dump(spec, f, indent=1)
     return b
@@ -415,6 +447,8 @@ def main():
     ap.add_argument("--cudasnap", required=True)
     ap.add_argument("--plugin", required=True)
     ap.add_argument("--workload")
+    ap.add_argument("--torch-ipc", help="tests/gpu/torch_ipc.py: each container runs that torch.multiprocessing "
+                    "pair (2 processes, --gib each shared) instead of --workload")
     ap.add_argument("--driver-dir")
     ap.add_argument("--fake-app")
     ap.add_argument("--gib", type=float, default=1)

@@ -511,6 +511,10 @@ typedef struct cs_session_opts {
 	 * restore (one that imported another process's device memory through
 	 * CUDA IPC); the setting CUDASNAP_ALLOW_UNRESTORABLE=1 does the same. */
 	bool allow_unrestorable;
+	/* The caller judged CUDA IPC itself, at each process's meeting while
+	 * it ran and its interposer could answer (a snapshot engine's hook,
+	 * which then stops it): the session does not judge it again. */
+	bool ipc_judged;
 	/* Restore: how long to wait, at most, for the GPUs to have room for
 	 * the processes (0: refuse at once); the setting CUDASNAP_WAIT_MEMORY
 	 * gives it when this is 0. At most CS_WAIT_MEMORY_MAX. */

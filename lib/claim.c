@@ -280,6 +280,14 @@ static bool not_a_claim(const cs_claims *c, int pidfd, pid_t pid, const char *co
 	return true;
 }
 
+bool cs_claims_holds(const cs_claims *c, pid_t pid)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->v[i].pid == pid)
+			return true;
+	return false;
+}
+
 int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const char *command, char *left,
 		  size_t leftsize, cs_error *err)
 {

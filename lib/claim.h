@@ -80,6 +80,8 @@ int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const 
 		  size_t leftsize, cs_error *err);
 /* Lets go of pid's claim, if c holds it. */
 void cs_claims_drop(cs_claims *c, pid_t pid);
+/* Whether c already holds pid's claim. */
+bool cs_claims_holds(const cs_claims *c, pid_t pid);
 /* pid is back in the state it had before a holder that died left it (or
  * exited): its record goes at release. Without this call, a record such a
  * holder left is put back at release, so that the process stays named. */

@@ -101,7 +101,8 @@ static void unpark_when_resumed(cs_engine *e, const run_outcome *o1, const run_o
 	for (size_t i = 0; i < e->ntasks; i++) {
 		const eng_task *t = &e->tasks[i];
 		const task_outcome *x = eng_outcome_of(o1, t->pid), *y = eng_outcome_of(o2, t->pid);
-		if (!t->parked || !((x && x->done) || (y && y->done)))
+		/* one parked before its exporter and never locked runs parked */
+		if (!t->parked || (t->locked && !((x && x->done) || (y && y->done))))
 			continue;
 		if (cs_park_queue_unpark(t->pid, eng_lock_timeout_s(e) * 1000) == 0)
 			eng_log(e, CS_LOG_INFO,
@@ -176,8 +177,10 @@ void eng_give_back_or_name(cs_engine *e, int ret)
 	bool any = false;
 	for (size_t i = 0; i < e->ntasks; i++)
 		any |= e->tasks[i].locked;
-	if (!any)
+	if (!any) { /* those parked before their exporter's failed lock */
+		unpark_when_resumed(e, NULL, NULL);
 		return;
+	}
 	if (final == CS_FINAL_ALIVE)
 		give_back(e, ret ? "failed dump" : "dump (the tree keeps running)", ret != 0);
 	else if (final == CS_FINAL_STOPPED)

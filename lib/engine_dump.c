@@ -49,6 +49,16 @@ static int state_unusable(cs_engine *e, pid_t pid, const char *comm, const char 
 	return -1;
 }
 
+/* Whether the CUDA IPC file it maps is only an interprocess event's, which
+ * the driver restores: its interposer says so. */
+static bool shm_is_events(pid_t pid, const cs_proc *p)
+{
+	cs_park_info info = { 0 };
+	if (p->maps_park)
+		cs_park_status(pid, 2000, &info);
+	return cs_park_shm_is_events(&info);
+}
+
 /* The driver would checkpoint it, but could never restore it: the dump is
  * refused before anything changes, rather than leaving images that cannot
  * come back. */
@@ -180,71 +190,17 @@ typedef struct pause_reply {
 	int lock_rc;
 	double lock_s;
 	cs_error err; /* why the lock failed */
-	/* Parking (park/): parked, its memory is in its host memory now and
-	 * stays there through the dump; park_failed, the park was refused or
-	 * failed and the driver checkpoints all its memory (park_err says why);
-	 * unparked, the lock failed after the park and the unpark answered. */
-	bool parked, park_failed, unparked;
-	cs_park_answer park;
-	cs_error park_err;
+	eng_park_reply pk;
 } pause_reply;
 
 typedef struct pause_arg {
 	pid_t pid;
 	char comm[64];
 	unsigned timeout_s;
-	bool park; /* it maps the interposer: ask it to park */
+	bool park; /* it maps the interposer, and parking is not turned off */
+	pid_t first[ENG_EARLY_MAX]; /* importers to park before it */
+	size_t nfirst;
 } pause_arg;
-
-/* A process that runs the parking interposer parks before its lock, as in
- * cudasnap checkpoint: its memory goes into its own host memory, which the
- * engine dumps as any other. Only what the interposer can carry alone
- * parks here: the engine meets one process at a time, each stopped once
- * met, so the importers of an exporter (CUDA IPC) cannot park before it. */
-static void park_before_lock(cs_driver *d, const pause_arg *a, const cs_target *t, int *conn, pause_reply *r)
-{
-	cs_park_info info;
-	cs_park_status(a->pid, 2000, &info);
-	if (!info.seen || info.parked || info.bytes == 0)
-		return;
-	if (!info.parkable || info.attached || info.imports || info.legacy) {
-		r->park_failed = true;
-		snprintf(r->park_err.message, sizeof(r->park_err.message), "%s",
-			 !info.parkable ? (info.why[0] ? info.why : "its interposer cannot park it") :
-				 info.attached ?
-					  "other processes map its memory (CUDA IPC), and they cannot park first here" :
-					  "it maps other processes' memory (CUDA IPC)");
-		return;
-	}
-	unsigned ms = a->timeout_s * 1000;
-	if (cs_park_step(t, true, conn, ms, cs_park_answer_s(d, info.bytes, ms), &r->park, &r->park_err) == 0) {
-		r->parked = true;
-		return;
-	}
-	r->park_failed = true;
-	/* No answer: whatever it did is undone by the process itself once the
-	 * connection closes without a commit. */
-	cs_park_close(conn, false);
-}
-
-/* Locked: the park stays for the dump, kept by the process once cudasnap
- * is gone. Not locked: the dump fails, and the process unparks now, while
- * it still runs. */
-static void park_after_lock(cs_driver *d, const pause_arg *a, const cs_target *t, int *conn, pause_reply *r)
-{
-	if (!r->parked)
-		return;
-	if (r->lock_rc == CS_CU_SUCCESS) {
-		cs_park_close(conn, true);
-		return;
-	}
-	cs_park_answer u;
-	cs_error err = { 0 };
-	unsigned ms = a->timeout_s * 1000;
-	r->unparked = cs_park_step(t, false, conn, ms, cs_park_answer_s(d, r->park.bytes, ms), &u, &err) == 0;
-	r->parked = !r->unparked;
-	cs_park_close(conn, false);
-}
 
 /* The driver's lock waits for the process's own threads to leave the
  * driver, so it can only be taken while they run: here, one process at a
@@ -269,11 +225,13 @@ static int pause_task(void *arg, void **out, size_t *len)
 	cs_target t = { .pid = a->pid };
 	snprintf(t.comm, sizeof(t.comm), "%s", a->comm);
 	if (a->park)
-		park_before_lock(d, a, &t, &conn, r);
+		eng_park_before_lock(d, &t, a->timeout_s, a->first, a->nfirst, &conn, &r->pk);
+	if (r->pk.refused)
+		return 0;
 	double t0 = cs_now();
 	r->lock_rc = cs_cu_lock(d, a->pid, ms);
 	r->lock_s = cs_now() - t0;
-	park_after_lock(d, a, &t, &conn, r);
+	eng_park_after_lock(d, &t, a->timeout_s, r->lock_rc, &conn, &r->pk);
 	if (r->lock_rc != CS_CU_SUCCESS) {
 		cs_explain_ctx c = { .call = CS_CALL_LOCK,
 				     .pid = a->pid,
@@ -315,6 +273,8 @@ static int not_locked(cs_engine *e, pid_t pid, const char *comm, int step, int c
 static int claim(cs_engine *e, pid_t pid, const cs_proc *p)
 {
 	cs_error err = { 0 };
+	if (cs_claims_holds(&e->claims, pid)) /* claimed to park before its exporter */
+		return 0;
 	if (cs_claims_add(&e->claims, e->state_fd, pid, p->comm, e->o.command, NULL, 0, &err) == 0)
 		return 0;
 	if (err.status == CS_ESTATE && err.sys) /* the directory, not another holder */
@@ -324,45 +284,21 @@ static int claim(cs_engine *e, pid_t pid, const cs_proc *p)
 	return -1;
 }
 
-/* Its lock failed and so did the unpark after it: the process runs with its
- * memory still in host memory and its GPU work held. Nothing is lost. */
-static void left_parked(cs_engine *e, const eng_task *t, cs_history_proc *h)
+/* CUDA IPC that only parking carries, and it could not park: the driver
+ * would give it back never (an importer) or give its importers stale memory
+ * (an exporter). Nothing was locked; the dump fails. */
+static int refuse_unparked(cs_engine *e, const eng_task *t, const eng_park_reply *r)
 {
-	if (h) {
-		h->outcome = CS_HIST_LEFT_BEHIND;
-		snprintf(h->recovery, sizeof(h->recovery), "cudasnap restore --pid %d", (int)t->pid);
-	}
+	char why[400];
+	snprintf(why, sizeof(why), "it shares device memory with other processes (CUDA IPC) and could not park: %.300s",
+		 r->park_err.message);
+	eng_op_refused(e, t->pid, t->comm, "ipc-park", why);
 	eng_log(e, CS_LOG_ERROR,
-		"process %d (%s) is left parked: its device memory is in its host memory and its GPU work waits; "
-		"'cudasnap restore --pid %d' unparks it",
-		(int)t->pid, t->comm, (int)t->pid);
-}
-
-/* What its interposer did before the lock, said in the engine's log. */
-static void note_park(cs_engine *e, eng_task *t, cs_history_proc *h, const pause_reply *r)
-{
-	const cs_park_answer *a = &r->park;
-	if (r->park_failed)
-		eng_log(e, CS_LOG_WARN,
-			"process %d (%s) runs the parking interposer but is not parked: %s; the driver "
-			"checkpoints all its memory",
-			(int)t->pid, t->comm, r->park_err.message);
-	if (!r->parked && !r->unparked)
-		return;
-	if (r->unparked) {
-		eng_log(e, CS_LOG_INFO, "process %d (%s) unparked again after its failed lock", (int)t->pid, t->comm);
-		return;
-	}
-	t->parked = true;
-	t->park_bytes = a->bytes;
-	if (h) {
-		h->timed[CS_STEP_PARK] = true;
-		h->seconds[CS_STEP_PARK] = a->total_s;
-	}
-	eng_log(e, CS_LOG_INFO,
-		"process %d (%s) parked %.2f GiB of device memory in its host memory in %.3f s (copy %.3f s, %.1f "
-		"GB/s): the driver checkpoints the rest",
-		(int)t->pid, t->comm, (double)a->bytes / (1 << 30), a->total_s, a->copy_s, a->gbps);
+		"process %d (%s) shares device memory with other processes (CUDA IPC) through cudasnap's interposer "
+		"but could not park: %s. The driver cannot carry such memory, so the dump is refused before this "
+		"process was locked. Fix: dump the processes that share memory together, in one tree",
+		(int)t->pid, t->comm, r->park_err.message);
+	return -1;
 }
 
 /* The lock's answer, once the process is known to be a CUDA process. */
@@ -385,12 +321,14 @@ static int locked(cs_engine *e, pid_t pid, const pause_reply *r)
 		}
 		return 0;
 	}
-	note_park(e, t, h, r);
+	eng_park_note(e, t, h, &r->pk);
+	if (r->pk.refused)
+		return refuse_unparked(e, t, &r->pk);
 	if (r->lock_rc != CS_CU_SUCCESS) {
 		eng_log(e, CS_LOG_ERROR, "%s; %s", r->err.message, r->err.hint);
 		not_locked(e, pid, t->comm, CS_STEP_LOCK, r->lock_rc, r->err.message);
-		if (r->parked)
-			left_parked(e, t, h);
+		if (r->pk.parked)
+			eng_park_left(e, t, h);
 		return -1;
 	}
 	t->locked = true;
@@ -399,6 +337,18 @@ static int locked(cs_engine *e, pid_t pid, const pause_reply *r)
 		h->seconds[CS_STEP_LOCK] = r->lock_s;
 	}
 	eng_log(e, CS_LOG_INFO, "process %d locked in %.3f s", (int)pid, r->lock_s);
+	return 0;
+}
+
+/* The importers that park before a process are claimed first, as it is. */
+static int claim_first(cs_engine *e, const pause_arg *a)
+{
+	for (size_t i = 0; i < a->nfirst; i++) {
+		cs_proc q = { .pid = a->first[i] };
+		pid_t nspid;
+		if (eng_identity(q.pid, &nspid, q.comm, sizeof(q.comm)) < 0 || claim(e, q.pid, &q) < 0)
+			return not_locked(e, a->pid, a->comm, -1, 0, "an importer of its memory could not be claimed");
+	}
 	return 0;
 }
 
@@ -414,6 +364,8 @@ static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, pid_t ppid)
 			.timeout_s = eng_lock_timeout_s(e),
 			.park = p->maps_park && !cs_env_on("CUDASNAP_NO_PARK") };
 	snprintf(a.comm, sizeof(a.comm), "%s", p->comm);
+	if (a.park && (a.nfirst = eng_park_importers(e, pid, a.first, ENG_EARLY_MAX)) > 0 && claim_first(e, &a) < 0)
+		return -1;
 	int rc = eng_call(e, what, eng_bound_lock(a.timeout_s), pause_task, &a, NULL, &buf, &len);
 	const pause_reply *r = buf;
 	if (rc < 0 || len != sizeof(*r)) {
@@ -424,6 +376,7 @@ static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, pid_t ppid)
 		eng_log(e, CS_LOG_ERROR, "process %d (%s): %s; %s", (int)pid, p->comm, r->err.message, r->err.hint);
 		return not_locked(e, pid, p->comm, -1, 0, r->err.message);
 	}
+	eng_park_note_early(e, pid, p->comm, &r->pk);
 	if (r->rt != CS_CU_SUCCESS) /* not a CUDA process: only its device files matter */
 		return p->device_fds || p->device_maps ? refuse_holder(e, pid, p, ppid) : 0;
 	if (r->state_rc != CS_CU_SUCCESS) {
@@ -448,7 +401,7 @@ int cs_engine_meet(cs_engine *e, pid_t pid)
 	if (!p.maps_libcuda && !p.maps_nvml)
 		return p.device_fds || p.device_maps ? refuse_holder(e, pid, &p, st.ppid) : 0;
 	int go = gpu_ready(e, pid, &p);
-	if (go > 0 && p.ipc_import[0] && !cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE"))
+	if (go > 0 && p.ipc_import[0] && !cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE") && !shm_is_events(pid, &p))
 		return refuse_importer(e, pid, &p);
 	return go <= 0 ? go : lock_task(e, pid, &p, st.ppid);
 }

@@ -9,6 +9,7 @@
 #include "claim.h"
 #include "history.h"
 #include "manifest.h"
+#include "park.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -151,6 +152,44 @@ void eng_op_refused(cs_engine *e, pid_t pid, const char *comm, const char *code,
 void eng_op_session(cs_engine *e, const run_outcome *o, bool back);
 /* Completes and writes the entry; NULL when not an operation of the GPU's. */
 const cs_history *eng_op_end(cs_engine *e, int ret);
+
+/* ---- engine_park.c: parking at a dump's meetings ---- */
+#define ENG_EARLY_MAX 16
+
+/* An importer parked before its exporter, at the exporter's meeting. */
+typedef struct eng_early {
+	pid_t pid;
+	cs_park_answer park;
+} eng_early;
+
+/* What a call did about parking one process: parked, its memory is in its
+ * host memory now and stays there through the dump; park_failed, it is not
+ * parked (park_err says why), and the driver checkpoints all its memory
+ * unless refused (CUDA IPC that only parking carries: the dump fails);
+ * unparked, the lock failed after the park and the unpark answered. */
+typedef struct eng_park_reply {
+	bool parked, park_failed, refused, unparked;
+	cs_park_answer park;
+	cs_error park_err;
+	size_t nearly;
+	eng_early early[ENG_EARLY_MAX];
+} eng_park_reply;
+
+/* Main side: the tree's importers, not met yet and still running, that
+ * must park before exporter does (at most max into out). */
+size_t eng_park_importers(cs_engine *e, pid_t exporter, pid_t *out, size_t max);
+/* In the call: the importers first (committed), then t's own park, held
+ * on *conn until eng_park_after_lock. */
+void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, const pid_t *first, size_t nfirst,
+			  int *conn, eng_park_reply *r);
+void eng_park_after_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, int lock_rc, int *conn,
+			 eng_park_reply *r);
+/* Main side: the log and the tasks of what the call did. */
+void eng_park_note_early(cs_engine *e, pid_t exporter, const char *comm, const eng_park_reply *r);
+void eng_park_note(cs_engine *e, eng_task *t, cs_history_proc *h, const eng_park_reply *r);
+/* Its lock failed and so did the unpark after it: the process runs with its
+ * memory still in host memory and its GPU work held. Nothing is lost. */
+void eng_park_left(cs_engine *e, const eng_task *t, cs_history_proc *h);
 
 /* ---- dump, restore ---- */
 void eng_give_back_or_name(cs_engine *e, int ret); /* engine_back.c */

@@ -303,11 +303,11 @@ int cs_engine_adopt(cs_engine *e, pid_t pid)
 
 /* One restored process that comes back parked: its unpark, now that it
  * runs. 0 done (or nothing to do), -1 (logged) when it failed. */
-static int unpark_one(cs_engine *e, const eng_task *t, char *why, size_t size)
+static int unpark_one(cs_engine *e, const eng_task *t, bool importers, char *why, size_t size)
 {
 	cs_park_info info;
 	cs_park_status(t->pid, 2000, &info);
-	if (!info.seen || !info.parked)
+	if (!info.seen || !info.parked || (info.imports > 0) != importers)
 		return 0;
 	cs_target x = { .pid = t->pid };
 	snprintf(x.comm, sizeof(x.comm), "%s", t->comm);
@@ -334,14 +334,16 @@ static int unpark_one(cs_engine *e, const eng_task *t, char *why, size_t size)
 }
 
 /* After a restore in the engine's hook, which ran while the engine held the
- * processes stopped: those that come back parked unpark once they run. */
+ * processes stopped: those that come back parked unpark once they run,
+ * exporters of CUDA IPC before the importers that map their memory. */
 static void unpark_restored(cs_engine *e)
 {
 	char why[512] = "";
 	bool failed = false;
-	for (size_t i = 0; i < e->ntasks; i++)
-		if (e->tasks[i].result == 0 && unpark_one(e, &e->tasks[i], why, sizeof(why)) < 0)
-			failed = true;
+	for (int importers = 0; importers < 2 && !failed; importers++)
+		for (size_t i = 0; i < e->ntasks; i++)
+			if (e->tasks[i].result == 0 && unpark_one(e, &e->tasks[i], importers, why, sizeof(why)) < 0)
+				failed = true;
 	if (failed)
 		eng_give_up(e, why, false);
 }

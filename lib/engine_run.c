@@ -139,6 +139,7 @@ run_outcome *eng_run_session(const cs_engine *e, const eng_run *r)
 		.device_map = r->device_map,
 		.only_selected = true,
 		.claimed = r->claimed,
+		.ipc_judged = true,
 		.no_manifest = true,
 		.scope = r->scope,
 		.nscope = r->nscope,

@@ -160,6 +160,11 @@ void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 	hang_up(&conn);
 }
 
+bool cs_park_shm_is_events(const cs_park_info *info)
+{
+	return info->seen && info->legacy == 0;
+}
+
 bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, size_t size)
 {
 	if (!info->seen)

@@ -40,6 +40,15 @@ int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info);
  * no interposer or does not answer within timeout_ms. */
 void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info);
 
+/* Whether a CUDA IPC file (/dev/shm/cuda.shm.*) that info's process maps
+ * without holding it is an interprocess event's, not imported memory's.
+ * Both leave such a file (PyTorch shares a CUDA tensor with an event), and
+ * the driver restores an event's importer (driver 580, kept or destroyed)
+ * but never a memory importer. A process that runs the interposer makes
+ * every memory import through it and counts those the driver made
+ * (legacy): with none, the file is an event's. */
+bool cs_park_shm_is_events(const cs_park_info *info);
+
 /* Whether info (cs_park_status's) says that its process maps memory of
  * another process in a way the driver can never restore after a
  * checkpoint: imports it cannot detach (the driver's own CUDA IPC), or any

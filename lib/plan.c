@@ -51,10 +51,13 @@ static bool overridden_memory(const cs_session *s)
  * but can never restore it. */
 static void check_ipc(const cs_session *s, const cs_proc *p, const cs_park_info *pi, cs_plan_entry *e)
 {
-	/* Shared memory shows in /proc as a file, or (between processes that
-	 * run the parking interposer) only in the interposer's answer. */
+	/* Shared memory shows in /proc as a file (so do shared events), or
+	 * (between processes that run the parking interposer) only in the
+	 * interposer's answer, which counts every import and tells them apart. */
+	if (s->o->ipc_judged)
+		return;
 	char through[64] = "";
-	const char *what = p->ipc_import;
+	const char *what = pi->seen ? "" : p->ipc_import;
 	if (!what[0] && cs_park_import_what(pi, !s->no_park, through, sizeof(through)))
 		what = through;
 	if (!what[0])

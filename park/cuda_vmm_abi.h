@@ -90,6 +90,18 @@ typedef struct {
 	char reserved[CU_IPC_HANDLE_SIZE];
 } CUipcMemHandle;
 
+/* Events: CU_EVENT_INTERPROCESS ones can be shared (cuIpcGetEventHandle),
+ * and must be created with CU_EVENT_DISABLE_TIMING. */
+typedef struct CUevent_st *CUevent;
+typedef struct {
+	char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcEventHandle;
+enum {
+	CU_EVENT_BLOCKING_SYNC = 1,
+	CU_EVENT_DISABLE_TIMING = 2,
+	CU_EVENT_INTERPROCESS = 4,
+};
+
 /* cuGetProcAddress: flags and the status it answers */
 enum {
 	CU_GET_PROC_ADDRESS_DEFAULT = 0,

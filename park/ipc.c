@@ -291,14 +291,20 @@ CUresult park_ipc_detach_all(const struct park_real *r)
 	return rc;
 }
 
-/* Unpark: every detached import mapped again at its address. */
-CUresult park_ipc_attach_all(const struct park_real *r)
+/* Unpark: every detached import mapped again at its address. An exporter
+ * still parked has nothing to give yet: asked again for up to wait_ms (when
+ * each process unparks on its own, exporters and importers at once). */
+CUresult park_ipc_attach_all(const struct park_real *r, unsigned wait_ms)
 {
+	double until = park_now() + wait_ms / 1000.0;
 	pthread_mutex_lock(&imp_mu);
 	CUresult rc = CU_OK;
-	for (size_t i = 0; i < nimps && rc == CU_OK; i++)
-		if (imps[i].h == 0 && (rc = r->ctx_set(imps[i].ctx)) == CU_OK)
-			rc = attach_at(r, &imps[i]);
+	for (size_t i = 0; i < nimps && rc == CU_OK; i++) {
+		if (imps[i].h != 0 || (rc = r->ctx_set(imps[i].ctx)) != CU_OK)
+			continue;
+		while ((rc = attach_at(r, &imps[i])) == CU_ERR_INVALID_HANDLE && park_now() < until)
+			usleep(20000);
+	}
 	pthread_mutex_unlock(&imp_mu);
 	return rc;
 }

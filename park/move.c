@@ -259,7 +259,7 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	CUresult rc = sync_all(r);
 	/* What it maps of others goes first: their exporters park after it. */
 	if (rc == CU_OK && (rc = park_ipc_detach_all(r)) != CU_OK)
-		park_ipc_attach_all(r);
+		park_ipc_attach_all(r, 0);
 	double t1 = park_now();
 	if (rc == CU_OK && plan_chunks() != 0)
 		rc = CU_ERR_OUT_OF_MEMORY;
@@ -283,7 +283,7 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	double t3 = park_now();
 	if (rc != CU_OK) {
 		drop_chunks(r);
-		park_ipc_attach_all(r);
+		park_ipc_attach_all(r, 0);
 		pthread_mutex_unlock(&park_tab.mu);
 		park_gate_open();
 		return fail(reply, size, stage, rc);
@@ -313,7 +313,7 @@ int park_park(unsigned timeout_ms, bool unpin, char *reply, size_t size)
 	return rc;
 }
 
-static int unpark_locked(const struct park_real *r, char *reply, size_t size)
+static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *reply, size_t size)
 {
 	double t0 = park_now();
 	pthread_mutex_lock(&park_tab.mu);
@@ -326,7 +326,7 @@ static int unpark_locked(const struct park_real *r, char *reply, size_t size)
 		if (rc == CU_OK)
 			rc = sync_all(r);
 		/* Its exporters are back (they unpark first): attach again. */
-		if (rc == CU_OK && (rc = park_ipc_attach_all(r)) != CU_OK) {
+		if (rc == CU_OK && (rc = park_ipc_attach_all(r, timeout_ms)) != CU_OK) {
 			stage = "attach";
 			park_ipc_detach_all(r);
 		}
@@ -349,7 +349,7 @@ static int unpark_locked(const struct park_real *r, char *reply, size_t size)
 
 int park_unpark(unsigned timeout_ms, char *reply, size_t size)
 {
-	(void)timeout_ms; /* the driver bounds its own calls; nothing here waits on the program */
+	/* the driver bounds its own calls; only an import waits, for its exporter */
 	const struct park_real *r = park_real();
 	if (r == NULL)
 		return fail(reply, size, "driver", CU_ERR_NOT_INITIALIZED);
@@ -358,7 +358,7 @@ int park_unpark(unsigned timeout_ms, char *reply, size_t size)
 	if (!parked)
 		snprintf(reply, size, "ok parked=0 bytes=0 already=1\n");
 	else
-		rc = unpark_locked(r, reply, size);
+		rc = unpark_locked(r, timeout_ms, reply, size);
 	pthread_mutex_unlock(&move_mu);
 	return rc;
 }

@@ -133,7 +133,7 @@ int park_ipc_serve(int conn, const char *line);
 unsigned park_ipc_attached(pid_t *first);
 /* The imports, detached for a park and attached again after it. */
 CUresult park_ipc_detach_all(const struct park_real *r);
-CUresult park_ipc_attach_all(const struct park_real *r);
+CUresult park_ipc_attach_all(const struct park_real *r, unsigned wait_ms);
 unsigned park_ipc_imports(void);
 
 double park_now(void);

@@ -174,6 +174,20 @@ static json_object *park_json(const cs_proc *p)
 	return o;
 }
 
+/* A CUDA IPC file is an event's or memory's; the interposer tells which. */
+static void print_ipc(const cs_proc *p)
+{
+	cs_park_info pi;
+	if (park_of(p, &pi) && cs_park_shm_is_events(&pi))
+		printf("CUDA IPC: %d (%s) shares interprocess events (%s), which the driver restores; its "
+		       "interposer carries the memory it maps of other processes\n",
+		       (int)p->pid, p->comm, p->ipc_import);
+	else
+		printf("CUDA IPC: %d (%s) maps device memory another process shares (%s): the driver "
+		       "cannot restore it after a checkpoint\n",
+		       (int)p->pid, p->comm, p->ipc_import);
+}
+
 /* What the table alone does not say: processes other operations hold, and
  * those that holders which died left behind. */
 static void print_notes(const cs_ptable *t, const cs_left_behind *b, size_t nb)
@@ -190,9 +204,7 @@ static void print_notes(const cs_ptable *t, const cs_left_behind *b, size_t nb)
 			       "named with --pid\n",
 			       (int)p->pid, p->comm);
 		else if (p->ipc_import[0])
-			printf("CUDA IPC: %d (%s) maps device memory another process shares (%s): the driver "
-			       "cannot restore it after a checkpoint\n",
-			       (int)p->pid, p->comm, p->ipc_import);
+			print_ipc(p);
 	}
 	for (size_t i = 0; i < nb; i++) {
 		const cs_proc *p = cs_ptable_find(t, b[i].pid);

@@ -15,12 +15,13 @@
 typedef CUresult (*cu_init_fn)(unsigned int flags);
 typedef CUresult (*cu_device_get_fn)(CUdevice *dev, int ordinal);
 typedef CUresult (*cu_retain_fn)(CUcontext *ctx, CUdevice dev);
-typedef CUresult (*cu_launch_fn)(void *f, unsigned int gx, unsigned int gy, unsigned int gz,
-				 unsigned int bx, unsigned int by, unsigned int bz,
-				 unsigned int shmem, CUstream s, void **params, void **extra);
+typedef CUresult (*cu_launch_fn)(void *f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+				 unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params,
+				 void **extra);
 typedef CUresult (*cu_error_name_fn)(CUresult rc, const char **name);
 
 struct cu {
+	cu_get_proc_fn get;
 	cu_init_fn init;
 	cu_device_get_fn device_get;
 	cu_retain_fn retain;
@@ -39,6 +40,14 @@ struct cu {
 	cu_ipc_get_fn ipc_get;
 	cu_ipc_open_fn ipc_open;
 	cu_error_name_fn error_name;
+	/* events, resolved for --ipc-event only */
+	CUresult (*event_create)(CUevent *ev, unsigned int flags);
+	CUresult (*event_record)(CUevent ev, CUstream s);
+	CUresult (*event_sync)(CUevent ev);
+	CUresult (*event_query)(CUevent ev);
+	CUresult (*stream_wait)(CUstream s, CUevent ev, unsigned int flags);
+	CUresult (*ipc_event_get)(CUipcEventHandle *h, CUevent ev);
+	CUresult (*ipc_event_open)(CUevent *ev, CUipcEventHandle h);
 	CUcontext ctx;
 };
 
@@ -68,7 +77,9 @@ struct cuapp {
 	unsigned int kernel_ms;
 	const char *ipc_export;
 	const char *ipc_import;
+	int ipc_event; /* --ipc-event */
 	/* state */
+	CUevent event; /* --ipc-event: created (exporter) or opened (importer) */
 	struct cu cu;
 	struct cuapp_alloc a[CUAPP_MAX_ALLOCS * 2 + 2];
 	int n;
@@ -76,10 +87,23 @@ struct cuapp {
 
 /* cuapp_drv.c: 0, or -1 with the reason on stderr */
 int cuapp_load(struct cu *cu);
+/* One entry point by cuGetProcAddress into slot; 0, or -1 said on stderr. */
+int cuapp_resolve(cu_get_proc_fn get, const char *name, void *slot);
 /* rc != CUDA_SUCCESS: prints "<what> -> <name>" on stderr and returns -1 */
 int cuapp_failed(const struct cu *cu, CUresult rc, const char *what);
 int cuapp_ipc_export(struct cuapp *app);
 int cuapp_ipc_import(struct cuapp *app);
+/* Reads line `line` (0 first) of a handle file, waiting up to 30 s for it. */
+int cuapp_read_handle(const char *path, int line, char out[CU_IPC_HANDLE_SIZE]);
+int cuapp_write_handle(FILE *f, const char h[CU_IPC_HANDLE_SIZE]);
+
+/* cuapp_event.c: --ipc-event, as PyTorch shares a CUDA tensor: the exporter
+ * records an interprocess event after filling the memory and shares it
+ * with the memory's handle; the importer waits on it before using the
+ * memory, and keeps it. Each verify uses it again. */
+int cuapp_event_export(struct cuapp *app, FILE *f);
+int cuapp_event_import(struct cuapp *app);
+int cuapp_event_verify(struct cuapp *app, char *why, size_t len);
 
 /* cuapp_mem.c */
 uint64_t cuapp_word(uint64_t seed, unsigned int index, size_t k);
@@ -87,7 +111,6 @@ int cuapp_allocate(struct cuapp *app);
 int cuapp_fill(struct cuapp *app, const struct cuapp_alloc *a);
 /* Checks bytes at off of allocation a (whole words); 0, or -1 with where it
  * differs in why. */
-int cuapp_check(struct cuapp *app, const struct cuapp_alloc *a, size_t off, size_t bytes, char *why,
-		size_t len);
+int cuapp_check(struct cuapp *app, const struct cuapp_alloc *a, size_t off, size_t bytes, char *why, size_t len);
 
 #endif

@@ -12,14 +12,13 @@
 
 #define CUDA_VERSION 12080
 
-static int resolve(cu_get_proc_fn get, const char *name, void *slot)
+int cuapp_resolve(cu_get_proc_fn get, const char *name, void *slot)
 {
 	CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
 	void *f = NULL;
 	CUresult rc = get(name, &f, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);
 	if (rc != CU_OK || f == NULL || status != CU_GET_PROC_ADDRESS_SUCCESS) {
-		fprintf(stderr, "fakecuda-cuapp: cuGetProcAddress(%s) -> %d (status %d)\n", name,
-			rc, (int)status);
+		fprintf(stderr, "fakecuda-cuapp: cuGetProcAddress(%s) -> %d (status %d)\n", name, rc, (int)status);
 		return -1;
 	}
 	memcpy(slot, &f, sizeof(f));
@@ -51,25 +50,23 @@ int cuapp_load(struct cu *cu)
 	if (lib != NULL)
 		*(void **)&get = dlsym(lib, "cuGetProcAddress_v2");
 	if (get == NULL) {
-		fprintf(stderr, "fakecuda-cuapp: no cuGetProcAddress_v2 in libcuda.so.1: %s\n",
-			dlerror());
+		fprintf(stderr, "fakecuda-cuapp: no cuGetProcAddress_v2 in libcuda.so.1: %s\n", dlerror());
 		return -1;
 	}
-	return resolve(get, "cuInit", &cu->init) | resolve(get, "cuDeviceGet", &cu->device_get) |
-		resolve(get, "cuDevicePrimaryCtxRetain", &cu->retain) |
-		resolve(get, "cuCtxSetCurrent", &cu->ctx_set) |
-		resolve(get, "cuCtxSynchronize", &cu->sync) |
-		resolve(get, "cuMemAlloc", &cu->alloc) |
-		resolve(get, "cuMemGetAddressRange", &cu->range) |
-		resolve(get, "cuMemcpyHtoD", &cu->htod) | resolve(get, "cuMemcpyDtoH", &cu->dtoh) |
-		resolve(get, "cuMemGetAllocationGranularity", &cu->granularity) |
-		resolve(get, "cuMemAddressReserve", &cu->reserve) |
-		resolve(get, "cuMemCreate", &cu->create) | resolve(get, "cuMemMap", &cu->map) |
-		resolve(get, "cuMemSetAccess", &cu->access) |
-		resolve(get, "cuLaunchKernel", &cu->launch) |
-		resolve(get, "cuIpcGetMemHandle", &cu->ipc_get) |
-		resolve(get, "cuIpcOpenMemHandle", &cu->ipc_open) |
-		resolve(get, "cuGetErrorName", &cu->error_name);
+	cu->get = get;
+	return cuapp_resolve(get, "cuInit", &cu->init) | cuapp_resolve(get, "cuDeviceGet", &cu->device_get) |
+		cuapp_resolve(get, "cuDevicePrimaryCtxRetain", &cu->retain) |
+		cuapp_resolve(get, "cuCtxSetCurrent", &cu->ctx_set) |
+		cuapp_resolve(get, "cuCtxSynchronize", &cu->sync) | cuapp_resolve(get, "cuMemAlloc", &cu->alloc) |
+		cuapp_resolve(get, "cuMemGetAddressRange", &cu->range) | cuapp_resolve(get, "cuMemcpyHtoD", &cu->htod) |
+		cuapp_resolve(get, "cuMemcpyDtoH", &cu->dtoh) |
+		cuapp_resolve(get, "cuMemGetAllocationGranularity", &cu->granularity) |
+		cuapp_resolve(get, "cuMemAddressReserve", &cu->reserve) |
+		cuapp_resolve(get, "cuMemCreate", &cu->create) | cuapp_resolve(get, "cuMemMap", &cu->map) |
+		cuapp_resolve(get, "cuMemSetAccess", &cu->access) | cuapp_resolve(get, "cuLaunchKernel", &cu->launch) |
+		cuapp_resolve(get, "cuIpcGetMemHandle", &cu->ipc_get) |
+		cuapp_resolve(get, "cuIpcOpenMemHandle", &cu->ipc_open) |
+		cuapp_resolve(get, "cuGetErrorName", &cu->error_name);
 }
 
 int cuapp_failed(const struct cu *cu, CUresult rc, const char *what)
@@ -99,19 +96,24 @@ int cuapp_ipc_export(struct cuapp *app)
 	FILE *f = fopen(tmp, "we");
 	if (f == NULL)
 		return -1;
-	for (size_t i = 0; i < sizeof(h.reserved); i++)
-		fprintf(f, "%02x", (unsigned char)h.reserved[i]);
-	fprintf(f, "\n");
-	if (fclose(f) != 0 || rename(tmp, app->ipc_export) != 0) {
-		fprintf(stderr, "fakecuda-cuapp: cannot write %s: %s\n", app->ipc_export,
-			strerror(errno));
+	int rc = cuapp_write_handle(f, h.reserved);
+	if (rc == 0 && app->ipc_event)
+		rc = cuapp_event_export(app, f);
+	if (fclose(f) != 0 || rc != 0 || rename(tmp, app->ipc_export) != 0) {
+		fprintf(stderr, "fakecuda-cuapp: cannot write %s: %s\n", app->ipc_export, strerror(errno));
 		return -1;
 	}
 	return 0;
 }
 
-/* Waits up to 30 s for the file. */
-static int read_handle(const char *path, CUipcMemHandle *h)
+int cuapp_write_handle(FILE *f, const char h[CU_IPC_HANDLE_SIZE])
+{
+	for (size_t i = 0; i < CU_IPC_HANDLE_SIZE; i++)
+		fprintf(f, "%02x", (unsigned char)h[i]);
+	return fprintf(f, "\n") == 1 ? 0 : -1;
+}
+
+int cuapp_read_handle(const char *path, int line, char out[CU_IPC_HANDLE_SIZE])
 {
 	char hex[2 * CU_IPC_HANDLE_SIZE + 2];
 	for (int tries = 0; tries < 3000; tries++) {
@@ -120,13 +122,14 @@ static int read_handle(const char *path, CUipcMemHandle *h)
 			usleep(10000);
 			continue;
 		}
-		int ok =
-			fgets(hex, sizeof(hex), f) != NULL && strlen(hex) >= 2 * CU_IPC_HANDLE_SIZE;
+		int ok = 1;
+		for (int l = 0; ok && l <= line; l++)
+			ok = fgets(hex, sizeof(hex), f) != NULL && strlen(hex) >= 2 * CU_IPC_HANDLE_SIZE;
 		fclose(f);
 		for (size_t i = 0; ok && i < CU_IPC_HANDLE_SIZE; i++) {
 			unsigned int byte;
 			ok = sscanf(hex + 2 * i, "%2x", &byte) == 1;
-			h->reserved[i] = (char)byte;
+			out[i] = (char)byte;
 		}
 		return ok ? 0 : -1;
 	}
@@ -138,7 +141,7 @@ int cuapp_ipc_import(struct cuapp *app)
 {
 	CUipcMemHandle h;
 	struct cuapp_alloc *a = &app->a[app->n];
-	if (read_handle(app->ipc_import, &h) != 0) {
+	if (cuapp_read_handle(app->ipc_import, 0, h.reserved) != 0) {
 		fprintf(stderr, "fakecuda-cuapp: no handle in %s\n", app->ipc_import);
 		return -1;
 	}
@@ -150,5 +153,5 @@ int cuapp_ipc_import(struct cuapp *app)
 	a->seed = app->peer_seed;
 	a->index = 0;
 	app->n++;
-	return 0;
+	return app->ipc_event ? cuapp_event_import(app) : 0;
 }

@@ -9,25 +9,27 @@
 
 #include "cuapp.h"
 
-static const char usage_text[] =
-	"fakecuda-cuapp: a CUDA application on the driver API, reached as the CUDA\n"
-	"runtime reaches it (dlopen libcuda.so.1, cuGetProcAddress).\n"
-	"\n"
-	"  --alloc-mib N     one cuMemAlloc of N MiB (repeatable)\n"
-	"  --allocs K        K allocations of each --alloc-mib size (1)\n"
-	"  --vmm-mib N       N MiB (rounded up to the granularity) that the program\n"
-	"                    maps itself: reserve, create, map, set access (repeatable)\n"
-	"  --small-kib N     one small cuMemAlloc of N KiB\n"
-	"  --seed S          pattern seed (the pid)\n"
-	"  --interval-ms MS  a kernel and a sampled check every MS ms (100)\n"
-	"  --kernel-ms MS    the kernels' length (5)\n"
-	"  --ipc-export FILE write the IPC handle of the first allocation to FILE\n"
-	"  --ipc-import FILE open the handle in FILE (waiting for it) and check that\n"
-	"                    memory against --peer-seed S\n"
-	"\n"
-	"Prints 'ready pid=<pid> allocs=<n> bytes=<n> addrs=<hex,...>' once filled.\n"
-	"SIGUSR1: checks every byte, prints 'verify ok bytes=<n>' or 'verify FAILED\n"
-	"<where>'. SIGTERM, SIGINT: exit 0 when every check passed, else 1.\n";
+static const char usage_text[] = "fakecuda-cuapp: a CUDA application on the driver API, reached as the CUDA\n"
+				 "runtime reaches it (dlopen libcuda.so.1, cuGetProcAddress).\n"
+				 "\n"
+				 "  --alloc-mib N     one cuMemAlloc of N MiB (repeatable)\n"
+				 "  --allocs K        K allocations of each --alloc-mib size (1)\n"
+				 "  --vmm-mib N       N MiB (rounded up to the granularity) that the program\n"
+				 "                    maps itself: reserve, create, map, set access (repeatable)\n"
+				 "  --small-kib N     one small cuMemAlloc of N KiB\n"
+				 "  --seed S          pattern seed (the pid)\n"
+				 "  --interval-ms MS  a kernel and a sampled check every MS ms (100)\n"
+				 "  --kernel-ms MS    the kernels' length (5)\n"
+				 "  --ipc-export FILE write the IPC handle of the first allocation to FILE\n"
+				 "  --ipc-import FILE open the handle in FILE (waiting for it) and check that\n"
+				 "                    memory against --peer-seed S\n"
+				 "  --ipc-event       with --ipc-export, also share an interprocess event\n"
+				 "                    recorded after the fill; with --ipc-import, wait on it\n"
+				 "                    before using the memory, keep it, and wait at each check\n"
+				 "\n"
+				 "Prints 'ready pid=<pid> allocs=<n> bytes=<n> addrs=<hex,...>' once filled.\n"
+				 "SIGUSR1: checks every byte, prints 'verify ok bytes=<n>' or 'verify FAILED\n"
+				 "<where>'. SIGTERM, SIGINT: exit 0 when every check passed, else 1.\n";
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -59,12 +61,11 @@ static int parse_u(const char *s, unsigned long long max, unsigned long long *ou
 static int parse(int argc, char **argv, struct cuapp *app)
 {
 	static const struct option opts[] = {
-		{ "alloc-mib", 1, NULL, 'a' },  { "allocs", 1, NULL, 'k' },
-		{ "vmm-mib", 1, NULL, 'v' },    { "small-kib", 1, NULL, 's' },
-		{ "seed", 1, NULL, 'S' },       { "interval-ms", 1, NULL, 'i' },
-		{ "kernel-ms", 1, NULL, 'K' },  { "ipc-export", 1, NULL, 'e' },
-		{ "ipc-import", 1, NULL, 'I' }, { "peer-seed", 1, NULL, 'P' },
-		{ "help", 0, NULL, 'h' },       { NULL, 0, NULL, 0 },
+		{ "alloc-mib", 1, NULL, 'a' }, { "allocs", 1, NULL, 'k' },     { "vmm-mib", 1, NULL, 'v' },
+		{ "small-kib", 1, NULL, 's' }, { "seed", 1, NULL, 'S' },       { "interval-ms", 1, NULL, 'i' },
+		{ "kernel-ms", 1, NULL, 'K' }, { "ipc-export", 1, NULL, 'e' }, { "ipc-import", 1, NULL, 'I' },
+		{ "peer-seed", 1, NULL, 'P' }, { "ipc-event", 0, NULL, 'E' },  { "help", 0, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long long v = 0;
 	int c;
@@ -77,7 +78,7 @@ static int parse(int argc, char **argv, struct cuapp *app)
 			fputs(usage_text, c == 'h' ? stdout : stderr);
 			return c == 'h' ? 1 : -1;
 		}
-		if (c != 'e' && c != 'I' && parse_u(optarg, 1ull << 40, &v) != 0)
+		if (c != 'e' && c != 'I' && c != 'E' && parse_u(optarg, 1ull << 40, &v) != 0)
 			return -1;
 		if ((c == 'a' && app->nalloc_opts == CUAPP_MAX_ALLOCS) ||
 		    (c == 'v' && app->nvmm_opts == CUAPP_MAX_ALLOCS))
@@ -93,10 +94,10 @@ static int parse(int argc, char **argv, struct cuapp *app)
 		case 'e': app->ipc_export = optarg; break;
 		case 'I': app->ipc_import = optarg; break;
 		case 'P': app->peer_seed = v; break;
+		case 'E': app->ipc_event = 1; break;
 		}
 	}
-	if (optind != argc ||
-	    app->nalloc_opts * (unsigned long long)app->allocs_each > CUAPP_MAX_ALLOCS) {
+	if (optind != argc || app->nalloc_opts * (unsigned long long)app->allocs_each > CUAPP_MAX_ALLOCS) {
 		fputs(usage_text, stderr);
 		return -1;
 	}
@@ -145,8 +146,7 @@ static void sample(struct cuapp *app, unsigned long round)
 	for (int i = 0; i < app->n; i++) {
 		const struct cuapp_alloc *a = &app->a[i];
 		size_t page = a->bytes < 4096 ? a->bytes / 8 * 8 : 4096;
-		size_t places[3] = { 0, (round * 7919 * 4096) % (a->bytes - page + 1) / 8 * 8,
-				     a->bytes - page };
+		size_t places[3] = { 0, (round * 7919 * 4096) % (a->bytes - page + 1) / 8 * 8, a->bytes - page };
 		for (int p = 0; p < 3; p++)
 			if (cuapp_check(app, a, places[p], page, why, sizeof(why)) != 0)
 				fail(why);
@@ -161,9 +161,14 @@ static void verify_all(struct cuapp *app)
 {
 	char why[256];
 	size_t bytes = 0;
+	if (app->event && cuapp_event_verify(app, why, sizeof(why)) != 0) {
+		fail(why);
+		printf("verify FAILED %s\n", why);
+		fflush(stdout);
+		return;
+	}
 	for (int i = 0; i < app->n; i++) {
-		if (cuapp_check(app, &app->a[i], 0, app->a[i].bytes / 8 * 8, why, sizeof(why)) !=
-		    0) {
+		if (cuapp_check(app, &app->a[i], 0, app->a[i].bytes / 8 * 8, why, sizeof(why)) != 0) {
 			fail(why);
 			printf("verify FAILED %s\n", why);
 			fflush(stdout);
@@ -193,8 +198,7 @@ static void *worker(void *arg)
 			until.tv_nsec -= 1000000000L;
 		}
 		pthread_mutex_lock(&mu);
-		while (verify_requests == 0 && !stopping &&
-		       pthread_cond_timedwait(&cv, &mu, &until) == 0)
+		while (verify_requests == 0 && !stopping && pthread_cond_timedwait(&cv, &mu, &until) == 0)
 			;
 		if (stopping) {
 			pthread_mutex_unlock(&mu);

@@ -24,17 +24,16 @@ FC_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx);
 FC_EXPORT CUresult cuCtxGetDevice(CUdevice *dev);
 FC_EXPORT CUresult cuCtxSynchronize(void);
 FC_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer);
-FC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-				  unsigned int bx, unsigned int by, unsigned int bz,
-				  unsigned int shmem, CUstream stream, void **params, void **extra);
+FC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+				  unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
+				  void **extra);
 
 /* memlegacy.c */
 FC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes);
 FC_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
 FC_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr);
 FC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr);
-FC_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle,
-					 unsigned int flags);
+FC_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags);
 FC_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
 
 /* copy.c */
@@ -53,29 +52,36 @@ FC_EXPORT CUresult cuMemFreeHost(void *p);
 /* vmm_va.c */
 FC_EXPORT CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAllocationProp *prop,
 						 CUmemAllocationGranularity_flags option);
-FC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
-				       CUdeviceptr addr, unsigned long long flags);
+FC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+				       unsigned long long flags);
 FC_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
-FC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
-			    CUmemGenericAllocationHandle h, unsigned long long flags);
+FC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+			    unsigned long long flags);
 FC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
-FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
-				  size_t count);
+FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
 
 /* vmm_phys.c */
-FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
-			       const CUmemAllocationProp *prop, unsigned long long flags);
+FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+			       unsigned long long flags);
 FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h);
 FC_EXPORT CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle h,
-						CUmemAllocationHandleType type,
-						unsigned long long flags);
+						CUmemAllocationHandleType type, unsigned long long flags);
 FC_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
 						  CUmemAllocationHandleType type);
 
+/* event.c */
+FC_EXPORT CUresult cuEventCreate(CUevent *ev, unsigned int flags);
+FC_EXPORT CUresult cuEventDestroy_v2(CUevent ev);
+FC_EXPORT CUresult cuEventRecord(CUevent ev, CUstream stream);
+FC_EXPORT CUresult cuEventQuery(CUevent ev);
+FC_EXPORT CUresult cuEventSynchronize(CUevent ev);
+FC_EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent ev, unsigned int flags);
+FC_EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent ev);
+FC_EXPORT CUresult cuIpcOpenEventHandle(CUevent *ev, CUipcEventHandle handle);
+
 /* procaddr.c */
-FC_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
-				       cuuint64_t flags, CUdriverProcAddressQueryResult *status);
-FC_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version,
-				    cuuint64_t flags);
+FC_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
+				       CUdriverProcAddressQueryResult *status);
+FC_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);
 
 #endif

@@ -17,6 +17,9 @@
  * (the real driver's exporters map /dev/shm/cuda.shm.0.N). 0, or -1 when
  * the name does not fit in len. */
 int fc_ipc_shm_path(char *buf, size_t len, unsigned int uid, int pid);
+/* The n-th such file of the process (1: the memory export's; interprocess
+ * events take the next ones). */
+int fc_ipc_file_path(char *buf, size_t len, unsigned int uid, int pid, unsigned int n);
 
 /* At the start of the shared file: where the exported memory is in the
  * exporter's device memory memfd. */

@@ -175,6 +175,7 @@ int main(int argc, char **argv)
 	test_vmm(&e, &d);
 	test_vmm_share(&e, &d);
 	test_vmm_cycle(&e, &d);
+	test_event(&e, &d);
 	apps_cleanup();
 	remove_tree(e.root);
 	dlclose(d.handle);

@@ -214,6 +214,8 @@ int test_vmm_peer(const char *role, const char *lib, int sock, const char *arg)
 		peer_importer(&c, sock, arg);
 	else if (strcmp(role, "ipc") == 0)
 		peer_ipc(&c, sock, arg);
+	else if (strcmp(role, "event") == 0)
+		peer_event(&c, sock, arg);
 	else
 		check(0, "known peer role %s", role);
 	return t_failures ? 1 : 0;

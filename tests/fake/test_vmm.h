@@ -99,10 +99,12 @@ int peer_basics(const struct cuv *c, int sock, const char *arg);
 int peer_exporter(const struct cuv *c, int sock, const char *arg);
 int peer_importer(const struct cuv *c, int sock, const char *arg);
 int peer_ipc(const struct cuv *c, int sock, const char *arg);
+int peer_event(const struct cuv *c, int sock, const char *arg);
 
 /* the groups of checks */
 void test_vmm(const struct env *e, const struct drv *d);
 void test_vmm_share(const struct env *e, const struct drv *d);
 void test_vmm_cycle(const struct env *e, const struct drv *d);
+void test_event(const struct env *e, const struct drv *d); /* test_event.c */
 
 #endif

@@ -89,17 +89,25 @@ if command -v nvcc > /dev/null && nvcc -O2 -arch=sm_90 -o "$D/ipc_pair" "$HERE/i
 fi
 [ -n "${NO_TORCH_IPC:-}" ] && { rm -rf "$D"; echo "$pass passed, $fail failed"; exit 0; }
 # CUDA IPC under the interposer: torch.multiprocessing shares a tensor
+# (memory, which the interposer carries, and an interprocess event, which
+# the driver restores): the pair checkpoints and restores as one tree
 mkdir -p "$D/ipc"
-$CS run -- python3 "$HERE/torch_ipc.py" --dir "$D/ipc" --mib 1024 > "$OUT/ipc.out" 2>&1 &
+$CS run -- python3 "$HERE/torch_ipc.py" --dir "$D/ipc" --mib "${TORCH_IPC_MIB:-4096}" > "$OUT/ipc.out" 2>&1 &
 IP=$!
 for _ in $(seq 1 300); do [ "$(ls "$D"/ipc/*.ready 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.2; done
-for f in "$D"/ipc/*.ready; do
-	p=$(basename "$f" .ready); rm -f "$D/ipc/$p.verify"; kill -USR1 "$p"
-	sleep 2; if grep -q '^ok' "$D/ipc/$p.verify" 2>/dev/null; then ok "ipc $(cat "$f" | tr -d '\n') $p: $(cat "$D/ipc/$p.verify")"; else bad "ipc $p: $(cat "$D/ipc/$p.verify" 2>/dev/null) $(cat "$OUT/ipc.out")"; fi
-done
-$CS ps > "$OUT/ps-ipc.txt" 2>&1; cat "$OUT/ps-ipc.txt"
-$CS checkpoint --tree $IP --json > "$OUT/ipc.ckpt.json" 2> "$OUT/ipc.ckpt.err"; echo "ipc checkpoint rc=$? $(head -c 600 "$OUT/ipc.ckpt.err")"
-$CS restore --tree $IP > /dev/null 2>&1
+tverify() {
+	for f in "$D"/ipc/*.ready; do
+		p=$(basename "$f" .ready); rm -f "$D/ipc/$p.verify"; kill -USR1 "$p"
+		if waitfile "$D/ipc/$p.verify" && grep -q '^ok' "$D/ipc/$p.verify"; then ok "torch ipc $1 $(tr -d '\n' < "$f") $p: $(cat "$D/ipc/$p.verify")"; else bad "torch ipc $1 $p: $(cat "$D/ipc/$p.verify" 2>/dev/null) $(tail -3 "$OUT/ipc.out")"; fi
+	done
+}
+tverify before
+$CS ps > "$OUT/ps-ipc.txt" 2>&1; grep -E "parking|CUDA IPC" "$OUT/ps-ipc.txt"
+$CS checkpoint --tree $IP --json > "$OUT/ipc.ckpt.json" 2> "$OUT/ipc.ckpt.err"; rc1=$?
+$CS restore --tree $IP --json > "$OUT/ipc.rest.json" 2> "$OUT/ipc.rest.err"; rc2=$?
+echo "RESULT torch-ipc checkpoint rc=$rc1 $(python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); print(o["outcome"], "%.3f" % o["wall_seconds"], [(t["pid"], {k: round(v, 3) for k, v in t.get("seconds", {}).items()}) for t in o.get("processes", [])])' "$OUT/ipc.ckpt.json" 2>/dev/null) restore rc=$rc2 $(python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); print(o["outcome"], "%.3f" % o["wall_seconds"], [(t["pid"], {k: round(v, 3) for k, v in t.get("seconds", {}).items()}) for t in o.get("processes", [])])' "$OUT/ipc.rest.json" 2>/dev/null)"
+[ $rc1 = 0 ] && [ $rc2 = 0 ] && ok "torch ipc pair checkpointed and restored" || { bad "torch ipc pair $rc1/$rc2"; head -c 1500 "$OUT/ipc.ckpt.err" "$OUT/ipc.rest.err"; }
+tverify after
 pkill -TERM -P $IP; kill $IP; wait $IP
 rm -rf "$D"
 echo "$pass passed, $fail failed"

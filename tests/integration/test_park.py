@@ -310,11 +310,48 @@ class Park(ParkCase):
 class IpcPairs(ParkCase):
     """cuIpcGetMemHandle / cuIpcOpenMemHandle between interposed processes."""
 
-    def pair(self, importer_parked=True, exporter_parked=True):
+    def pair(self, importer_parked=True, exporter_parked=True, event=False):
         handle = os.path.join(self.tmp, "handle")
-        e = App(self, ["--alloc-mib", "8", "--seed", "7", "--ipc-export", handle], park=exporter_parked)
-        i = App(self, ["--alloc-mib", "4", "--ipc-import", handle, "--peer-seed", "7"], park=importer_parked)
+        ev = ["--ipc-event"] if event else []
+        e = App(self, ["--alloc-mib", "8", "--seed", "7", "--ipc-export", handle, *ev], park=exporter_parked)
+        i = App(self, ["--alloc-mib", "4", "--ipc-import", handle, "--peer-seed", "7", *ev], park=importer_parked)
         return e, i
+
+    def shm_maps(self, pid):
+        with open(f"/proc/{pid}/maps") as f:
+            return [ln.split()[-1] for ln in f if "/cuda.shm." in ln]
+
+    def test_a_shared_event_as_pytorch_shares_one_does_not_stop_the_pair(self):
+        # PyTorch shares a CUDA tensor with an interprocess event: the
+        # importer maps the event's file, which /proc alone cannot tell from
+        # imported memory; the interposer carries the memory, and the driver
+        # restores an event's importer
+        e, i = self.pair(event=True)
+        self.assertEqual(len(self.shm_maps(i.pid)), 1)
+        out = self.cs("ps").out
+        self.assertIn(f"CUDA IPC: {i.pid} (fakecuda-cuapp) shares interprocess events", out)
+        r = self.cs("checkpoint", "--pid", e.pid, "--pid", i.pid, "--dry-run", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("ipc-import", json.dumps(r.obj))
+        r = self.cs("checkpoint", "--pid", e.pid, "--pid", i.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(i.pid)["parked"], "1")
+        r = self.cs("restore", "--pid", e.pid, "--pid", i.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        # each check records (exporter) or waits on (importer) the event
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
+    def test_a_shared_event_with_memory_the_driver_shared_is_refused(self):
+        # the exporter runs no interposer: the importer's memory import is
+        # the driver's, and the file it maps tells nothing more
+        e, i = self.pair(exporter_parked=False, event=True)
+        r = self.cs("checkpoint", "--pid", i.pid)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("(CUDA IPC, 1 import through the driver): the driver checkpoints such a process but can "
+                      "never restore it", r.err)
+        self.assertEqual(self.states([i.pid]), {i.pid: "running"})
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
 
     def test_parked_together_both_come_back(self):
         e, i = self.pair()

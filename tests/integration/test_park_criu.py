@@ -134,5 +134,117 @@ class ParkUnderCriu(CriuCase):
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
 
 
+@unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
+class PairUnderCriu(CriuCase):
+    """An exporter and an importer of CUDA IPC (through the interposer, with
+    an interprocess event as PyTorch shares one) in one tree: CRIU meets
+    the exporter first and stops it, so the importer parks before it."""
+
+    def start(self, importer_in_tree=True):
+        handle = os.path.join(self.tmp, "handle")
+        self.outs = {}
+        env = dict(self.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=self.tmp)
+        asan = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+        exp = f"{CUAPP} --alloc-mib 8 --seed 7 --interval-ms 50 --ipc-export {handle} --ipc-event"
+        imp = f"{CUAPP} --alloc-mib 4 --interval-ms 50 --ipc-import {handle} --peer-seed 7 --ipc-event"
+        e_out, i_out = os.path.join(self.tmp, "e.out"), os.path.join(self.tmp, "i.out")
+        script = f"{exp} > {e_out} 2>&1 & " + (f"{imp} > {i_out} 2>&1 & " if importer_in_tree else "") + "wait"
+        p = subprocess.Popen([BIN, "run", "--", "/bin/sh", "-c", script], env=env, start_new_session=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.apps.append(p)
+        self.root = p.pid
+        self.tree_pids.append(p.pid)
+        if not importer_in_tree:
+            with open(i_out, "ab") as out:
+                q = subprocess.Popen([BIN, "run", "--", "/bin/sh", "-c", "exec " + imp], env=env,
+                                     start_new_session=True, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+            self.apps.append(q)
+        for name, path in (("e", e_out), ("i", i_out)):
+            line = self.wait_line(path, "ready")
+            self.assertTrue(line, f"{name}: {self.text(path)}")
+            pid = int(line.split()[1].split("=")[1])
+            self.outs[pid] = path
+            self.tree_pids.append(pid)
+            setattr(self, name, pid)
+
+    def text(self, path):
+        try:
+            with open(path, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def wait_line(self, path, prefix, after=0, timeout=20):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = [ln for ln in self.text(path).splitlines()[after:] if ln.startswith(prefix)]
+            if lines:
+                return lines[-1]
+            time.sleep(0.05)
+        return None
+
+    def verify(self, pid):
+        path = self.outs[pid]
+        n = len(self.text(path).splitlines())
+        os.kill(pid, signal.SIGUSR1)
+        return self.wait_line(path, "verify", after=n)
+
+    def assertBothOk(self):
+        self.assertEqual(self.verify(self.e), "verify ok bytes=8388608")
+        self.assertEqual(self.verify(self.i), "verify ok bytes=12582912")
+
+    def lines(self, run, word):
+        return [ln for ln in run.cudasnap_lines() if word in ln]
+
+    def test_importer_parks_before_its_exporter(self):
+        self.start()
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {self.i} (fakecuda-cuapp) parked 0.00 GiB of device memory"), r)
+        self.assertTrue(self.lines(r, f"before process {self.e} (fakecuda-cuapp), whose memory it maps"), r)
+        self.assertTrue(self.lines(r, f"process {self.e} (fakecuda-cuapp) parked 0.01 GiB"), r)
+        self.assertGone([self.e, self.i])
+        r = self.restore()
+        self.assertEqual(r.rc, 0, r)
+        unparks = [ln for ln in r.cudasnap_lines() if " unparked " in ln]
+        self.assertEqual(len(unparks), 2, r)
+        self.assertIn(f"process {self.e} ", unparks[0])  # the exporter first
+        self.assertBothOk()
+
+    def test_an_importer_outside_the_tree_fails_the_dump(self):
+        self.start(importer_in_tree=False)
+        r = self.dump("--shell-job")
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, "could not park before it"), r)
+        self.assertStates([self.e, self.i], "running")
+        self.assertBothOk()
+
+    def test_lock_fails_after_the_importer_parked(self):
+        self.start()
+        self.fault(f"{self.e} lock error=999 1")
+        r = self.dump("--shell-job")
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {self.i} (fakecuda-cuapp) unparks its 0.00 GiB once CRIU lets it run"), r)
+        os.unlink(self.faults)
+        deadline = time.monotonic() + 20
+        while f"parked: {self.i} (" in self.cs("ps").out and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertNotIn("parked: ", self.cs("ps").out)
+        self.assertStates([self.e, self.i], "running")
+        self.assertBothOk()
+
+    def test_leave_running_unparks_both(self):
+        self.start()
+        r = self.dump("--shell-job", "--leave-running")
+        self.assertEqual(r.rc, 0, r)
+        deadline = time.monotonic() + 20
+        while "parked: " in self.cs("ps").out and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertNotIn("parked: ", self.cs("ps").out)
+        self.assertStates([self.e, self.i], "running")
+        self.assertBothOk()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

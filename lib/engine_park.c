@@ -1,0 +1,183 @@
+/* Parking at a dump's meetings (processes that run the interposer). The
+ * engine meets the processes one at a time and stops each once met, so a
+ * process can only park while the engine has not met it yet, and CUDA IPC
+ * between processes of the tree orders the parks: an importer detaches
+ * (telling its exporter) before its exporter parks, and it can tell it only
+ * while the exporter runs. So at the meeting of an exporter whose memory
+ * others map, the tree's importers not met yet park first, then the
+ * exporter. What cannot be ordered so (an importer outside the tree, one
+ * that cannot park) fails the dump: the driver's own path would give an
+ * importer back never, or an exporter's importers stale memory. */
+#include "engine_int.h"
+#include "discover.h"
+#include "park.h"
+#include "proc.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool met(const cs_engine *e, pid_t pid)
+{
+	for (size_t i = 0; i < e->ntree; i++)
+		if (e->tree[i] == pid)
+			return true;
+	return false;
+}
+
+size_t eng_park_importers(cs_engine *e, pid_t exporter, pid_t *out, size_t max)
+{
+	cs_park_info info;
+	cs_park_status(exporter, 2000, &info);
+	if (!info.seen || !info.attached || e->ntree == 0)
+		return 0;
+	_cleanup_(cs_ptable_freep) cs_ptable t = { 0 };
+	if (cs_scan(NULL, &t, NULL) < 0)
+		return 0;
+	size_t n = 0;
+	for (size_t i = 0; i < t.n && n < max; i++) {
+		const cs_proc *p = &t.procs[i];
+		if (p->pid == exporter || !p->maps_park || p->halt || p->busy || met(e, p->pid) ||
+		    !cs_ptable_descends(&t, p->pid, e->tree[0]))
+			continue;
+		cs_park_info pi;
+		cs_park_status(p->pid, 2000, &pi);
+		if (pi.seen && pi.imports && !pi.parked)
+			out[n++] = p->pid;
+	}
+	return n;
+}
+
+/* In the call: one importer parked and the park committed at once (it is
+ * not locked now, and keeps its park once the connection is gone). */
+static void park_early(cs_driver *d, pid_t pid, unsigned ms, eng_park_reply *r, char *why, size_t size)
+{
+	cs_target t = { .pid = pid };
+	pid_t nspid;
+	if (eng_identity(pid, &nspid, t.comm, sizeof(t.comm)) < 0)
+		return;
+	cs_park_info info;
+	cs_park_status(pid, 2000, &info);
+	eng_early *x = &r->early[r->nearly];
+	cs_error err = { 0 };
+	int conn = -1;
+	if (cs_park_step(&t, true, &conn, ms, cs_park_answer_s(d, info.bytes, ms), &x->park, &err) == 0) {
+		cs_park_close(&conn, true);
+		x->pid = pid;
+		r->nearly++;
+		return;
+	}
+	cs_park_close(&conn, false);
+	snprintf(why, size, " (process %d (%s): %.300s)", (int)pid, t.comm, err.message);
+}
+
+void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, const pid_t *first, size_t nfirst,
+			  int *conn, eng_park_reply *r)
+{
+	unsigned ms = timeout_s * 1000;
+	char early_err[400] = "";
+	for (size_t i = 0; i < nfirst && r->nearly < ENG_EARLY_MAX; i++)
+		park_early(d, first[i], ms, r, early_err, sizeof(early_err));
+	cs_park_info info;
+	cs_park_status(t->pid, 2000, &info);
+	if (!info.seen || info.parked || (info.bytes == 0 && info.imports == 0))
+		return;
+	/* Left to the driver, an importer never comes back, and an exporter's
+	 * importers would keep its old memory. */
+	bool ipc = info.attached || info.imports || info.legacy;
+	const char *why = !info.parkable ? (info.why[0] ? info.why : "its interposer cannot park it") :
+		info.attached            ? "other processes map its memory (CUDA IPC) and could not park before it" :
+					   NULL;
+	if (why) {
+		r->park_failed = true;
+		r->refused = ipc;
+		snprintf(r->park_err.message, sizeof(r->park_err.message), "%s%s", why, info.attached ? early_err : "");
+		return;
+	}
+	if (cs_park_step(t, true, conn, ms, cs_park_answer_s(d, info.bytes, ms), &r->park, &r->park_err) == 0) {
+		r->parked = true;
+		return;
+	}
+	r->park_failed = true;
+	r->refused = ipc;
+	/* No answer: whatever it did is undone by the process itself once the
+	 * connection closes without a commit. */
+	cs_park_close(conn, false);
+}
+
+void eng_park_after_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, int lock_rc, int *conn,
+			 eng_park_reply *r)
+{
+	if (!r->parked)
+		return;
+	if (lock_rc == CS_CU_SUCCESS) {
+		cs_park_close(conn, true);
+		return;
+	}
+	cs_park_answer u;
+	cs_error err = { 0 };
+	unsigned ms = timeout_s * 1000;
+	r->unparked = cs_park_step(t, false, conn, ms, cs_park_answer_s(d, r->park.bytes, ms), &u, &err) == 0;
+	r->parked = !r->unparked;
+	cs_park_close(conn, false);
+}
+
+static void timed_park(cs_history_proc *h, const cs_park_answer *a)
+{
+	if (h) {
+		h->timed[CS_STEP_PARK] = true;
+		h->seconds[CS_STEP_PARK] = a->total_s;
+	}
+}
+
+void eng_park_note_early(cs_engine *e, pid_t exporter, const char *comm, const eng_park_reply *r)
+{
+	for (size_t i = 0; i < r->nearly && i < ENG_EARLY_MAX; i++) {
+		const cs_park_answer *a = &r->early[i].park;
+		eng_task *t = eng_add(e, r->early[i].pid);
+		if (!t || eng_identity(t->pid, &t->nspid, t->comm, sizeof(t->comm)) < 0)
+			continue;
+		t->parked = true;
+		t->park_bytes = a->bytes;
+		timed_park(eng_op_proc(e, t->pid, t->nspid, t->comm), a);
+		eng_log(e, CS_LOG_INFO,
+			"process %d (%s) parked %.2f GiB of device memory in %.3f s before process %d (%s), whose "
+			"memory it maps (CUDA IPC)",
+			(int)t->pid, t->comm, (double)a->bytes / (1 << 30), a->total_s, (int)exporter, comm);
+	}
+}
+
+void eng_park_note(cs_engine *e, eng_task *t, cs_history_proc *h, const eng_park_reply *r)
+{
+	const cs_park_answer *a = &r->park;
+	if (r->park_failed && !r->refused)
+		eng_log(e, CS_LOG_WARN,
+			"process %d (%s) runs the parking interposer but is not parked: %s; the driver "
+			"checkpoints all its memory",
+			(int)t->pid, t->comm, r->park_err.message);
+	if (!r->parked && !r->unparked)
+		return;
+	if (r->unparked) {
+		eng_log(e, CS_LOG_INFO, "process %d (%s) unparked again after its failed lock", (int)t->pid, t->comm);
+		return;
+	}
+	t->parked = true;
+	t->park_bytes = a->bytes;
+	timed_park(h, a);
+	eng_log(e, CS_LOG_INFO,
+		"process %d (%s) parked %.2f GiB of device memory in its host memory in %.3f s (copy %.3f s, %.1f "
+		"GB/s): the driver checkpoints the rest",
+		(int)t->pid, t->comm, (double)a->bytes / (1 << 30), a->total_s, a->copy_s, a->gbps);
+}
+
+void eng_park_left(cs_engine *e, const eng_task *t, cs_history_proc *h)
+{
+	if (h) {
+		h->outcome = CS_HIST_LEFT_BEHIND;
+		snprintf(h->recovery, sizeof(h->recovery), "cudasnap restore --pid %d", (int)t->pid);
+	}
+	eng_log(e, CS_LOG_ERROR,
+		"process %d (%s) is left parked: its device memory is in its host memory and its GPU work waits; "
+		"'cudasnap restore --pid %d' unparks it",
+		(int)t->pid, t->comm, (int)t->pid);
+}
