@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -67,6 +68,16 @@ static CUresult check(CUevent ev)
 	return ev != NULL && ev->magic == EV_MAGIC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* A call on ev (its other arguments valid or not) inside the gate, which
+ * the caller leaves when this answers CUDA_SUCCESS. */
+static CUresult enter(CUevent ev, bool valid)
+{
+	CUresult rc = check(ev);
+	if (rc == CUDA_SUCCESS && !valid)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	return rc == CUDA_SUCCESS ? fc_gate_enter() : rc;
+}
+
 static int create_file(struct CUevent_st *e)
 {
 	unsigned int n = atomic_fetch_add(&next_file, 1) + 1;
@@ -91,11 +102,9 @@ static int create_file(struct CUevent_st *e)
 	return 0;
 }
 
-CUresult cuEventCreate(CUevent *ev, unsigned int flags)
+/* A new event of the current context, without its shared file yet. */
+static CUresult new_event(struct CUevent_st **out, unsigned int flags)
 {
-	if (ev == NULL || (flags & ~EV_FLAGS) ||
-	    ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)))
-		return CUDA_ERROR_INVALID_VALUE;
 	CUresult rc = fc_ctx_check(NULL);
 	if (rc != CUDA_SUCCESS)
 		return rc;
@@ -105,6 +114,19 @@ CUresult cuEventCreate(CUevent *ev, unsigned int flags)
 	e->magic = EV_MAGIC;
 	e->flags = flags;
 	e->fd = -1;
+	*out = e;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuEventCreate(CUevent *ev, unsigned int flags)
+{
+	if (ev == NULL || (flags & ~EV_FLAGS) ||
+	    ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)))
+		return CUDA_ERROR_INVALID_VALUE;
+	struct CUevent_st *e;
+	CUresult rc = new_event(&e, flags);
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	if ((flags & CU_EVENT_INTERPROCESS) && create_file(e) != 0) {
 		free(e);
 		return CUDA_ERROR_OPERATING_SYSTEM;
@@ -132,9 +154,7 @@ CUresult cuEventDestroy_v2(CUevent ev)
 CUresult cuEventRecord(CUevent ev, CUstream stream)
 {
 	(void)stream;
-	CUresult rc = check(ev);
-	if (rc == CUDA_SUCCESS)
-		rc = fc_gate_enter();
+	CUresult rc = enter(ev, true);
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	pthread_mutex_lock(&fc_tgt.mu);
@@ -155,9 +175,7 @@ CUresult cuEventQuery(CUevent ev)
 
 CUresult cuEventSynchronize(CUevent ev)
 {
-	CUresult rc = check(ev);
-	if (rc == CUDA_SUCCESS)
-		rc = fc_gate_enter();
+	CUresult rc = enter(ev, true);
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	uint64_t done = atomic_load(moment(ev));
@@ -172,11 +190,7 @@ CUresult cuEventSynchronize(CUevent ev)
 CUresult cuStreamWaitEvent(CUstream stream, CUevent ev, unsigned int flags)
 {
 	(void)stream;
-	CUresult rc = check(ev);
-	if (rc == CUDA_SUCCESS && flags != 0)
-		rc = CUDA_ERROR_INVALID_VALUE;
-	if (rc == CUDA_SUCCESS)
-		rc = fc_gate_enter();
+	CUresult rc = enter(ev, flags == 0);
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	uint64_t done = atomic_load(moment(ev));
@@ -208,12 +222,10 @@ CUresult cuIpcOpenEventHandle(CUevent *ev, CUipcEventHandle handle)
 	memcpy(&h, &handle, sizeof(h));
 	if (ev == NULL || h.magic != EV_MAGIC)
 		return CUDA_ERROR_INVALID_VALUE;
-	CUresult rc = fc_ctx_check(NULL);
+	struct CUevent_st *e;
+	CUresult rc = new_event(&e, CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	struct CUevent_st *e = calloc(1, sizeof(*e));
-	if (e == NULL)
-		return CUDA_ERROR_OUT_OF_MEMORY;
 	int fd = -1;
 	if (fc_ipc_file_path(e->path, sizeof(e->path), h.uid, h.pid, h.n) == 0)
 		fd = open(e->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -231,10 +243,7 @@ CUresult cuIpcOpenEventHandle(CUevent *ev, CUipcEventHandle handle)
 		free(e);
 		return CUDA_ERROR_INVALID_HANDLE;
 	}
-	e->magic = EV_MAGIC;
-	e->flags = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
 	e->shared = p;
-	e->fd = -1;
 	*ev = e;
 	return CUDA_SUCCESS;
 }
