@@ -84,7 +84,7 @@ void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, 
 		return;
 	/* Left to the driver, an importer never comes back, and an exporter's
 	 * importers would keep its old memory. */
-	bool ipc = info.attached || info.imports || info.legacy;
+	bool ipc = info.attached || info.imports || info.legacy || info.vmm;
 	const char *why = !info.parkable ? (info.why[0] ? info.why : "its interposer cannot park it") :
 		info.attached            ? "other processes map its memory (CUDA IPC) and could not park before it" :
 					   NULL;

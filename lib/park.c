@@ -58,6 +58,8 @@ static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t kl
 		info->imports = (unsigned)strtoul(v, &end, 10);
 	else if (key_is(k, klen, "legacy_imports"))
 		info->legacy = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "vmm_imports"))
+		info->vmm = (unsigned)strtoul(v, &end, 10);
 	else if (key_is(k, klen, "ipc_attached"))
 		info->attached = (unsigned)strtoul(v, &end, 10);
 }
@@ -171,6 +173,8 @@ bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, siz
 		return false;
 	if (info->legacy)
 		snprintf(what, size, "%u import%s through the driver", info->legacy, info->legacy == 1 ? "" : "s");
+	else if (info->vmm)
+		snprintf(what, size, "%u VMM import%s through a file descriptor", info->vmm, info->vmm == 1 ? "" : "s");
 	else if (info->imports && !(parking && info->parkable))
 		snprintf(what, size, "%u import%s through cudasnap's interposer%s", info->imports,
 			 info->imports == 1 ? "" : "s", parking ? ", which cannot park it" : " (--no-park)");

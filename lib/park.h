@@ -15,6 +15,7 @@ typedef struct cs_park_info {
 	unsigned long long bytes; /* the memory a park moves (or moved) */
 	unsigned imports; /* CUDA IPC mappings of other interposed processes' memory */
 	unsigned legacy; /* the driver's CUDA IPC imports (never restorable) */
+	unsigned vmm; /* VMM imports the program made itself (never restorable) */
 	unsigned attached; /* other processes that map its memory */
 	char why[160]; /* when not parkable */
 } cs_park_info;
@@ -51,7 +52,8 @@ bool cs_park_shm_is_events(const cs_park_info *info);
 
 /* Whether info (cs_park_status's) says that its process maps memory of
  * another process in a way the driver can never restore after a
- * checkpoint: imports it cannot detach (the driver's own CUDA IPC), or any
+ * checkpoint: imports it cannot detach (the driver's own CUDA IPC, VMM
+ * memory the program imported itself from a file descriptor), or any
  * import when it will not be parked (parking false). What to call it goes
  * into what. */
 bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, size_t size);

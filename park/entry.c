@@ -48,6 +48,10 @@ static const struct special specials[] = {
 	{ "cuIpcGetMemHandle", "cuIpcGetMemHandle", 0, (void *)park_ipc_get },
 	{ "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", 11000, (void *)w_ipc_open },
 	{ "cuIpcCloseMemHandle", "cuIpcCloseMemHandle", 0, (void *)park_ipc_close },
+	{ "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", 10020, (void *)park_w_import },
+	{ "cuMemMap", "cuMemMap", 10020, (void *)park_w_map },
+	{ "cuMemUnmap", "cuMemUnmap", 10020, (void *)park_w_unmap },
+	{ "cuMemRelease", "cuMemRelease", 10020, (void *)park_w_release },
 };
 
 static const struct special *special_named(const char *name, bool base, int version)

@@ -235,6 +235,16 @@ static int fail(char *reply, size_t size, const char *what, CUresult rc)
 	return -1;
 }
 
+/* What stops a park of its own, park_tab.mu held; NULL: nothing. */
+static const char *park_why_not(void)
+{
+	return park_tab.unparkable      ? park_tab.unparkable :
+		park_tab.legacy_imports ? "it imported memory through the driver's CUDA IPC" :
+		park_vmm_imports()      ? "it imported VMM memory through a file descriptor "
+					  "(cuMemImportFromShareableHandle), which nothing can carry" :
+					  NULL;
+}
+
 static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpin, char *reply, size_t size)
 {
 	double t0 = park_now();
@@ -245,10 +255,9 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	}
 	pthread_mutex_lock(&park_tab.mu);
 	pid_t importer = 0;
-	const char *why = park_tab.unparkable ? park_tab.unparkable :
-		park_tab.legacy_imports       ? "it imported memory through the driver's CUDA IPC" :
-		park_ipc_attached(&importer)  ? "another process maps its memory (CUDA IPC)" :
-						NULL;
+	const char *why = park_why_not();
+	if (why == NULL && park_ipc_attached(&importer))
+		why = "another process maps its memory (CUDA IPC)";
 	if (why) {
 		pthread_mutex_unlock(&park_tab.mu);
 		park_gate_open();
@@ -380,15 +389,14 @@ void park_status(char *reply, size_t size)
 	unsigned exported = 0;
 	for (size_t i = 0; i < park_tab.n; i++)
 		exported += park_tab.a[i].exported;
-	const char *why = park_tab.unparkable ? park_tab.unparkable :
-		park_tab.legacy_imports       ? "it imported memory through the driver's CUDA IPC" :
-						"";
+	const char *why = park_why_not();
+	why = why ? why : "";
 	int len = snprintf(reply, size,
 			   "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "
-			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u",
+			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u",
 			   (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes,
 			   park_tab.n, park_gate_closed() ? "closed" : "open", exported, park_ipc_attached(NULL),
-			   park_ipc_imports(), park_tab.legacy_imports);
+			   park_ipc_imports(), park_tab.legacy_imports, park_vmm_imports());
 	/* the reason last, to the end of the line */
 	if (len >= 0 && (size_t)len < size)
 		snprintf(reply + len, size - (size_t)len, "%s%s\n", why[0] ? " why=" : "", why);

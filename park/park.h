@@ -136,6 +136,15 @@ CUresult park_ipc_detach_all(const struct park_real *r);
 CUresult park_ipc_attach_all(const struct park_real *r, unsigned wait_ms);
 unsigned park_ipc_imports(void);
 
+/* vmm_track.c: VMM memory the program imported itself, which nothing can
+ * carry through a checkpoint: the live imports (handles and mappings). */
+unsigned park_vmm_imports(void);
+CUresult park_w_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type);
+CUresult park_w_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+		    unsigned long long flags);
+CUresult park_w_unmap(CUdeviceptr va, size_t size);
+CUresult park_w_release(CUmemGenericAllocationHandle h);
+
 double park_now(void);
 
 /* resolve.c: what the interposer exports by name */
@@ -147,5 +156,11 @@ PARK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
 PARK_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr);
 PARK_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags);
 PARK_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+PARK_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
+						    CUmemAllocationHandleType type);
+PARK_EXPORT CUresult cuMemMap(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+			      unsigned long long flags);
+PARK_EXPORT CUresult cuMemUnmap(CUdeviceptr va, size_t size);
+PARK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h);
 
 #endif

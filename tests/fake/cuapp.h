@@ -48,6 +48,9 @@ struct cu {
 	CUresult (*stream_wait)(CUstream s, CUevent ev, unsigned int flags);
 	CUresult (*ipc_event_get)(CUipcEventHandle *h, CUevent ev);
 	CUresult (*ipc_event_open)(CUevent *ev, CUipcEventHandle h);
+	/* --vmm-share and --vmm-import only */
+	cu_export_fn export_fd;
+	cu_import_fn import_fd;
 	CUcontext ctx;
 };
 
@@ -78,8 +81,10 @@ struct cuapp {
 	const char *ipc_export;
 	const char *ipc_import;
 	int ipc_event; /* --ipc-event */
+	const char *vmm_share, *vmm_import;
 	/* state */
 	CUevent event; /* --ipc-event: created (exporter) or opened (importer) */
+	CUmemGenericAllocationHandle vmm_first; /* the first --vmm-mib allocation's */
 	struct cu cu;
 	struct cuapp_alloc a[CUAPP_MAX_ALLOCS * 2 + 2];
 	int n;
@@ -104,6 +109,14 @@ int cuapp_write_handle(FILE *f, const char h[CU_IPC_HANDLE_SIZE]);
 int cuapp_event_export(struct cuapp *app, FILE *f);
 int cuapp_event_import(struct cuapp *app);
 int cuapp_event_verify(struct cuapp *app, char *why, size_t len);
+
+/* cuapp_vmmipc.c: VMM memory shared as a POSIX file descriptor, which the
+ * program passes itself (here the importer takes it with pidfd_getfd):
+ * --vmm-share FILE exports the first --vmm-mib allocation and writes "PID
+ * FD" to FILE; --vmm-import FILE imports it, maps it and checks it against
+ * --peer-seed. */
+int cuapp_vmm_share(struct cuapp *app);
+int cuapp_vmm_import(struct cuapp *app);
 
 /* cuapp_mem.c */
 uint64_t cuapp_word(uint64_t seed, unsigned int index, size_t k);

@@ -26,6 +26,10 @@ static const char usage_text[] = "fakecuda-cuapp: a CUDA application on the driv
 				 "  --ipc-event       with --ipc-export, also share an interprocess event\n"
 				 "                    recorded after the fill; with --ipc-import, wait on it\n"
 				 "                    before using the memory, keep it, and wait at each check\n"
+				 "  --vmm-share FILE  export the first --vmm-mib allocation as a POSIX fd and\n"
+				 "                    write 'PID FD' to FILE\n"
+				 "  --vmm-import FILE import that fd (pidfd_getfd), map it and check it against\n"
+				 "                    --peer-seed S (give the same --vmm-mib as the exporter)\n"
 				 "\n"
 				 "Prints 'ready pid=<pid> allocs=<n> bytes=<n> addrs=<hex,...>' once filled.\n"
 				 "SIGUSR1: checks every byte, prints 'verify ok bytes=<n>' or 'verify FAILED\n"
@@ -61,11 +65,11 @@ static int parse_u(const char *s, unsigned long long max, unsigned long long *ou
 static int parse(int argc, char **argv, struct cuapp *app)
 {
 	static const struct option opts[] = {
-		{ "alloc-mib", 1, NULL, 'a' }, { "allocs", 1, NULL, 'k' },     { "vmm-mib", 1, NULL, 'v' },
-		{ "small-kib", 1, NULL, 's' }, { "seed", 1, NULL, 'S' },       { "interval-ms", 1, NULL, 'i' },
-		{ "kernel-ms", 1, NULL, 'K' }, { "ipc-export", 1, NULL, 'e' }, { "ipc-import", 1, NULL, 'I' },
-		{ "peer-seed", 1, NULL, 'P' }, { "ipc-event", 0, NULL, 'E' },  { "help", 0, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "alloc-mib", 1, NULL, 'a' },  { "allocs", 1, NULL, 'k' },     { "vmm-mib", 1, NULL, 'v' },
+		{ "small-kib", 1, NULL, 's' },  { "seed", 1, NULL, 'S' },       { "interval-ms", 1, NULL, 'i' },
+		{ "kernel-ms", 1, NULL, 'K' },  { "ipc-export", 1, NULL, 'e' }, { "ipc-import", 1, NULL, 'I' },
+		{ "peer-seed", 1, NULL, 'P' },  { "ipc-event", 0, NULL, 'E' },  { "vmm-share", 1, NULL, 'x' },
+		{ "vmm-import", 1, NULL, 'X' }, { "help", 0, NULL, 'h' },       { NULL, 0, NULL, 0 },
 	};
 	unsigned long long v = 0;
 	int c;
@@ -78,7 +82,7 @@ static int parse(int argc, char **argv, struct cuapp *app)
 			fputs(usage_text, c == 'h' ? stdout : stderr);
 			return c == 'h' ? 1 : -1;
 		}
-		if (c != 'e' && c != 'I' && c != 'E' && parse_u(optarg, 1ull << 40, &v) != 0)
+		if (!strchr("eIExX", c) && parse_u(optarg, 1ull << 40, &v) != 0)
 			return -1;
 		if ((c == 'a' && app->nalloc_opts == CUAPP_MAX_ALLOCS) ||
 		    (c == 'v' && app->nvmm_opts == CUAPP_MAX_ALLOCS))
@@ -95,6 +99,8 @@ static int parse(int argc, char **argv, struct cuapp *app)
 		case 'I': app->ipc_import = optarg; break;
 		case 'P': app->peer_seed = v; break;
 		case 'E': app->ipc_event = 1; break;
+		case 'x': app->vmm_share = optarg; break;
+		case 'X': app->vmm_import = optarg; break;
 		}
 	}
 	if (optind != argc || app->nalloc_opts * (unsigned long long)app->allocs_each > CUAPP_MAX_ALLOCS) {
@@ -114,6 +120,8 @@ static int setup(struct cuapp *app)
 	    cuapp_failed(cu, cu->ctx_set(cu->ctx), "cuCtxSetCurrent") || cuapp_allocate(app) != 0)
 		return -1;
 	if (app->ipc_export != NULL && cuapp_ipc_export(app) != 0)
+		return -1;
+	if ((app->vmm_share && cuapp_vmm_share(app) != 0) || (app->vmm_import && cuapp_vmm_import(app) != 0))
 		return -1;
 	return app->ipc_import != NULL ? cuapp_ipc_import(app) : 0;
 }

@@ -41,8 +41,7 @@ int cuapp_fill(struct cuapp *app, const struct cuapp_alloc *a)
 	return rc;
 }
 
-int cuapp_check(struct cuapp *app, const struct cuapp_alloc *a, size_t off, size_t bytes, char *why,
-		size_t len)
+int cuapp_check(struct cuapp *app, const struct cuapp_alloc *a, size_t off, size_t bytes, char *why, size_t len)
 {
 	uint64_t *got = malloc(CHUNK), *want = malloc(CHUNK);
 	int rc = got == NULL || want == NULL ? -1 : 0;
@@ -60,9 +59,7 @@ int cuapp_check(struct cuapp *app, const struct cuapp_alloc *a, size_t off, size
 		for (size_t i = 0; i < n / 8; i++) {
 			if (got[i] == want[i])
 				continue;
-			snprintf(why, len,
-				 "allocation %d (0x%llx) byte %zu: 0x%016" PRIx64
-				 " expected 0x%016" PRIx64,
+			snprintf(why, len, "allocation %d (0x%llx) byte %zu: 0x%016" PRIx64 " expected 0x%016" PRIx64,
 				 (int)(a - app->a), a->ptr, pos + 8 * i, got[i], want[i]);
 			rc = -1;
 			break;
@@ -80,18 +77,22 @@ static int vmm_alloc(struct cuapp *app, size_t bytes, CUdeviceptr *ptr, size_t *
 	struct cu *cu = &app->cu;
 	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
 				     .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 } };
-	CUmemAccessDesc desc = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
-				 CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	if (app->vmm_share)
+		prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	CUmemAccessDesc desc = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 	CUmemGenericAllocationHandle h;
 	size_t gran;
 	if (cuapp_failed(cu, cu->granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
 			 "cuMemGetAllocationGranularity"))
 		return -1;
 	*size = (bytes + gran - 1) / gran * gran;
-	return cuapp_failed(cu, cu->reserve(ptr, *size, 0, 0, 0), "cuMemAddressReserve") ||
+	int rc = cuapp_failed(cu, cu->reserve(ptr, *size, 0, 0, 0), "cuMemAddressReserve") ||
 		cuapp_failed(cu, cu->create(&h, *size, &prop, 0), "cuMemCreate") ||
 		cuapp_failed(cu, cu->map(*ptr, *size, 0, h, 0), "cuMemMap") ||
 		cuapp_failed(cu, cu->access(*ptr, *size, &desc, 1), "cuMemSetAccess");
+	if (rc == 0 && app->vmm_first == 0)
+		app->vmm_first = h;
+	return rc;
 }
 
 static int add(struct cuapp *app, size_t bytes, enum cuapp_kind kind)

@@ -395,6 +395,23 @@ class IpcPairs(ParkCase):
         self.assertIn("through cudasnap's interposer (--no-park)", r.err)
         self.assertEqual(self.states([i.pid]), {i.pid: "running"})
 
+    def test_vmm_memory_the_program_imported_itself_is_refused(self):
+        # the program passed a VMM allocation's fd on its own: the driver
+        # would checkpoint the importer and never restore it, and /proc
+        # shows nothing of it; the interposer counts it while it lives
+        share = os.path.join(self.tmp, "vmmfd")
+        App(self, ["--vmm-mib", "4", "--seed", "7", "--vmm-share", share])
+        i = App(self, ["--vmm-mib", "4", "--vmm-import", share, "--peer-seed", "7"])
+        self.assertEqual(status(i.pid)["vmm_imports"], "1")
+        procs, _ = self.ps()
+        self.assertIn("cuMemImportFromShareableHandle", procs[i.pid]["park"]["why_not"])
+        for extra in ((), ("--no-park",)):
+            r = self.cs("checkpoint", "--pid", i.pid, *extra)
+            self.assertEqual(r.rc, 2, r)
+            self.assertIn("(CUDA IPC, 1 VMM import through a file descriptor)", r.err)
+        self.assertEqual(self.states([i.pid]), {i.pid: "running"})
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
     def test_an_import_through_the_driver_goes_the_drivers_way(self):
         # the exporter runs no interposer: the driver made the handle, the
         # importer's interposer cannot carry the import, and the driver could
