@@ -234,11 +234,13 @@ int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, 
 	if (*conn < 0)
 		*conn = park_find_connect(t->pid, cs_proc_dir(), (int)(answer_s * 1000));
 	char req[64], line[LINE_MAX_PARK];
-	/* CUDASNAP_PARK_PIN=drop: the host copy is unpinned before the driver's
-	 * checkpoint and pinned again by the unpark (measured slower overall on
-	 * the H200, docs/performance.md; kept to measure other machines). */
+	/* The host copy is unpinned before the driver's checkpoint, which then
+	 * neither carries nor pins it again at the restore, and the unpark
+	 * copies it back through pinned staging buffers: faster both ways on
+	 * the H200 (docs/performance.md). CUDASNAP_PARK_PIN=keep keeps it
+	 * pinned through the checkpoint, to measure other machines. */
 	const char *pin = cs_env("CUDASNAP_PARK_PIN");
-	bool unpin = pin && strcmp(pin, "drop") == 0;
+	bool unpin = !(pin && strcmp(pin, "keep") == 0);
 	snprintf(req, sizeof(req), "%s %u%s\n", park ? "park" : "unpark", timeout_ms, park && unpin ? " unpin" : "");
 	/* an answer: "ok ..." (parsed 0) or "error ..." (parsed -1, with its keys) */
 	bool answered = *conn >= 0 && ask(*conn, req, line, sizeof(line)) == 0 &&

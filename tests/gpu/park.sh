@@ -3,7 +3,7 @@
 # processes: PyTorch processes of each size in GIBS run under 'cudasnap run';
 # each round checkpoints and restores every one once with --no-park (the
 # driver alone) and once parked, in alternating order (ORDER1, ORDER2; the
-# mode "unpinned" parks with CUDASNAP_PARK_PIN=drop), and verifies every
+# mode "pinned" parks with CUDASNAP_PARK_PIN=keep), and verifies every
 # byte after each restore. Then: what the interposer costs while idle, and
 # torch.multiprocessing CUDA IPC under the interposer.
 #   tests/gpu/park.sh TOOLS OUT [GIBS...]   (TOOLS/cs: cudasnap, libcudasnap-park.so)
@@ -25,7 +25,7 @@ verify() { # pid label
 }
 secs() { python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); t=o["processes"][0] if o.get("processes") else {}; print(o["outcome"], "%.3f" % o["wall_seconds"], json.dumps({k: round(v, 3) for k, v in t.get("seconds",{}).items()}), json.dumps(t.get("park")))' "$1" 2>/dev/null || echo "? ? ?"; }
 cycle() { # pid mode label
-	local flag="" pin=keep; [ "$2" = driver ] && flag=--no-park; [ "$2" = unpinned ] && pin=drop
+	local flag="" pin=drop; [ "$2" = driver ] && flag=--no-park; [ "$2" = pinned ] && pin=keep
 	CUDASNAP_PARK_PIN=$pin $CS checkpoint --pid "$1" $flag --json > "$OUT/$3.ckpt.json" 2> "$OUT/$3.ckpt.err"; local rc1=$?
 	CUDASNAP_PARK_PIN=$pin $CS restore --pid "$1" --json > "$OUT/$3.rest.json" 2> "$OUT/$3.rest.err"; local rc2=$?
 	echo "RESULT $3 checkpoint rc=$rc1 $(secs "$OUT/$3.ckpt.json") restore rc=$rc2 $(secs "$OUT/$3.rest.json")"

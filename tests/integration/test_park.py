@@ -140,6 +140,22 @@ class Park(ParkCase):
         self.assertParkedCycle(a)
         self.assertParkedCycle(a)  # and again
 
+    def test_a_host_copy_kept_pinned_comes_back_too(self):
+        # CUDASNAP_PARK_PIN=keep: the host copy stays pinned through the
+        # driver's checkpoint, and the unpark copies straight from it (by
+        # default it is unpinned, and copied back through pinned staging
+        # buffers of 32 MiB, of which these allocations take several)
+        a = App(self, ["--alloc-mib", "40", "--allocs", "2", "--interval-ms", "20"])
+        env = {"CUDASNAP_PARK_PIN": "keep"}
+        r = self.cs("checkpoint", "--pid", a.pid, "--json", env=env)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.target(r)["park"]["bytes"], 2 * 40 << 20)
+        self.assertEqual(status(a.pid)["parked"], "1")
+        r = self.cs("restore", "--pid", a.pid, "--json", env=env)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
     def test_no_park_leaves_it_to_the_driver(self):
         a = self.app()
         r = self.cs("checkpoint", "--pid", a.pid, "--json", "--no-park")
