@@ -29,6 +29,15 @@ static CUresult w_ipc_open(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags)
 	return rc;
 }
 
+/* cudasnap must be able to ask about an import that nothing can carry. */
+static CUresult w_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type)
+{
+	CUresult rc = park_w_import(h, os_handle, type);
+	if (rc == CU_OK)
+		park_control_start();
+	return rc;
+}
+
 /* The interposer's own wrappers, by the names a program or cuGetProcAddress
  * knows them by (base name, and the exported versioned name). */
 static CUresult w_get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
@@ -48,7 +57,7 @@ static const struct special specials[] = {
 	{ "cuIpcGetMemHandle", "cuIpcGetMemHandle", 0, (void *)park_ipc_get },
 	{ "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", 11000, (void *)w_ipc_open },
 	{ "cuIpcCloseMemHandle", "cuIpcCloseMemHandle", 0, (void *)park_ipc_close },
-	{ "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", 10020, (void *)park_w_import },
+	{ "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", 10020, (void *)w_import },
 	{ "cuMemMap", "cuMemMap", 10020, (void *)park_w_map },
 	{ "cuMemUnmap", "cuMemUnmap", 10020, (void *)park_w_unmap },
 	{ "cuMemRelease", "cuMemRelease", 10020, (void *)park_w_release },
@@ -169,4 +178,10 @@ PARK_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, 
 PARK_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
 	return park_ipc_close(dptr);
+}
+
+PARK_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
+						    CUmemAllocationHandleType type)
+{
+	return w_import(h, os_handle, type);
 }

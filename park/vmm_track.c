@@ -68,8 +68,6 @@ CUresult park_w_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAl
 		pthread_mutex_unlock(&mu);
 	}
 	park_gate_leave();
-	if (rc == CU_OK) /* cudasnap must be able to ask about it */
-		park_control_start();
 	return rc;
 }
 
@@ -134,12 +132,6 @@ CUresult park_w_release(CUmemGenericAllocationHandle h)
 	pthread_mutex_unlock(&mu);
 	park_gate_leave();
 	return rc;
-}
-
-PARK_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
-						    CUmemAllocationHandleType type)
-{
-	return park_w_import(h, os_handle, type);
 }
 
 PARK_EXPORT CUresult cuMemMap(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
