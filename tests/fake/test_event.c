@@ -89,6 +89,8 @@ static void importer(const struct cuv *c, const struct ev *v, int sock, bool kee
 	check(!keep || (v->wait(NULL, e, 0) == 0 && v->query(e) == 0), "importer: the event works after a restore");
 	say(sock, "done");
 	hear(sock, line, sizeof(line), 60000);
+	if (keep) /* the double's event is the program's memory to free */
+		v->destroy(e);
 }
 
 int peer_event(const struct cuv *c, int sock, const char *arg)
