@@ -49,26 +49,32 @@ static int state_unusable(cs_engine *e, pid_t pid, const char *comm, const char 
 	return -1;
 }
 
-/* Whether the CUDA IPC file it maps is only an interprocess event's, which
- * the driver restores: its interposer says so. */
-static bool shm_is_events(pid_t pid, const cs_proc *p)
+/* Memory of another process that the driver could never give back: a CUDA
+ * IPC file /proc shows (unless its interposer says it is an interprocess
+ * event's, which the driver restores), or an import its interposer counts
+ * and parking will not carry; what names it. */
+static bool unrestorable_import(pid_t pid, const cs_proc *p, char *what, size_t size)
 {
 	cs_park_info info = { 0 };
 	if (p->maps_park)
 		cs_park_status(pid, 2000, &info);
-	return cs_park_shm_is_events(&info);
+	if (p->ipc_import[0] && !cs_park_shm_is_events(&info)) {
+		snprintf(what, size, "%s", p->ipc_import);
+		return true;
+	}
+	return cs_park_import_what(&info, !cs_env_on("CUDASNAP_NO_PARK"), what, size);
 }
 
 /* The driver would checkpoint it, but could never restore it: the dump is
  * refused before anything changes, rather than leaving images that cannot
  * come back. */
-static int refuse_importer(cs_engine *e, pid_t pid, const cs_proc *p)
+static int refuse_importer(cs_engine *e, pid_t pid, const cs_proc *p, const char *what)
 {
 	char why[256];
 	snprintf(why, sizeof(why),
-		 "it maps device memory that another process shares with it (CUDA IPC: %s), which the driver can "
+		 "it maps device memory that another process shares with it (CUDA IPC: %.150s), which the driver can "
 		 "never restore",
-		 p->ipc_import);
+		 what);
 	eng_op_refused(e, pid, p->comm, "ipc-import", why);
 	eng_log(e, CS_LOG_ERROR,
 		"process %d (%s) maps device memory that another process shares with it (CUDA IPC: %s): the driver "
@@ -76,7 +82,7 @@ static int refuse_importer(cs_engine *e, pid_t pid, const cs_proc *p)
 		"changed. Fix: stop sharing CUDA memory between the container's processes (in PyTorch, do not pass "
 		"CUDA tensors through torch.multiprocessing), or set CUDASNAP_ALLOW_UNRESTORABLE=1 in %s to dump "
 		"it anyway, knowing that it will not come back",
-		(int)pid, p->comm, p->ipc_import, cs_config_path());
+		(int)pid, p->comm, what, cs_config_path());
 	return -1;
 }
 
@@ -401,8 +407,10 @@ int cs_engine_meet(cs_engine *e, pid_t pid)
 	if (!p.maps_libcuda && !p.maps_nvml)
 		return p.device_fds || p.device_maps ? refuse_holder(e, pid, &p, st.ppid) : 0;
 	int go = gpu_ready(e, pid, &p);
-	if (go > 0 && p.ipc_import[0] && !cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE") && !shm_is_events(pid, &p))
-		return refuse_importer(e, pid, &p);
+	char what[sizeof(p.ipc_import) + 64];
+	if (go > 0 && (p.ipc_import[0] || p.maps_park) && !cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE") &&
+	    unrestorable_import(pid, &p, what, sizeof(what)))
+		return refuse_importer(e, pid, &p, what);
 	return go <= 0 ? go : lock_task(e, pid, &p, st.ppid);
 }
 

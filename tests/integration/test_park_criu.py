@@ -11,7 +11,7 @@ import time
 import unittest
 
 from criu_case import CriuCase
-from harness import BIN
+from harness import BIN, trusted_tmpdir
 
 CUAPP = os.environ.get("FAKE_CUAPP", "")
 PARK_LIB = os.environ.get("PARK_LIB", "")
@@ -231,6 +231,22 @@ class PairUnderCriu(CriuCase):
         while f"parked: {self.i} (" in self.cs("ps").out and time.monotonic() < deadline:
             time.sleep(0.1)
         self.assertNotIn("parked: ", self.cs("ps").out)
+        self.assertStates([self.e, self.i], "running")
+        self.assertBothOk()
+
+    def test_parking_turned_off_refuses_the_importer(self):
+        # CUDASNAP_NO_PARK=1: the importer's memory, which only parking
+        # carries, would never come back through the driver
+        self.start()
+        confdir = trusted_tmpdir(self, "park-settings-")
+        conf = os.path.join(confdir, "cudasnap.conf")
+        with open(conf, "w") as f:
+            f.write("CUDASNAP_NO_PARK=1\n")
+        r = self.criu("dump", "-t", str(self.root), "-D", self.images, "-L", self.plugins, "--shell-job",
+                      log="dump.log", env={"CUDASNAP_CONFIG": conf})
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {self.i} (fakecuda-cuapp) maps device memory that another process "
+                                      "shares with it (CUDA IPC: 1 import through cudasnap's interposer"), r)
         self.assertStates([self.e, self.i], "running")
         self.assertBothOk()
 
