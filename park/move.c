@@ -180,7 +180,13 @@ static CUresult move_all(const struct park_real *r, enum pass pass, size_t limit
 	atomic_init(&w.next, 0);
 	atomic_init(&w.failed, 0);
 	pthread_t t[BOUNCERS > WORKERS ? BOUNCERS : WORKERS];
-	size_t most = pass == PASS_IN ? BOUNCERS : WORKERS;
+	size_t most = WORKERS;
+	if (pass == PASS_IN) {
+		/* staging of at most 1/16 of the copy on top of it (a memory limit
+		 * that fits the copy must fit the unpark too) */
+		most = (size_t)(parked_bytes / (16 * STAGE));
+		most = most < 1 ? 1 : most > BOUNCERS ? BOUNCERS : most;
+	}
 	size_t n = nchunks < most ? nchunks : most, started = 0;
 	for (; started + 1 < n; started++)
 		if (pthread_create(&t[started], NULL, worker, &w) != 0)
