@@ -143,6 +143,7 @@ static bool park_of(const cs_proc *p, cs_park_info *pi)
 static void print_park(const cs_proc *p)
 {
 	cs_park_info pi;
+	char what[64];
 	if (!park_of(p, &pi))
 		return;
 	double mib = (double)pi.bytes / (1 << 20);
@@ -154,6 +155,10 @@ static void print_park(const cs_proc *p)
 		printf("parking: %d (%s) runs the interposer: a checkpoint parks its %.1f MiB of device memory "
 		       "first%s\n",
 		       (int)p->pid, p->comm, mib, pi.imports ? " (after the processes whose memory it maps)" : "");
+	else if (cs_park_import_what(&pi, true, what, sizeof(what)))
+		printf("parking: %d (%s) runs the interposer, but a checkpoint refuses it (CUDA IPC, %s: the driver "
+		       "could never restore it): %s\n",
+		       (int)p->pid, p->comm, what, pi.why[0] ? pi.why : "it cannot be parked");
 	else
 		printf("parking: %d (%s) runs the interposer but its checkpoint is the driver's: %s\n", (int)p->pid,
 		       p->comm, pi.why[0] ? pi.why : "it cannot be parked");

@@ -421,6 +421,8 @@ class IpcPairs(ParkCase):
         self.assertEqual(status(i.pid)["vmm_imports"], "1")
         procs, _ = self.ps()
         self.assertIn("cuMemImportFromShareableHandle", procs[i.pid]["park"]["why_not"])
+        self.assertIn(f"parking: {i.pid} (fakecuda-cuapp) runs the interposer, but a checkpoint refuses it "
+                      "(CUDA IPC, 1 VMM import through a file descriptor", self.cs("ps").out)
         for extra in ((), ("--no-park",)):
             r = self.cs("checkpoint", "--pid", i.pid, *extra)
             self.assertEqual(r.rc, 2, r)
