@@ -76,6 +76,13 @@ static void name_left_behind(cs_engine *e, const run_outcome *o, const char *aft
 				o->t[i].state == CS_STATE_LOCKED ? "unlock" : "restore", (int)o->t[i].pid, e->o.engine);
 }
 
+/* A parked process that an unlock brings back still needs its unpark,
+ * which a restore does (a checkpointed one gets it from that restore). */
+static const char *then_unpark(const eng_task *t)
+{
+	return t->parked && !t->checkpointed ? ", then cudasnap restore (it is parked)" : "";
+}
+
 /* The way back gave no answer: every process it was to bring back stays
  * named with what recovers it. */
 static void left_behind(cs_engine *e)
@@ -87,8 +94,7 @@ static void left_behind(cs_engine *e)
 			continue;
 		h->outcome = CS_HIST_LEFT_BEHIND;
 		snprintf(h->recovery, sizeof(h->recovery), "cudasnap %s --pid %d once %s has let it go%s",
-			 t->checkpointed ? "restore" : "unlock", (int)t->pid, e->o.engine,
-			 t->parked && !t->checkpointed ? ", then cudasnap restore (it is parked)" : "");
+			 t->checkpointed ? "restore" : "unlock", (int)t->pid, e->o.engine, then_unpark(t));
 	}
 }
 
@@ -160,8 +166,7 @@ static void name_stopped(cs_engine *e)
 		cs_history_proc *h = t->locked ? eng_op_proc(e, t->pid, t->nspid, t->comm) : NULL;
 		if (h)
 			snprintf(h->recovery, sizeof(h->recovery), "kill -CONT %d, then cudasnap %s --pid %d%s",
-				 (int)t->pid, t->checkpointed ? "restore" : "unlock", (int)t->pid,
-				 t->parked && !t->checkpointed ? ", then cudasnap restore (it is parked)" : "");
+				 (int)t->pid, t->checkpointed ? "restore" : "unlock", (int)t->pid, then_unpark(t));
 		if (t->locked)
 			eng_log(e, CS_LOG_WARN,
 				"process %d (%s) is left stopped by %s (--leave-stopped) and %s on the GPU: resume it "

@@ -49,22 +49,6 @@ static int state_unusable(cs_engine *e, pid_t pid, const char *comm, const char 
 	return -1;
 }
 
-/* Memory of another process that the driver could never give back: a CUDA
- * IPC file /proc shows (unless its interposer says it is an interprocess
- * event's, which the driver restores), or an import its interposer counts
- * and parking will not carry; what names it. */
-static bool unrestorable_import(pid_t pid, const cs_proc *p, char *what, size_t size)
-{
-	cs_park_info info = { 0 };
-	if (p->maps_park)
-		cs_park_status(pid, 2000, &info);
-	if (p->ipc_import[0] && !cs_park_shm_is_events(&info)) {
-		snprintf(what, size, "%s", p->ipc_import);
-		return true;
-	}
-	return cs_park_import_what(&info, !cs_env_on("CUDASNAP_NO_PARK"), what, size);
-}
-
 /* The driver would checkpoint it, but could never restore it: the dump is
  * refused before anything changes, rather than leaving images that cannot
  * come back. */
@@ -358,7 +342,7 @@ static int claim_first(cs_engine *e, const pause_arg *a)
 	return 0;
 }
 
-static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, pid_t ppid)
+static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, const cs_park_info *info, pid_t ppid)
 {
 	if (claim(e, pid, p) < 0)
 		return -1;
@@ -370,7 +354,8 @@ static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, pid_t ppid)
 			.timeout_s = eng_lock_timeout_s(e),
 			.park = p->maps_park && !cs_env_on("CUDASNAP_NO_PARK") };
 	snprintf(a.comm, sizeof(a.comm), "%s", p->comm);
-	if (a.park && (a.nfirst = eng_park_importers(e, pid, a.first, ENG_EARLY_MAX)) > 0 && claim_first(e, &a) < 0)
+	if (a.park && (a.nfirst = eng_park_importers(e, pid, info, a.first, ENG_EARLY_MAX)) > 0 &&
+	    claim_first(e, &a) < 0)
 		return -1;
 	int rc = eng_call(e, what, eng_bound_lock(a.timeout_s), pause_task, &a, NULL, &buf, &len);
 	const pause_reply *r = buf;
@@ -407,11 +392,17 @@ int cs_engine_meet(cs_engine *e, pid_t pid)
 	if (!p.maps_libcuda && !p.maps_nvml)
 		return p.device_fds || p.device_maps ? refuse_holder(e, pid, &p, st.ppid) : 0;
 	int go = gpu_ready(e, pid, &p);
+	if (go <= 0)
+		return go;
+	/* its interposer, asked once while it runs: what it imported, who maps its memory */
+	cs_park_info info = { 0 };
+	if (p.maps_park)
+		cs_park_status(pid, 2000, &info);
 	char what[sizeof(p.ipc_import) + 64];
-	if (go > 0 && (p.ipc_import[0] || p.maps_park) && !cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE") &&
-	    unrestorable_import(pid, &p, what, sizeof(what)))
+	if (!cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE") &&
+	    cs_park_unrestorable(&info, p.ipc_import, !cs_env_on("CUDASNAP_NO_PARK"), what, sizeof(what)))
 		return refuse_importer(e, pid, &p, what);
-	return go <= 0 ? go : lock_task(e, pid, &p, st.ppid);
+	return lock_task(e, pid, &p, &info, st.ppid);
 }
 
 static bool was_locked(const eng_task *t)

@@ -176,8 +176,9 @@ typedef struct eng_park_reply {
 } eng_park_reply;
 
 /* Main side: the tree's importers, not met yet and still running, that
- * must park before exporter does (at most max into out). */
-size_t eng_park_importers(cs_engine *e, pid_t exporter, pid_t *out, size_t max);
+ * must park before exporter does (at most max into out); info is what the
+ * exporter's interposer answered at its meeting. */
+size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info, pid_t *out, size_t max);
 /* In the call: the importers first (committed), then t's own park, held
  * on *conn until eng_park_after_lock. */
 void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, const pid_t *first, size_t nfirst,

@@ -25,11 +25,9 @@ static bool met(const cs_engine *e, pid_t pid)
 	return false;
 }
 
-size_t eng_park_importers(cs_engine *e, pid_t exporter, pid_t *out, size_t max)
+size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info, pid_t *out, size_t max)
 {
-	cs_park_info info;
-	cs_park_status(exporter, 2000, &info);
-	if (!info.seen || !info.attached || e->ntree == 0)
+	if (!info->seen || !info->attached || e->ntree == 0)
 		return 0;
 	_cleanup_(cs_ptable_freep) cs_ptable t = { 0 };
 	if (cs_scan(NULL, &t, NULL) < 0)

@@ -167,6 +167,16 @@ bool cs_park_shm_is_events(const cs_park_info *info)
 	return info->seen && info->legacy == 0;
 }
 
+bool cs_park_unrestorable(const cs_park_info *info, const char *proc_file, bool parking, char *what, size_t size)
+{
+	if (info->seen)
+		return cs_park_import_what(info, parking, what, size);
+	if (!proc_file[0])
+		return false;
+	snprintf(what, size, "%s", proc_file);
+	return true;
+}
+
 bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, size_t size)
 {
 	if (!info->seen)

@@ -57,6 +57,12 @@ bool cs_park_shm_is_events(const cs_park_info *info);
  * import when it will not be parked (parking false). What to call it goes
  * into what. */
 bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, size_t size);
+/* Whether the driver could never give back a process: proc_file, the CUDA
+ * IPC file /proc shows it mapping without holding it (cs_proc.ipc_import,
+ * "" none), when its interposer did not answer (info->seen false); else
+ * what the interposer counts (cs_park_import_what), which tells an event's
+ * file from imported memory. What names it goes into what. */
+bool cs_park_unrestorable(const cs_park_info *info, const char *proc_file, bool parking, char *what, size_t size);
 
 /* The step itself: park (held on a connection kept in *conn until
  * cs_park_close; *conn -1 opens one) or unpark; timeout_ms bounds the wait

@@ -56,11 +56,8 @@ static void check_ipc(const cs_session *s, const cs_proc *p, const cs_park_info 
 	 * interposer's answer, which counts every import and tells them apart. */
 	if (s->o->ipc_judged)
 		return;
-	char through[64] = "";
-	const char *what = pi->seen ? "" : p->ipc_import;
-	if (!what[0] && cs_park_import_what(pi, !s->no_park, through, sizeof(through)))
-		what = through;
-	if (!what[0])
+	char what[sizeof(p->ipc_import) + 64];
+	if (!cs_park_unrestorable(pi, p->ipc_import, !s->no_park, what, sizeof(what)))
 		return;
 	bool allow = s->allow_unrestorable;
 	if (e->state == CS_STATE_CHECKPOINTED)
