@@ -256,12 +256,14 @@ static void classify_busy(cs_proc *p, cs_driver *d)
 
 /* A process the driver knows as running, but that held no device file when
  * /proc was read, was starting then: an NVML monitor opens its device files
- * in nvmlInit, about when the driver comes to know it. Its files are read
- * again, after the driver's answer, so that it is not taken for a CUDA
- * process that the default selection checkpoints. */
+ * in nvmlInit, about when the driver comes to know it, and /proc may even
+ * have shown it before the loader mapped NVML (a program linked with
+ * libcuda and NVML gets them mapped one after the other). Its files and
+ * mappings are read again, after the driver's answer, so that it is not
+ * taken for a CUDA process that the default selection checkpoints. */
 static void reread_starting(cs_proc *p, const cs_scan_opts *opts)
 {
-	if (p->cls != CS_CLASS_CUDA || p->state != CS_STATE_RUNNING || p->nrefs || !p->maps_nvml)
+	if (p->cls != CS_CLASS_CUDA || p->state != CS_STATE_RUNNING || p->nrefs)
 		return;
 	const char *devdir = opts && opts->dev_dir ? opts->dev_dir : cs_dev_dir();
 	_cleanup_close_ int pdir = cs_proc_open(opts && opts->proc_dir ? opts->proc_dir : cs_proc_dir(), p->pid);
@@ -273,6 +275,9 @@ static void reread_starting(cs_proc *p, const cs_scan_opts *opts)
 	p->nrefs = now.nrefs;
 	p->device_fds = now.device_fds;
 	p->device_maps = now.device_maps;
+	p->maps_nvml = now.maps_nvml;
+	p->maps_libcuda = now.maps_libcuda;
+	p->maps_park = now.maps_park;
 	link_refs(p);
 	p->nvml_only = is_nvml_only(p);
 }

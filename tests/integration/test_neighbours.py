@@ -16,17 +16,22 @@ import threading
 import time
 import unittest
 
-from harness import APP, BIN, LIBNVML, Case
+from harness import APP, BIN, LIBCUDA, LIBNVML, Case
 from memcg import initial_pidns
 from test_hostile import sanitizer_preload
 
-# An NVML client that maps the library at once and initializes it later:
-# nvmlInit_v2 opens its device files and makes the driver know it.
+# An NVML client that initializes the library later: nvmlInit_v2 opens its
+# device files and makes the driver know it. With argv[4] == "nvml" it maps
+# NVML at once; with "libcuda" only libcuda at first, and NVML just before
+# its nvmlInit_v2, as a program linked with both is seen while the loader
+# maps them one after the other.
 LATE_MONITOR = r"""
 import ctypes, sys, time
-nvml = ctypes.CDLL(sys.argv[1])
+libcuda = ctypes.CDLL(sys.argv[5]) if sys.argv[4] == "libcuda" else None
+nvml = ctypes.CDLL(sys.argv[1]) if sys.argv[4] == "nvml" else None
 open(sys.argv[3], "w").close()
 time.sleep(float(sys.argv[2]))
+nvml = nvml or ctypes.CDLL(sys.argv[1])
 assert nvml.nvmlInit_v2() == 0
 time.sleep(600)
 """
@@ -167,16 +172,24 @@ class Monitors(Neighbours):
         self.assertDataOk(work)
 
     def test_monitor_that_starts_during_the_selection(self):
-        """A monitor that /proc shows before its nvmlInit (NVML mapped, no
-        device file yet) and that the driver knows by the time it is asked
-        is still told apart: its device files are read again after the
-        driver's answer. The question about the workload's restore thread is
-        made to take 1.5 s, so that the monitor starts in between."""
+        """A monitor that /proc shows before its nvmlInit (no device file
+        yet, NVML mapped or only libcuda) and that the driver knows by the
+        time it is asked is still told apart: its device files and mappings
+        are read again after the driver's answer. The question about the
+        workload's restore thread is made to take 1.5 s, so that the monitor
+        starts in between."""
+        for first in ("nvml", "libcuda"):
+            with self.subTest(first=first):
+                self.late_monitor(first)
+                self.doCleanups()
+                self.setUp()
+
+    def late_monitor(self, first):
         work, = self.start("--mem", "1")
         mapped = os.path.join(self.tmp, "mapped")
         env = dict(self.env, **sanitizer_preload(LIBNVML))
-        p = subprocess.Popen([sys.executable, "-c", LATE_MONITOR, LIBNVML, "0.5", mapped], env=env,
-                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = subprocess.Popen([sys.executable, "-c", LATE_MONITOR, LIBNVML, "0.5", mapped, first, LIBCUDA],
+                             env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.apps.append(p)
         deadline = time.monotonic() + 20
         while not os.path.exists(mapped):
