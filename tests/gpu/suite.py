@@ -128,6 +128,9 @@ def scenario_ps_tree(env):
     roles = ready_roles(env, w + t + n + f)
     forked = [p for p, r in roles.items() if r == "forked"]
     cuda = [p for p, r in roles.items() if r != "forked"]
+    # A monitor is left alone unless named, and warned about as a leftover.
+    taken = [p for p in cuda if roles[p] != "nvml"]
+    monitors = [p for p in cuda if roles[p] == "nvml"]
     p = env.cs("ps")
     print(p.stdout, p.stderr, sep="\n")
     j = env.cs_json("ps").obj
@@ -149,17 +152,19 @@ def scenario_ps_tree(env):
     print(c.stderr)
     check("checkpoint of the mixed namespace: exit 0", c.returncode == 0, c.stderr[-500:])
     left = {l["pid"] for l in (c.obj or {}).get("leftovers", [])}
-    check("checkpoint warns about exactly the forked children", left == set(forked), f"{left} vs {forked}")
+    check("checkpoint warns about exactly the forked children and the monitor", left == set(forked + monitors),
+          f"{left} vs {forked + monitors}")
     j = env.cs_json("ps").obj
     got = by_pid(j)
-    check("ps after checkpoint: every cuda process checkpointed with 0 fds and 0 maps",
+    check("ps after checkpoint: every cuda process checkpointed with 0 fds and 0 maps, the monitor running",
           all(got.get(p, {}).get("state") == "checkpointed" and got[p]["device_fds"] == 0 and
-              got[p]["device_maps"] == 0 for p in cuda), str({p: got.get(p) for p in cuda}))
+              got[p]["device_maps"] == 0 for p in taken) and
+          all(got.get(p, {}).get("state") == "running" for p in monitors), str({p: got.get(p) for p in cuda}))
     print(env.cs("ps").stdout)
     v = env.cs_json("verify")
     print(env.cs("verify").stdout)
-    check("verify after checkpoint names only the forked children",
-          {l["pid"] for l in v.obj["leftovers"]} == set(forked), str(v.obj["leftovers"][:3]))
+    check("verify after checkpoint names only the forked children and the monitor",
+          {l["pid"] for l in v.obj["leftovers"]} == set(forked + monitors), str(v.obj["leftovers"][:3]))
     s = env.cs_json("checkpoint", "--all", "--strict")
     check("checkpoint --strict with leftovers: nothing to do (already checkpointed) exit 0",
           s.returncode == 0, s.stderr[-300:])
@@ -525,6 +530,44 @@ def describe(env):
     check("doctor runs and reports (exit 0 or 1)", d.returncode in (0, 1), str(d.returncode))
 
 
+# A monitor that a program linked with libcuda and NVML would be: libcuda
+# first, then NVML and nvmlInit_v2, then it exits (argv[1]: seconds between).
+LATE_MONITOR = r"""
+import ctypes, sys, time
+ctypes.CDLL("libcuda.so.1")
+time.sleep(float(sys.argv[1]))
+assert ctypes.CDLL("libnvidia-ml.so.1").nvmlInit_v2() == 0
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def scenario_monitor_churn(env, rounds=10):
+    """Monitors that come and go beside whole-namespace checkpoints: nvidia-smi
+    in a loop, and processes that map libcuda before NVML and initialize NVML
+    while the selection runs. Only the workload is ever taken."""
+    _, w = env.workload_proc(1)
+    loops = [subprocess.Popen(["sh", "-c", 'while :; do nvidia-smi >/dev/null 2>&1; done'], start_new_session=True)]
+    for delay in ("0.01", "0.05", "0.2"):
+        loops.append(subprocess.Popen(["sh", "-c", 'while :; do "$0" -c "$1" "$2"; done', sys.executable,
+                                       LATE_MONITOR, delay], start_new_session=True,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    procs.extend(loops)
+    time.sleep(1)
+    taken, failed = set(), []
+    for i in range(rounds):
+        for cmd in (("checkpoint", "--all"), ("restore",)):
+            r = env.cs_json(*cmd)
+            got = {p["pid"] for p in (r.obj or {}).get("processes", []) if not p.get("vanished")}
+            taken |= got - set(w)
+            if r.returncode != 0 or not set(w) <= got:
+                failed.append(f"round {i} {cmd[0]}: rc={r.returncode} {r.stderr[-300:]}")
+    check(f"monitor churn: {rounds} checkpoint/restore rounds exit 0 with the workload", not failed,
+          "; ".join(failed[:2]))
+    check("monitor churn: no monitor was ever checkpointed or restored", not taken, str(sorted(taken)))
+    data_ok(env, w, "monitor churn")
+    stop_all()
+
+
 SCENARIOS = {
     "errors": scenario_errors,
     "ps_tree": scenario_ps_tree,
@@ -538,6 +581,7 @@ SCENARIOS = {
     "compat_runsc": scenario_compat_runsc,
     "stopped": scenario_stopped,
     "criu_forked": scenario_criu_forked,
+    "monitor_churn": scenario_monitor_churn,
 }
 
 
