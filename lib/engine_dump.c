@@ -181,6 +181,8 @@ typedef struct pause_reply {
 	double lock_s;
 	cs_error err; /* why the lock failed */
 	eng_park_reply pk;
+	bool no_room; /* its park (or its importers') would not fit in host memory */
+	char room_why[2048];
 } pause_reply;
 
 typedef struct pause_arg {
@@ -191,6 +193,18 @@ typedef struct pause_arg {
 	pid_t first[ENG_EARLY_MAX]; /* importers to park before it */
 	size_t nfirst;
 } pause_arg;
+
+/* A park copies device memory into host memory before the lock, where the
+ * checkpoint's check of host memory (at CHECKPOINT_DEVICES) comes too late:
+ * the importers parked first and the process itself are judged here. */
+static bool park_room(const pause_arg *a, pause_reply *r)
+{
+	pid_t pids[ENG_EARLY_MAX + 1];
+	memcpy(pids, a->first, a->nfirst * sizeof(pid_t));
+	pids[a->nfirst] = a->pid;
+	r->no_room = !eng_park_fits(pids, a->nfirst + 1, r->room_why, sizeof(r->room_why));
+	return !r->no_room;
+}
 
 /* The driver's lock waits for the process's own threads to leave the
  * driver, so it can only be taken while they run: here, one process at a
@@ -214,6 +228,8 @@ static int pause_task(void *arg, void **out, size_t *len)
 	int conn = -1;
 	cs_target t = { .pid = a->pid };
 	snprintf(t.comm, sizeof(t.comm), "%s", a->comm);
+	if (a->park && !park_room(a, r))
+		return 0;
 	if (a->park)
 		eng_park_before_lock(d, &t, a->timeout_s, a->first, a->nfirst, &conn, &r->pk);
 	if (r->pk.refused)
@@ -366,6 +382,14 @@ static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, const cs_park_in
 	if (rc != 0) {
 		eng_log(e, CS_LOG_ERROR, "process %d (%s): %s; %s", (int)pid, p->comm, r->err.message, r->err.hint);
 		return not_locked(e, pid, p->comm, -1, 0, r->err.message);
+	}
+	if (r->no_room) {
+		eng_op_refused(e, pid, p->comm, "memory", r->room_why);
+		eng_log(e, CS_LOG_ERROR,
+			"%s The dump is refused before process %d (%s) parked its device memory into host memory; "
+			"nothing was parked or locked (CUDASNAP_IGNORE_MEMORY=1 in %s skips this check)",
+			r->room_why, (int)pid, p->comm, cs_config_path());
+		return -1;
 	}
 	eng_park_note_early(e, pid, p->comm, &r->pk);
 	if (r->rt != CS_CU_SUCCESS) /* not a CUDA process: only its device files matter */

@@ -9,12 +9,16 @@
  * that cannot park) fails the dump: the driver's own path would give an
  * importer back never, or an exporter's importers stale memory. */
 #include "engine_int.h"
+#include "capacity.h"
 #include "discover.h"
+#include "env.h"
 #include "park.h"
 #include "proc.h"
+#include "sandbox.h"
 #include "util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool met(const cs_engine *e, pid_t pid)
@@ -44,6 +48,40 @@ size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info
 			out[n++] = p->pid;
 	}
 	return n;
+}
+
+bool eng_park_fits(const pid_t *pids, size_t n, char *why, size_t size)
+{
+	if (n == 0 || cs_env_on("CUDASNAP_IGNORE_MEMORY"))
+		return true;
+	_cleanup_free_ cs_fit *f = calloc(n, sizeof(*f));
+	_cleanup_free_ const cs_proc **procs = calloc(n, sizeof(*procs));
+	if (!f || !procs) {
+		snprintf(why, size, "out of memory judging whether its park fits in host memory");
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		pid_t nspid;
+		f[i].pid = pids[i];
+		if (eng_identity(pids[i], &nspid, f[i].comm, sizeof(f[i].comm)) < 0)
+			snprintf(f[i].comm, sizeof(f[i].comm), "?");
+	}
+	cs_sandbox sb;
+	cs_sandbox_detect(NULL, &sb);
+	cs_fit_env env;
+	cs_fit_env_read(&env, sb.pid_ns == CS_PIDNS_HOST);
+	cs_fit_measure(f, n, procs, &env);
+	size_t unknown;
+	if (cs_fit_judge(f, n, &env, &unknown) == 0)
+		return true;
+	for (size_t i = 0; i < n; i++) {
+		if (f[i].refused || (f[i].known && f[i].room == CS_ROOM_UNKNOWN)) {
+			snprintf(why, size, "process %d (%s) refused: it %s. Fix: %s", (int)f[i].pid, f[i].comm,
+				 f[i].why, f[i].fix);
+			break;
+		}
+	}
+	return false;
 }
 
 /* In the call: one importer parked and the park committed at once (it is

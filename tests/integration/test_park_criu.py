@@ -10,6 +10,7 @@ import subprocess
 import time
 import unittest
 
+import memcg
 from criu_case import CriuCase
 from harness import BIN, trusted_tmpdir
 
@@ -19,14 +20,14 @@ PARK_LIB = os.environ.get("PARK_LIB", "")
 
 @unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
 class ParkUnderCriu(CriuCase):
-    def start(self):
+    def start(self, wrap=()):
         # output to a file: CRIU restores files, not a pipe to this test
         self.out = os.path.join(self.tmp, "app.out")
         env = dict(self.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=self.tmp)
         asan = env.get("ASAN_OPTIONS", "")
         env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
         with open(self.out, "ab") as out:
-            p = subprocess.Popen([BIN, "run", "--", CUAPP, "--alloc-mib", "8", "--allocs", "2", "--interval-ms", "50"],
+            p = subprocess.Popen([*wrap, BIN, "run", "--", CUAPP, "--alloc-mib", "8", "--allocs", "2", "--interval-ms", "50"],
                                  env=env, start_new_session=True, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         self.apps.append(p)
         self.root = p.pid
@@ -79,6 +80,35 @@ class ParkUnderCriu(CriuCase):
         self.assertIn("park", r.obj["processes"][0]["seconds"])
         r = self.cs("restore", "--pid", str(pid))
         self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+
+    def test_a_park_that_does_not_fit_is_refused_before_it(self):
+        """A park copies device memory into the process's own memory at
+        PAUSE_DEVICES, before the checkpoint's check of host memory: it is
+        judged first, in the process's real memory cgroup, and a process
+        whose copy would not fit is neither parked nor locked, nor
+        OOM-killed. With room, the same process parks."""
+        cg = memcg.for_test(self).make("park")
+        pid = self.start(wrap=cg.enter_argv())
+        cg.set_room(8 << 20)
+        ooms = cg.oom_kills()
+        r = self.dump("--shell-job")
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) refused: it needs"), r)
+        self.assertTrue(self.lines(r, f"before process {pid} (fakecuda-cuapp) parked its device memory"), r)
+        self.assertFalse(self.lines(r, f"process {pid} (fakecuda-cuapp) parked 0.02 GiB"), r)
+        self.assertEqual(cg.oom_kills(), ooms, "the process was OOM-killed")
+        self.assertStates([pid], "running")
+        self.assertFalse(self.parked(pid))
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+        cg.set_room(512 << 20)
+        r = self.dump("--shell-job", "--leave-running")
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) parked 0.02 GiB"), r)
+        deadline = time.monotonic() + 20
+        while self.parked(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(self.parked(pid))
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
 
     def test_lock_fails_after_park(self):
