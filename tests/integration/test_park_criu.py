@@ -170,7 +170,7 @@ class PairUnderCriu(CriuCase):
     an interprocess event as PyTorch shares one) in one tree: CRIU meets
     the exporter first and stops it, so the importer parks before it."""
 
-    def start(self, importer_in_tree=True):
+    def start(self, importer_in_tree=True, wrap=()):
         handle = os.path.join(self.tmp, "handle")
         self.outs = {}
         env = dict(self.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=self.tmp)
@@ -180,7 +180,7 @@ class PairUnderCriu(CriuCase):
         imp = f"{CUAPP} --alloc-mib 4 --interval-ms 50 --ipc-import {handle} --peer-seed 7 --ipc-event"
         e_out, i_out = os.path.join(self.tmp, "e.out"), os.path.join(self.tmp, "i.out")
         script = f"{exp} > {e_out} 2>&1 & " + (f"{imp} > {i_out} 2>&1 & " if importer_in_tree else "") + "wait"
-        p = subprocess.Popen([BIN, "run", "--", "/bin/sh", "-c", script], env=env, start_new_session=True,
+        p = subprocess.Popen([*wrap, BIN, "run", "--", "/bin/sh", "-c", script], env=env, start_new_session=True,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.apps.append(p)
         self.root = p.pid
@@ -248,6 +248,24 @@ class PairUnderCriu(CriuCase):
         self.assertNotEqual(r.rc, 0, r)
         self.assertTrue(self.lines(r, "could not park before it"), r)
         self.assertStates([self.e, self.i], "running")
+        self.assertBothOk()
+
+    def test_a_pair_whose_parks_do_not_fit_together_is_refused(self):
+        """The importer parks at its exporter's meeting, so both parks are
+        judged there, together: in a cgroup with room for the exporter's
+        alone, neither parks, the dump fails, and both run on."""
+        cg = memcg.for_test(self).make("pair")
+        self.start(wrap=cg.enter_argv())
+        cg.set_room(40 << 20)
+        ooms = cg.oom_kills()
+        r = self.dump("--shell-job")
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, "refused: it needs"), r)
+        self.assertTrue(self.lines(r, f"before process {self.e} (fakecuda-cuapp) parked its device memory"), r)
+        self.assertFalse(self.lines(r, " parked 0.0"), r)
+        self.assertEqual(cg.oom_kills(), ooms, "a process was OOM-killed")
+        self.assertStates([self.e, self.i], "running")
+        self.assertNotIn("parked: ", self.cs("ps").out)
         self.assertBothOk()
 
     def test_lock_fails_after_the_importer_parked(self):
