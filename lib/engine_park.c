@@ -55,7 +55,7 @@ bool eng_park_fits(const pid_t *pids, size_t n, char *why, size_t size)
 	if (n == 0 || cs_env_on("CUDASNAP_IGNORE_MEMORY"))
 		return true;
 	_cleanup_free_ cs_fit *f = calloc(n, sizeof(*f));
-	_cleanup_free_ const cs_proc **procs = calloc(n, sizeof(*procs));
+	_cleanup_free_ const cs_proc **procs = calloc(n, sizeof(const cs_proc *));
 	if (!f || !procs) {
 		snprintf(why, size, "out of memory judging whether its park fits in host memory");
 		return false;
