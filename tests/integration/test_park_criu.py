@@ -59,6 +59,13 @@ class ParkUnderCriu(CriuCase):
     def parked(self, pid):
         return f"parked: {pid} (" in self.cs("ps").out
 
+    def wait_unparked(self, pid, timeout=20):
+        """Until ps no longer shows pid parked (it unparks once it runs)."""
+        deadline = time.monotonic() + timeout
+        while self.parked(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(self.parked(pid))
+
     def test_dump_and_restore_then_park(self):
         pid = self.start()
         r = self.cs("ps")
@@ -105,10 +112,7 @@ class ParkUnderCriu(CriuCase):
         r = self.dump("--shell-job", "--leave-running")
         self.assertEqual(r.rc, 0, r)
         self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) parked 0.02 GiB"), r)
-        deadline = time.monotonic() + 20
-        while self.parked(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self.assertFalse(self.parked(pid))
+        self.wait_unparked(pid)
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
 
     def test_lock_fails_after_park(self):
@@ -131,10 +135,7 @@ class ParkUnderCriu(CriuCase):
         r = self.dump("--shell-job", "--leave-running")
         self.assertEqual(r.rc, 0, r)
         self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) unparks its 0.02 GiB once CRIU lets it run"), r)
-        deadline = time.monotonic() + 20
-        while self.parked(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self.assertFalse(self.parked(pid))
+        self.wait_unparked(pid)
         self.assertStates([pid], "running")
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
         # the images restore too, once the original is gone
