@@ -67,7 +67,8 @@ void cs_fit_env_read(cs_fit_env *env, bool host_pidns);
  * for the process where NVML names this namespace's PIDs; else, as a bound,
  * the memory in use on the GPUs whose device files procs[i] holds, or on
  * every GPU when it holds none that NVML names; else unknown) and its cgroup
- * chain. procs[i] is entry i's process as /proc showed it (NULL: unknown). */
+ * chain. procs[i] is entry i's process as /proc showed it (NULL, or procs
+ * NULL: unknown). */
 void cs_fit_measure(cs_fit *f, size_t n, const cs_proc *const *procs, cs_fit_env *env);
 
 /* The node of f's chain with the least room under a limit (NULL when none

@@ -228,10 +228,11 @@ static int pause_task(void *arg, void **out, size_t *len)
 	int conn = -1;
 	cs_target t = { .pid = a->pid };
 	snprintf(t.comm, sizeof(t.comm), "%s", a->comm);
-	if (a->park && !park_room(a, r))
-		return 0;
-	if (a->park)
+	if (a->park) {
+		if (!park_room(a, r))
+			return 0;
 		eng_park_before_lock(d, &t, a->timeout_s, a->first, a->nfirst, &conn, &r->pk);
+	}
 	if (r->pk.refused)
 		return 0;
 	double t0 = cs_now();

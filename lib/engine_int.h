@@ -179,14 +179,14 @@ typedef struct eng_park_reply {
  * must park before exporter does (at most max into out); info is what the
  * exporter's interposer answered at its meeting. */
 size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info, pid_t *out, size_t max);
-/* In the call: the importers first (committed), then t's own park, held
- * on *conn until eng_park_after_lock. */
 /* Whether the host copies of pids' parks fit in their memory cgroups and
  * in MemAvailable, judged together as a checkpoint's are (a park copies
  * device memory into the process's own memory, as the driver's checkpoint
  * does, and is checked before it in the same way); why says which does
  * not and what to do. CUDASNAP_IGNORE_MEMORY=1 skips it. */
 bool eng_park_fits(const pid_t *pids, size_t n, char *why, size_t size);
+/* In the call: the importers first (committed), then t's own park, held
+ * on *conn until eng_park_after_lock. */
 void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, const pid_t *first, size_t nfirst,
 			  int *conn, eng_park_reply *r);
 void eng_park_after_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, int lock_rc, int *conn,

@@ -55,8 +55,7 @@ bool eng_park_fits(const pid_t *pids, size_t n, char *why, size_t size)
 	if (n == 0 || cs_env_on("CUDASNAP_IGNORE_MEMORY"))
 		return true;
 	_cleanup_free_ cs_fit *f = calloc(n, sizeof(*f));
-	_cleanup_free_ const cs_proc **procs = calloc(n, sizeof(const cs_proc *));
-	if (!f || !procs) {
+	if (!f) {
 		snprintf(why, size, "out of memory judging whether its park fits in host memory");
 		return false;
 	}
@@ -70,7 +69,8 @@ bool eng_park_fits(const pid_t *pids, size_t n, char *why, size_t size)
 	cs_sandbox_detect(NULL, &sb);
 	cs_fit_env env;
 	cs_fit_env_read(&env, sb.pid_ns == CS_PIDNS_HOST);
-	cs_fit_measure(f, n, procs, &env);
+	/* no /proc view of them here: a bound, where one is needed, is every GPU's use */
+	cs_fit_measure(f, n, NULL, &env);
 	size_t unknown;
 	if (cs_fit_judge(f, n, &env, &unknown) == 0)
 		return true;
