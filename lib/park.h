@@ -13,9 +13,9 @@ typedef struct cs_park_info {
 	bool parked; /* its memory is in host memory now */
 	bool parkable; /* nothing it does stops a park */
 	unsigned long long bytes; /* the memory a park moves (or moved) */
-	unsigned imports; /* CUDA IPC mappings of other interposed processes' memory */
+	unsigned imports; /* other interposed processes' memory it maps and can detach (CUDA IPC, VMM) */
 	unsigned legacy; /* the driver's CUDA IPC imports (never restorable) */
-	unsigned vmm; /* VMM imports the program made itself (never restorable) */
+	unsigned vmm; /* VMM imports the program made itself that cannot be detached (never restorable) */
 	unsigned attached; /* other processes that map its memory */
 	char why[160]; /* when not parkable */
 } cs_park_info;
@@ -53,7 +53,8 @@ bool cs_park_shm_is_events(const cs_park_info *info);
 /* Whether info (cs_park_status's) says that its process maps memory of
  * another process in a way the driver can never restore after a
  * checkpoint: imports it cannot detach (the driver's own CUDA IPC, VMM
- * memory the program imported itself from a file descriptor), or any
+ * memory the program imported itself from a process without the
+ * interposer), or any
  * import when it will not be parked (parking false). What to call it goes
  * into what. */
 bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, size_t size);

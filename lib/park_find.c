@@ -216,3 +216,45 @@ int park_find_connect_path(pid_t pid, const char *proc, const char *path, int ti
 		close(opath);
 	return fd;
 }
+
+/* A lock line reads "lock:\t1: OFDLCK ADVISORY  READ -1 MAJ:MIN:INO START END";
+ * the mark is an OFD lock of one byte in the interposer's range. */
+static unsigned long long tag_of_line(const char *line, size_t len)
+{
+	char buf[256];
+	if (len >= sizeof(buf) || strncmp(line, "lock:", 5) != 0)
+		return 0;
+	memcpy(buf, line, len);
+	buf[len] = 0;
+	if (strstr(buf, " OFDLCK ") == NULL)
+		return 0;
+	char *end = buf + len;
+	while (end > buf && end[-1] == ' ')
+		end--;
+	*end = 0;
+	char *last = strrchr(buf, ' ');
+	if (last == NULL)
+		return 0;
+	*last = 0;
+	char *first = strrchr(buf, ' ');
+	if (first == NULL)
+		return 0;
+	char *e1, *e2;
+	errno = 0;
+	unsigned long long a = strtoull(first + 1, &e1, 10), b = strtoull(last + 1, &e2, 10);
+	if (errno || *e1 || *e2 || e1 == first + 1 || e2 == last + 1 || a != b || (a & PARK_TAG_MASK) != PARK_TAG_BASE)
+		return 0;
+	return a & ~PARK_TAG_MASK;
+}
+
+unsigned long long park_tag_in_fdinfo(const char *text)
+{
+	for (const char *p = text; *p;) {
+		size_t len = strcspn(p, "\n");
+		unsigned long long serial = tag_of_line(p, len);
+		if (serial)
+			return serial;
+		p += len + (p[len] == '\n');
+	}
+	return 0;
+}

@@ -26,4 +26,13 @@ int park_find_connect_path(pid_t pid, const char *proc, const char *path, int ti
  * inodes[0..n); 0, or -1. Exposed for the fuzzer. */
 int park_find_in_unix(const char *text, const unsigned long *inodes, size_t n, char *path, size_t size);
 
+/* A VMM export's mark: the interposer of the exporting process takes a read
+ * lock of one byte at PARK_TAG_BASE + serial on the exported descriptor
+ * (F_OFD_SETLK: the lock belongs to the open file description, which a
+ * descriptor passed on shares). The serial a /proc/PID/fdinfo/FD text's
+ * lock lines carry, 0 when none does. Exposed for the fuzzer. */
+#define PARK_TAG_BASE 0x4353000000000000ULL
+#define PARK_TAG_MASK 0xffff000000000000ULL
+unsigned long long park_tag_in_fdinfo(const char *text);
+
 #endif

@@ -44,7 +44,7 @@ CUresult park_map_new(struct park_alloc *a, const struct park_real *r)
 {
 	CUmemAllocationProp p = prop_for(a->dev);
 	CUmemGenericAllocationHandle h = 0;
-	CUresult rc = r->mem_create(&h, a->size, &p, 0);
+	CUresult rc = park_create_fresh(r, &h, a->size, &p, 0);
 	if (rc != CU_OK)
 		return rc;
 	rc = r->mem_map(a->va, a->size, 0, h, 0);

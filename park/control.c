@@ -140,6 +140,9 @@ static void serve(int conn)
 		} else if (strncmp(line, "fd ", 3) == 0 || strncmp(line, "detach ", 7) == 0) {
 			park_ipc_serve(conn, line);
 			continue;
+		} else if (line[0] == 'v') {
+			park_vmm_serve(conn, line);
+			continue;
 		} else {
 			snprintf(reply, sizeof(reply), "error code=0 stage=request\n");
 		}

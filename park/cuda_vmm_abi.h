@@ -141,6 +141,8 @@ typedef CUresult (*cu_granularity_fn)(size_t *gran, const CUmemAllocationProp *p
 				      CUmemAllocationGranularity_flags option);
 typedef CUresult (*cu_export_fn)(void *shareable, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
 				 unsigned long long flags);
+typedef CUresult (*cu_mem_retain_fn)(CUmemGenericAllocationHandle *h, void *addr);
+typedef CUresult (*cu_props_fn)(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h);
 typedef CUresult (*cu_import_fn)(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type);
 typedef CUresult (*cu_ipc_get_fn)(CUipcMemHandle *handle, CUdeviceptr dptr);
 typedef CUresult (*cu_ipc_open_fn)(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags); /* _v2 */

@@ -61,6 +61,12 @@ static const struct special specials[] = {
 	{ "cuMemMap", "cuMemMap", 10020, (void *)park_w_map },
 	{ "cuMemUnmap", "cuMemUnmap", 10020, (void *)park_w_unmap },
 	{ "cuMemRelease", "cuMemRelease", 10020, (void *)park_w_release },
+	{ "cuMemCreate", "cuMemCreate", 10020, (void *)park_w_create },
+	{ "cuMemExportToShareableHandle", "cuMemExportToShareableHandle", 10020, (void *)park_w_export },
+	{ "cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle", 11000, (void *)park_w_retain },
+	{ "cuMemGetAllocationPropertiesFromHandle", "cuMemGetAllocationPropertiesFromHandle", 10020,
+	  (void *)park_w_props },
+	{ "cuMemSetAccess", "cuMemSetAccess", 10020, (void *)park_w_access },
 };
 
 static const struct special *special_named(const char *name, bool base, int version)

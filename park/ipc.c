@@ -47,24 +47,25 @@ static pthread_mutex_t imp_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct import *imps;
 static size_t nimps, capimps;
 
-/* The exporter's side: who attached to which allocation. */
+/* The exporter's side: who attached to what (an allocation's address, or
+ * a VMM export, PARK_VMM_KEY). */
 struct attach {
-	CUdeviceptr va;
+	uint64_t key;
 	pid_t pid; /* in this process's PID namespace (SO_PEERCRED) */
 };
 static struct attach *atts;
 static size_t natts, capatts;
 
-static void attach_note(CUdeviceptr va, pid_t pid, bool on)
+void park_ipc_note(uint64_t key, pid_t pid, bool on)
 {
 	pthread_mutex_lock(&imp_mu);
 	size_t i = 0;
-	while (i < natts && !(atts[i].va == va && atts[i].pid == pid))
+	while (i < natts && !(atts[i].key == key && atts[i].pid == pid))
 		i++;
 	if (!on && i < natts) {
 		atts[i] = atts[--natts];
 	} else if (on && i == natts && park_grow((void **)&atts, natts, &capatts, sizeof(*atts))) {
-		atts[natts++] = (struct attach){ va, pid };
+		atts[natts++] = (struct attach){ key, pid };
 	}
 	pthread_mutex_unlock(&imp_mu);
 }
@@ -125,7 +126,7 @@ int park_ipc_serve(int conn, const char *line)
 {
 	const struct park_real *r = park_real();
 	if (strncmp(line, "detach ", 7) == 0) {
-		attach_note(strtoull(line + 7, NULL, 16), peer_pid(conn), false);
+		park_ipc_note(strtoull(line + 7, NULL, 16), peer_pid(conn), false);
 		ssize_t w = send(conn, "ok\n", 3, MSG_NOSIGNAL);
 		return w == 3 ? 0 : -1;
 	}
@@ -158,7 +159,7 @@ int park_ipc_serve(int conn, const char *line)
 	if (fd >= 0)
 		close(fd);
 	if (w == len && rc == CU_OK)
-		attach_note(va, peer_pid(conn), true);
+		park_ipc_note(va, peer_pid(conn), true);
 	return w == len ? 0 : -1;
 }
 

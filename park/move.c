@@ -302,7 +302,8 @@ static const char *park_why_not(void)
 	return park_tab.unparkable      ? park_tab.unparkable :
 		park_tab.legacy_imports ? "it imported memory through the driver's CUDA IPC" :
 		park_vmm_imports()      ? "it imported VMM memory through a file descriptor "
-					  "(cuMemImportFromShareableHandle), which nothing can carry" :
+					  "(cuMemImportFromShareableHandle) from a process that runs no interposer, "
+					  "which nothing can carry" :
 					  NULL;
 }
 
@@ -330,6 +331,20 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	/* What it maps of others goes first: their exporters park after it. */
 	if (rc == CU_OK && (rc = park_ipc_detach_all(r)) != CU_OK)
 		park_ipc_attach_all(r, 0);
+	pid_t lost = 0;
+	if (rc == CU_OK && (rc = park_vmm_detach_all(r, &lost)) != CU_OK) {
+		park_vmm_attach_all(r, 0);
+		park_ipc_attach_all(r, 0);
+		if (lost) {
+			pthread_mutex_unlock(&park_tab.mu);
+			park_gate_open();
+			snprintf(reply, size,
+				 "error code=%d stage=check importer=0 why=the process %d it imported VMM memory "
+				 "from no longer has that memory to give again (or is gone)\n",
+				 CU_ERR_NOT_SUPPORTED, (int)lost);
+			return -1;
+		}
+	}
 	double t1 = park_now();
 	if (rc == CU_OK && plan_chunks() != 0)
 		rc = CU_ERR_OUT_OF_MEMORY;
@@ -353,6 +368,7 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	double t3 = park_now();
 	if (rc != CU_OK) {
 		drop_chunks(r);
+		park_vmm_attach_all(r, 0);
 		park_ipc_attach_all(r, 0);
 		pthread_mutex_unlock(&park_tab.mu);
 		park_gate_open();
@@ -398,6 +414,12 @@ static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *r
 		/* Its exporters are back (they unpark first): attach again. */
 		if (rc == CU_OK && (rc = park_ipc_attach_all(r, timeout_ms)) != CU_OK) {
 			stage = "attach";
+			park_ipc_detach_all(r);
+		}
+		pid_t lost = 0;
+		if (rc == CU_OK && (rc = park_vmm_attach_all(r, timeout_ms)) != CU_OK) {
+			stage = "attach";
+			park_vmm_detach_all(r, &lost);
 			park_ipc_detach_all(r);
 		}
 		if (rc != CU_OK) { /* stays parked: the copies are whole */
@@ -457,7 +479,7 @@ void park_status(char *reply, size_t size)
 			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u",
 			   (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes,
 			   park_tab.n, park_gate_closed() ? "closed" : "open", exported, park_ipc_attached(NULL),
-			   park_ipc_imports(), park_tab.legacy_imports, park_vmm_imports());
+			   park_ipc_imports() + park_vmm_carried(), park_tab.legacy_imports, park_vmm_imports());
 	/* the reason last, to the end of the line */
 	if (len >= 0 && (size_t)len < size)
 		snprintf(reply + len, size - (size_t)len, "%s%s\n", why[0] ? " why=" : "", why);

@@ -51,6 +51,8 @@ struct park_real {
 	cu_ctx_device_fn ctx_device;
 	cu_can_peer_fn can_peer;
 	cu_device_count_fn device_count;
+	cu_mem_retain_fn retain; /* optional */
+	cu_props_fn props; /* optional */
 };
 
 /* resolve.c: the real driver, loaded once; NULL when it cannot be (no
@@ -128,6 +130,11 @@ CUresult park_ipc_open(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags);
 CUresult park_ipc_close(CUdeviceptr dptr);
 /* control.c answers a peer's request for an allocation's file descriptor */
 int park_ipc_serve(int conn, const char *line);
+/* The exporter's side: pid (in this PID namespace) attached to (on) or
+ * detached from what key names: a legacy export's address, or
+ * PARK_VMM_KEY of a VMM export's serial. */
+#define PARK_VMM_KEY(serial) ((serial) | (1ULL << 63))
+void park_ipc_note(uint64_t key, pid_t pid, bool on);
 /* Importers of this process's memory still attached (dead ones dropped);
  * first: one of them. */
 unsigned park_ipc_attached(pid_t *first);
@@ -136,14 +143,56 @@ CUresult park_ipc_detach_all(const struct park_real *r);
 CUresult park_ipc_attach_all(const struct park_real *r, unsigned wait_ms);
 unsigned park_ipc_imports(void);
 
-/* vmm_track.c: VMM memory the program imported itself, which nothing can
- * carry through a checkpoint: the live imports (handles and mappings). */
-unsigned park_vmm_imports(void);
+/* vmm_wrap.c: the program's own VMM calls */
+CUresult park_w_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+		       unsigned long long flags);
 CUresult park_w_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type);
+CUresult park_w_export(void *shareable, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+		       unsigned long long flags);
 CUresult park_w_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
 		    unsigned long long flags);
 CUresult park_w_unmap(CUdeviceptr va, size_t size);
 CUresult park_w_release(CUmemGenericAllocationHandle h);
+CUresult park_w_retain(CUmemGenericAllocationHandle *h, void *addr);
+CUresult park_w_props(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h);
+CUresult park_w_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count);
+/* A new allocation whose handle value no carried import of the program
+ * holds (the interposer's own memory too: the program may retain it). */
+CUresult park_create_fresh(const struct park_real *r, CUmemGenericAllocationHandle *h, size_t size,
+			   const CUmemAllocationProp *prop, unsigned long long flags);
+
+/* vmm_import.c: VMM memory the program imports itself. Carried when its
+ * exporter runs the interposer too (the descriptor carries its mark);
+ * counted otherwise (park_vmm_imports), and cudasnap refuses the process. */
+unsigned park_vmm_imports(void);
+unsigned park_vmm_carried(void);
+void park_vmm_imported(CUmemGenericAllocationHandle h, int fd);
+void park_vmm_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size, size_t offset);
+void park_vmm_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count);
+void park_vmm_unmapped(CUdeviceptr va, size_t size);
+bool park_vmm_release(CUmemGenericAllocationHandle h);
+CUmemGenericAllocationHandle park_vmm_retained(CUmemGenericAllocationHandle h, CUdeviceptr va);
+/* The driver's handle for a program's value (the value itself, but for an
+ * import carried through a park). */
+CUmemGenericAllocationHandle park_vmm_real(CUmemGenericAllocationHandle h);
+/* Whether h is the program's value for an import (other than the one
+ * except names, 0: none), so that the driver's h may not be handed out. */
+bool park_vmm_taken(CUmemGenericAllocationHandle h, uint64_t except);
+/* Park and unpark of the imports; *lost: an exporter that has no memory to
+ * give again. */
+CUresult park_vmm_detach_all(const struct park_real *r, pid_t *lost);
+CUresult park_vmm_attach_all(const struct park_real *r, unsigned wait_ms);
+
+/* vmm_export.c: VMM memory the program makes and exports itself */
+void park_vmm_made(CUmemGenericAllocationHandle h, const CUmemAllocationProp *prop);
+void park_vmm_made_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size);
+void park_vmm_made_unmapped(CUdeviceptr va, size_t size);
+void park_vmm_made_released(CUmemGenericAllocationHandle h);
+void park_vmm_exported(CUmemGenericAllocationHandle h, int fd);
+/* The mark fd carries: its exporter (in this PID namespace) and serial. */
+bool park_vmm_mark(int fd, pid_t *pid, uint64_t *serial);
+/* control.c: a peer's request about a VMM export */
+int park_vmm_serve(int conn, const char *line);
 
 double park_now(void);
 
@@ -162,5 +211,12 @@ PARK_EXPORT CUresult cuMemMap(CUdeviceptr va, size_t size, size_t offset, CUmemG
 			      unsigned long long flags);
 PARK_EXPORT CUresult cuMemUnmap(CUdeviceptr va, size_t size);
 PARK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h);
+PARK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+				 unsigned long long flags);
+PARK_EXPORT CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle h,
+						  CUmemAllocationHandleType type, unsigned long long flags);
+PARK_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr);
+PARK_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h);
+PARK_EXPORT CUresult cuMemSetAccess(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count);
 
 #endif

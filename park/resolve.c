@@ -53,6 +53,8 @@ static void load(void)
 	GET(ipc_get, "cuIpcGetMemHandle");
 	GET(ipc_open, "cuIpcOpenMemHandle_v2");
 	GET(ipc_close, "cuIpcCloseMemHandle");
+	GET(retain, "cuMemRetainAllocationHandle");
+	GET(props, "cuMemGetAllocationPropertiesFromHandle");
 	void **vmm[] = {
 		(void **)&r->addr_reserve,  (void **)&r->addr_free,
 		(void **)&r->mem_create,    (void **)&r->mem_release,

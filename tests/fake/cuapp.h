@@ -35,6 +35,7 @@ struct cu {
 	cu_addr_reserve_fn reserve;
 	cu_mem_create_fn create;
 	cu_mem_map_fn map;
+	cu_mem_unmap_fn unmap;
 	cu_set_access_fn access;
 	cu_launch_fn launch;
 	cu_ipc_get_fn ipc_get;
@@ -85,6 +86,7 @@ struct cuapp {
 	/* state */
 	CUevent event; /* --ipc-event: created (exporter) or opened (importer) */
 	CUmemGenericAllocationHandle vmm_first; /* the first --vmm-mib allocation's */
+	CUmemGenericAllocationHandle vmm_imported; /* --vmm-import: the handle it keeps */
 	struct cu cu;
 	struct cuapp_alloc a[CUAPP_MAX_ALLOCS * 2 + 2];
 	int n;
@@ -117,6 +119,9 @@ int cuapp_event_verify(struct cuapp *app, char *why, size_t len);
  * --peer-seed. */
 int cuapp_vmm_share(struct cuapp *app);
 int cuapp_vmm_import(struct cuapp *app);
+/* The import mapped again with the handle the program kept (as a program
+ * that remaps its imports does); 0, or -1 with why. */
+int cuapp_vmm_remap(struct cuapp *app, char *why, size_t len);
 
 /* cuapp_mem.c */
 uint64_t cuapp_word(uint64_t seed, unsigned int index, size_t k);

@@ -32,8 +32,9 @@ static const char usage_text[] = "fakecuda-cuapp: a CUDA application on the driv
 				 "                    --peer-seed S (give the same --vmm-mib as the exporter)\n"
 				 "\n"
 				 "Prints 'ready pid=<pid> allocs=<n> bytes=<n> addrs=<hex,...>' once filled.\n"
-				 "SIGUSR1: checks every byte, prints 'verify ok bytes=<n>' or 'verify FAILED\n"
-				 "<where>'. SIGTERM, SIGINT: exit 0 when every check passed, else 1.\n";
+				 "SIGUSR1: checks every byte (an import is mapped again first), prints\n"
+				 "'verify ok bytes=<n>' or 'verify FAILED <where>'. SIGTERM, SIGINT: exit 0\n"
+				 "when every check passed, else 1.\n";
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -170,6 +171,12 @@ static void verify_all(struct cuapp *app)
 	char why[256];
 	size_t bytes = 0;
 	if (app->event && cuapp_event_verify(app, why, sizeof(why)) != 0) {
+		fail(why);
+		printf("verify FAILED %s\n", why);
+		fflush(stdout);
+		return;
+	}
+	if (app->vmm_import && cuapp_vmm_remap(app, why, sizeof(why)) != 0) {
 		fail(why);
 		printf("verify FAILED %s\n", why);
 		fflush(stdout);

@@ -78,9 +78,29 @@ int cuapp_vmm_import(struct cuapp *app)
 	    cuapp_failed(cu, cu->access(a->ptr, app->vmm_bytes[0], &desc, 1), "cuMemSetAccess") ||
 	    cuapp_failed(cu, cu->range(&base, &a->bytes, a->ptr), "cuMemGetAddressRange"))
 		return -1;
+	app->vmm_imported = h;
 	a->kind = KIND_IMPORTED;
 	a->seed = app->peer_seed;
 	a->index = 0;
 	app->n++;
+	return 0;
+}
+
+int cuapp_vmm_remap(struct cuapp *app, char *why, size_t len)
+{
+	struct cu *cu = &app->cu;
+	CUmemAccessDesc desc = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	for (int i = 0; i < app->n; i++) {
+		struct cuapp_alloc *a = &app->a[i];
+		CUresult rc;
+		if (a->kind != KIND_IMPORTED)
+			continue;
+		if ((rc = cu->unmap(a->ptr, a->bytes)) != CU_OK ||
+		    (rc = cu->map(a->ptr, a->bytes, 0, app->vmm_imported, 0)) != CU_OK ||
+		    (rc = cu->access(a->ptr, a->bytes, &desc, 1)) != CU_OK) {
+			snprintf(why, len, "remapping the import with its handle: %d", rc);
+			return -1;
+		}
+	}
 	return 0;
 }

@@ -15,6 +15,8 @@ static const char *const op_names[FC_OP_COUNT] = {
 	[FC_OP_UNLOCK] = "unlock",
 	[FC_OP_MEM_CREATE] = "mem_create",
 	[FC_OP_DTOH] = "dtoh",
+	[FC_OP_IMPORT] = "import",
+	[FC_OP_MEM_UNMAP] = "mem_unmap",
 };
 
 int fc_op_from_name(const char *name)

@@ -20,6 +20,8 @@ enum fc_op {
 	/* not requests: faults of the target's own API calls */
 	FC_OP_MEM_CREATE,
 	FC_OP_DTOH,
+	FC_OP_IMPORT,
+	FC_OP_MEM_UNMAP,
 	FC_OP_COUNT
 };
 

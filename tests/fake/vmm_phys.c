@@ -235,6 +235,10 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *o
 {
 	if (h == NULL || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_INVALID_VALUE;
+	struct fc_fault_hit hit = { 0 };
+	fc_faults_check(FC_OP_IMPORT, getpid(), 1, &hit);
+	if (hit.error != CUDA_SUCCESS)
+		return hit.error;
 	CUresult rc = fc_gate_enter();
 	if (rc != CUDA_SUCCESS)
 		return rc;

@@ -1,6 +1,8 @@
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cuda_vmm_api.h"
+#include "proto.h"
 #include "vmm.h"
 
 /* The device address space of the VMM API: reservations taken from a range
@@ -189,6 +191,10 @@ static int whole_mappings(uint64_t ptr, size_t size)
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
+	struct fc_fault_hit hit = { 0 };
+	fc_faults_check(FC_OP_MEM_UNMAP, getpid(), 1, &hit);
+	if (hit.error != CUDA_SUCCESS)
+		return hit.error;
 	CUresult rc = fc_gate_enter();
 	if (rc != CUDA_SUCCESS)
 		return rc;

@@ -1,14 +1,17 @@
 /* What cudasnap reads about parking, all of it written by the process it
  * asks or by the kernel on its behalf: the interposer's answer line
- * (cs_park_parse) and /proc/PID/net/unix (park_find_in_unix). Checks: an
+ * (cs_park_parse), /proc/PID/net/unix (park_find_in_unix) and the
+ * interposer's own /proc/self/fdinfo/FD (park_tag_in_fdinfo). Checks: an
  * answer is ok exactly when it says "ok"; the strings end inside their
  * buffers and the reason has no control characters; a socket found is a
  * listening one named like a control socket, with one of the inodes asked
- * about, and its path is a line's tail. */
+ * about, and its path is a line's tail; a mark found is a serial inside
+ * the mark's range that the text spells in decimal. */
 #include "fuzz.h"
 #include "park.h"
 #include "park_find.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void check_string(const char *s, size_t size)
@@ -43,6 +46,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(strstr(text, path) != NULL);
 	} else {
 		FUZZ_CHECK(path[0] == 'x');
+	}
+
+	unsigned long long serial = park_tag_in_fdinfo(text);
+	FUZZ_CHECK((serial & PARK_TAG_MASK) == 0);
+	if (serial) {
+		char spelled[32];
+		snprintf(spelled, sizeof(spelled), "%llu", PARK_TAG_BASE | serial);
+		FUZZ_CHECK(strstr(text, spelled) != NULL);
 	}
 	free(text);
 	return 0;

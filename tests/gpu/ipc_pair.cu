@@ -134,6 +134,7 @@ static void send_fd_forever(const char *dir, int fd)
 		}
 	}
 	close(s);
+	close(fd); /* the helper holds it: no device file left open here */
 }
 
 static int recv_fd(const char *dir)

@@ -58,34 +58,44 @@ if [ -z "${NO_DECODE:-}" ]; then
 	fi
 	kill $P; wait $P
 fi
-# idle cost: allocation-heavy PyTorch, without and with the interposer
+# idle cost: allocation-heavy PyTorch, without and with the interposer;
+# with expandable segments, PyTorch maps its own VMM memory (cuMemCreate,
+# cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease all pass through it)
 for r in $(seq 1 ${BENCH_ROUNDS:-2}); do
 	python3 "$HERE/park_workload.py" --bench | sed 's/^/BENCH plain /'
 	$CS run -- python3 "$HERE/park_workload.py" --bench | sed 's/^/BENCH park /'
+	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 "$HERE/park_workload.py" --bench | sed 's/^/BENCH plain-expandable /'
+	PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $CS run -- python3 "$HERE/park_workload.py" --bench | sed 's/^/BENCH park-expandable /'
 done
 [ -n "${NO_IPC:-}" ] && { rm -rf "$D"; echo "$pass passed, $fail failed"; exit 0; }
-# A plain-C cudaIpcGetMemHandle pair (tests/gpu/ipc_pair.cu) under the
-# interposer: parked together, both come back with their data; the
-# exporter alone is refused; the importer alone parks and comes back.
+# A plain-C pair (tests/gpu/ipc_pair.cu) under the interposer, sharing
+# memory with cudaIpcGetMemHandle ("legacy") and as a VMM allocation's file
+# descriptor the program passes itself ("vmm"): parked together, both come
+# back with their data; the exporter alone is refused; the importer alone
+# parks and comes back.
 if command -v nvcc > /dev/null && nvcc -O2 -arch=sm_90 -o "$D/ipc_pair" "$HERE/ipc_pair.cu" -lcuda; then
-	mkdir -p "$D/pair"
-	$CS run -- "$D/ipc_pair" export --dir "$D/pair" --mib "${PAIR_MIB:-4096}" > "$OUT/pair-e.out" 2>&1 & E=$!
+	for kind in ${PAIR_KINDS:-legacy vmm}; do
+	flag=; [ $kind = vmm ] && flag=--vmm
+	rm -rf "$D/pair"; mkdir -p "$D/pair"
+	$CS run -- "$D/ipc_pair" export --dir "$D/pair" --mib "${PAIR_MIB:-4096}" $flag > "$OUT/pair-$kind-e.out" 2>&1 & E=$!
 	waitfile "$D/pair/$E.ready"
-	$CS run -- "$D/ipc_pair" import --dir "$D/pair" > "$OUT/pair-i.out" 2>&1 & I=$!
-	waitfile "$D/pair/$I.ready" || cat "$OUT/pair-i.out"
+	$CS run -- "$D/ipc_pair" import --dir "$D/pair" $flag > "$OUT/pair-$kind-i.out" 2>&1 & I=$!
+	waitfile "$D/pair/$I.ready" || cat "$OUT/pair-$kind-i.out"
 	pverify() { for p in $E $I; do rm -f "$D/pair/$p.verify"; kill -USR1 $p; done
-		for p in $E $I; do if waitfile "$D/pair/$p.verify" && grep -q '^ok' "$D/pair/$p.verify"; then ok "pair $1 $p: $(cat "$D/pair/$p.verify")"; else bad "pair $1 $p: $(cat "$D/pair/$p.verify" 2>/dev/null)"; fi; done; }
+		for p in $E $I; do if waitfile "$D/pair/$p.verify" && grep -q '^ok' "$D/pair/$p.verify"; then ok "pair $kind $1 $p: $(cat "$D/pair/$p.verify")"; else bad "pair $kind $1 $p: $(cat "$D/pair/$p.verify" 2>/dev/null)"; fi; done; }
 	pverify before
-	$CS checkpoint --pid $E --pid $I --json > "$OUT/pair.ckpt.json" 2> "$OUT/pair.ckpt.err"; rc1=$?
-	$CS restore --pid $E --pid $I --json > "$OUT/pair.rest.json" 2> "$OUT/pair.rest.err"; rc2=$?
-	echo "RESULT pair checkpoint rc=$rc1 $(secs "$OUT/pair.ckpt.json") restore rc=$rc2 $(secs "$OUT/pair.rest.json")"
-	[ $rc1 = 0 ] && [ $rc2 = 0 ] && ok "pair together" || { bad "pair together $rc1/$rc2"; cat "$OUT/pair.ckpt.err" "$OUT/pair.rest.err"; }
+	$CS ps 2>&1 | grep -E "parking|CUDA IPC|$I|$E" | head -8
+	$CS checkpoint --pid $E --pid $I --json > "$OUT/pair-$kind.ckpt.json" 2> "$OUT/pair-$kind.ckpt.err"; rc1=$?
+	$CS restore --pid $E --pid $I --json > "$OUT/pair-$kind.rest.json" 2> "$OUT/pair-$kind.rest.err"; rc2=$?
+	echo "RESULT pair-$kind checkpoint rc=$rc1 $(secs "$OUT/pair-$kind.ckpt.json") restore rc=$rc2 $(secs "$OUT/pair-$kind.rest.json")"
+	[ $rc1 = 0 ] && [ $rc2 = 0 ] && ok "pair $kind together" || { bad "pair $kind together $rc1/$rc2"; cat "$OUT/pair-$kind.ckpt.err" "$OUT/pair-$kind.rest.err"; }
 	pverify "after together"
-	$CS checkpoint --pid $E > /dev/null 2> "$OUT/pair.e.err"; rc=$?
-	[ $rc != 0 ] && grep -q "maps its memory" "$OUT/pair.e.err" && ok "exporter alone refused (rc $rc): $(grep error "$OUT/pair.e.err" | head -2 | tr '\n' ' ')" || { bad "exporter alone rc=$rc"; cat "$OUT/pair.e.err"; $CS restore --pid $E; }
-	$CS checkpoint --pid $I > /dev/null 2> "$OUT/pair.i.err" && $CS restore --pid $I > /dev/null 2>> "$OUT/pair.i.err" && ok "importer alone" || { bad "importer alone"; cat "$OUT/pair.i.err"; }
+	$CS checkpoint --pid $E > /dev/null 2> "$OUT/pair-$kind.e.err"; rc=$?
+	[ $rc != 0 ] && grep -q "maps its memory" "$OUT/pair-$kind.e.err" && ok "pair $kind exporter alone refused (rc $rc): $(grep error "$OUT/pair-$kind.e.err" | head -2 | tr '\n' ' ')" || { bad "pair $kind exporter alone rc=$rc"; cat "$OUT/pair-$kind.e.err"; $CS restore --pid $E; }
+	$CS checkpoint --pid $I > /dev/null 2> "$OUT/pair-$kind.i.err" && $CS restore --pid $I > /dev/null 2>> "$OUT/pair-$kind.i.err" && ok "pair $kind importer alone" || { bad "pair $kind importer alone"; cat "$OUT/pair-$kind.i.err"; }
 	pverify "after importer alone"
-	kill $I $E; wait $I $E
+	pkill -P $E; kill $I $E; wait $I $E
+	done
 fi
 [ -n "${NO_TORCH_IPC:-}" ] && { rm -rf "$D"; echo "$pass passed, $fail failed"; exit 0; }
 # CUDA IPC under the interposer: torch.multiprocessing shares a tensor

@@ -324,7 +324,8 @@ class Park(ParkCase):
 
 @unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
 class IpcPairs(ParkCase):
-    """cuIpcGetMemHandle / cuIpcOpenMemHandle between interposed processes."""
+    """CUDA IPC between interposed processes: cuIpcGetMemHandle / cuIpcOpenMemHandle,
+    and VMM memory the program passes as a file descriptor itself."""
 
     def pair(self, importer_parked=True, exporter_parked=True, event=False):
         handle = os.path.join(self.tmp, "handle")
@@ -411,13 +412,89 @@ class IpcPairs(ParkCase):
         self.assertIn("through cudasnap's interposer (--no-park)", r.err)
         self.assertEqual(self.states([i.pid]), {i.pid: "running"})
 
-    def test_vmm_memory_the_program_imported_itself_is_refused(self):
-        # the program passed a VMM allocation's fd on its own: the driver
-        # would checkpoint the importer and never restore it, and /proc
-        # shows nothing of it; the interposer counts it while it lives
+    def vmm_pair(self, exporter_parked=True):
         share = os.path.join(self.tmp, "vmmfd")
-        App(self, ["--vmm-mib", "4", "--seed", "7", "--vmm-share", share])
+        e = App(self, ["--vmm-mib", "4", "--seed", "7", "--vmm-share", share], park=exporter_parked)
         i = App(self, ["--vmm-mib", "4", "--vmm-import", share, "--peer-seed", "7"])
+        return e, i
+
+    def test_a_vmm_pair_the_program_made_comes_back(self):
+        # the program passed a VMM allocation's fd on its own; both run the
+        # interposer, so the fd carries the exporter's mark, and the import
+        # is released before the checkpoint and made again after it. The
+        # importer's check maps the import again with the handle it kept,
+        # which the driver no longer knows after a cycle.
+        e, i = self.vmm_pair()
+        self.assertEqual(status(i.pid)["vmm_imports"], "0")
+        self.assertEqual(status(i.pid)["ipc_imports"], "1")
+        self.assertEqual(status(e.pid)["ipc_attached"], "1")
+        procs, _ = self.ps()
+        self.assertTrue(procs[i.pid]["park"]["parkable"], procs[i.pid])
+        for _ in range(2):
+            r = self.cs("checkpoint", "--pid", e.pid, "--pid", i.pid, "--json")
+            self.assertEqual(r.rc, 0, r)
+            self.assertEqual(self.states([e.pid, i.pid]), {e.pid: "checkpointed", i.pid: "checkpointed"})
+            self.assertEqual(status(e.pid)["ipc_attached"], "0")
+            r = self.cs("restore", "--pid", e.pid, "--pid", i.pid, "--json")
+            self.assertEqual(r.rc, 0, r)
+            self.assertEqual(status(e.pid)["ipc_attached"], "1")
+            self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+            self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
+    def test_the_vmm_importer_alone_comes_back_and_the_exporter_alone_is_refused(self):
+        e, i = self.vmm_pair()
+        r = self.cs("checkpoint", "--pid", e.pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn(f"process {i.pid} maps its memory", r.err)
+        self.assertEqual(self.states([e.pid]), {e.pid: "running"})
+        self.assertEqual(self.cs("checkpoint", "--pid", i.pid).rc, 0)
+        self.assertEqual(status(e.pid)["ipc_attached"], "0")
+        r = self.cs("restore", "--pid", i.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(e.pid)["ipc_attached"], "1")
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
+    def test_a_vmm_import_that_fails_half_way_changes_nothing(self):
+        # the park fails as it unmaps the import, then the unpark as it
+        # imports again: each time the importer ends as it began
+        e, i = self.vmm_pair()
+        self.fault(f"{i.pid} mem_unmap error=999 1")
+        r = self.cs("checkpoint", "--pid", i.pid)
+        self.fault()
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("park of process", r.err)
+        self.assertEqual(self.states([i.pid]), {i.pid: "running"})
+        self.assertEqual(status(i.pid)["parked"], "0")
+        self.assertEqual(status(e.pid)["ipc_attached"], "1")
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+        self.assertEqual(self.cs("checkpoint", "--pid", i.pid).rc, 0)
+        self.fault(f"{i.pid} import error=2 1")
+        r = self.cs("restore", "--pid", i.pid, "--json")
+        self.fault()
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(r.obj["outcome"], "rolled-back", r)
+        self.assertEqual(self.states([i.pid]), {i.pid: "checkpointed"})
+        self.assertEqual(status(i.pid)["parked"], "1")
+        r = self.cs("restore", "--pid", i.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
+    def test_a_vmm_importer_whose_exporter_is_gone_is_refused(self):
+        e, i = self.vmm_pair()
+        e.p.kill()
+        e.p.wait()
+        r = self.cs("checkpoint", "--pid", i.pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn(f"the process {e.pid} it imported VMM memory from no longer has that memory", r.err)
+        self.assertEqual(self.states([i.pid]), {i.pid: "running"})
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
+    def test_vmm_memory_imported_from_a_process_without_the_interposer_is_refused(self):
+        # the fd carries no mark: the interposer cannot ask for the memory
+        # again, the driver would checkpoint the importer and never restore
+        # it, and /proc shows nothing of it
+        e, i = self.vmm_pair(exporter_parked=False)
         self.assertEqual(status(i.pid)["vmm_imports"], "1")
         procs, _ = self.ps()
         self.assertIn("cuMemImportFromShareableHandle", procs[i.pid]["park"]["why_not"])

@@ -171,7 +171,7 @@ class PairUnderCriu(CriuCase):
     an interprocess event as PyTorch shares one) in one tree: CRIU meets
     the exporter first and stops it, so the importer parks before it."""
 
-    def start(self, importer_in_tree=True, wrap=()):
+    def start(self, importer_in_tree=True, wrap=(), vmm=False):
         handle = os.path.join(self.tmp, "handle")
         self.outs = {}
         env = dict(self.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=self.tmp)
@@ -179,6 +179,9 @@ class PairUnderCriu(CriuCase):
         env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
         exp = f"{CUAPP} --alloc-mib 8 --seed 7 --interval-ms 50 --ipc-export {handle} --ipc-event"
         imp = f"{CUAPP} --alloc-mib 4 --interval-ms 50 --ipc-import {handle} --peer-seed 7 --ipc-event"
+        if vmm:  # VMM memory the program passes as a file descriptor itself
+            exp = f"{CUAPP} --vmm-mib 4 --seed 7 --interval-ms 50 --vmm-share {handle}"
+            imp = f"{CUAPP} --vmm-mib 4 --interval-ms 50 --vmm-import {handle} --peer-seed 7"
         e_out, i_out = os.path.join(self.tmp, "e.out"), os.path.join(self.tmp, "i.out")
         script = f"{exp} > {e_out} 2>&1 & " + (f"{imp} > {i_out} 2>&1 & " if importer_in_tree else "") + "wait"
         p = subprocess.Popen([*wrap, BIN, "run", "--", "/bin/sh", "-c", script], env=env, start_new_session=True,
@@ -242,6 +245,21 @@ class PairUnderCriu(CriuCase):
         self.assertEqual(len(unparks), 2, r)
         self.assertIn(f"process {self.e} ", unparks[0])  # the exporter first
         self.assertBothOk()
+
+    def test_a_vmm_import_is_released_before_its_exporter_and_made_again(self):
+        self.start(vmm=True)
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {self.i} (fakecuda-cuapp) parked 0.00 GiB of device memory"), r)
+        self.assertTrue(self.lines(r, f"before process {self.e} (fakecuda-cuapp), whose memory it maps"), r)
+        self.assertGone([self.e, self.i])
+        r = self.restore()
+        self.assertEqual(r.rc, 0, r)
+        unparks = [ln for ln in r.cudasnap_lines() if " unparked " in ln]
+        self.assertEqual(len(unparks), 1, r)
+        self.assertIn(f"process {self.i} ", unparks[0])
+        for pid in (self.e, self.i):
+            self.assertTrue(self.verify(pid).startswith("verify ok "), self.text(self.outs[pid]))
 
     def test_an_importer_outside_the_tree_fails_the_dump(self):
         self.start(importer_in_tree=False)

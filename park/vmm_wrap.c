@@ -1,0 +1,230 @@
+/* The program's own VMM calls: they reach the driver as they are, except
+ * that a handle of an import the interposer carried through a park is the
+ * driver's new one (vmm_import.c), and what the program makes, maps,
+ * exports and imports is noted for parking. */
+#include "park.h"
+
+/* h is given to the program: not a value it already holds for an import
+ * carried through a park (the driver may give a freed value again). A
+ * value taken is held while another is asked for, then given back. */
+static CUresult fresh(CUresult rc, CUmemGenericAllocationHandle *h,
+		      CUresult (*again)(void *, CUmemGenericAllocationHandle *), void *arg)
+{
+	const struct park_real *r = park_real();
+	CUmemGenericAllocationHandle held[8];
+	size_t n = 0;
+	while (rc == CU_OK && park_vmm_taken(*h, 0) && n < 8) {
+		held[n++] = *h;
+		rc = again(arg, h);
+	}
+	for (size_t i = 0; i < n; i++)
+		r->mem_release(held[i]);
+	if (rc == CU_OK && park_vmm_taken(*h, 0)) {
+		r->mem_release(*h);
+		rc = CU_ERR_OUT_OF_MEMORY;
+	}
+	return rc;
+}
+
+struct create_args {
+	const struct park_real *r;
+	size_t size;
+	const CUmemAllocationProp *prop;
+	unsigned long long flags;
+};
+
+static CUresult create_again(void *arg, CUmemGenericAllocationHandle *h)
+{
+	struct create_args *a = arg;
+	return a->r->mem_create(h, a->size, a->prop, a->flags);
+}
+
+CUresult park_create_fresh(const struct park_real *r, CUmemGenericAllocationHandle *h, size_t size,
+			   const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	struct create_args a = { r, size, prop, flags };
+	return fresh(r->mem_create(h, size, prop, flags), h, create_again, &a);
+}
+
+CUresult park_w_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+		       unsigned long long flags)
+{
+	const struct park_real *r = park_real();
+	if (r == NULL || r->mem_create == NULL)
+		return CU_ERR_NOT_INITIALIZED;
+	park_gate_enter();
+	CUresult rc = h ? park_create_fresh(r, h, size, prop, flags) : r->mem_create(h, size, prop, flags);
+	if (rc == CU_OK)
+		park_vmm_made(*h, prop);
+	park_gate_leave();
+	return rc;
+}
+
+struct import_args {
+	const struct park_real *r;
+	void *os_handle;
+	CUmemAllocationHandleType type;
+};
+
+static CUresult import_again(void *arg, CUmemGenericAllocationHandle *h)
+{
+	struct import_args *a = arg;
+	return a->r->import_handle(h, a->os_handle, a->type);
+}
+
+CUresult park_w_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type)
+{
+	const struct park_real *r = park_real();
+	if (r == NULL || r->import_handle == NULL)
+		return CU_ERR_NOT_INITIALIZED;
+	park_gate_enter();
+	struct import_args a = { r, os_handle, type };
+	CUresult rc = r->import_handle(h, os_handle, type);
+	if (h)
+		rc = fresh(rc, h, import_again, &a);
+	if (rc == CU_OK)
+		park_vmm_imported(*h, type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? (int)(intptr_t)os_handle : -1);
+	park_gate_leave();
+	return rc;
+}
+
+CUresult park_w_export(void *shareable, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+		       unsigned long long flags)
+{
+	const struct park_real *r = park_real();
+	if (r == NULL || r->export_handle == NULL)
+		return CU_ERR_NOT_INITIALIZED;
+	park_gate_enter();
+	CUresult rc = r->export_handle(shareable, park_vmm_real(h), type, flags);
+	if (rc == CU_OK && type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && shareable)
+		park_vmm_exported(h, *(int *)shareable);
+	park_gate_leave();
+	return rc;
+}
+
+CUresult park_w_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+		    unsigned long long flags)
+{
+	const struct park_real *r = park_real();
+	if (r == NULL || r->mem_map == NULL)
+		return CU_ERR_NOT_INITIALIZED;
+	park_gate_enter();
+	CUresult rc = r->mem_map(va, size, offset, park_vmm_real(h), flags);
+	if (rc == CU_OK) {
+		park_vmm_mapped(h, va, size, offset);
+		park_vmm_made_mapped(h, va, size);
+	}
+	park_gate_leave();
+	return rc;
+}
+
+CUresult park_w_unmap(CUdeviceptr va, size_t size)
+{
+	const struct park_real *r = park_real();
+	if (r == NULL || r->mem_unmap == NULL)
+		return CU_ERR_NOT_INITIALIZED;
+	park_gate_enter();
+	CUresult rc = r->mem_unmap(va, size);
+	if (rc == CU_OK) {
+		park_vmm_unmapped(va, size);
+		park_vmm_made_unmapped(va, size);
+	}
+	park_gate_leave();
+	return rc;
+}
+
+CUresult park_w_release(CUmemGenericAllocationHandle h)
+{
+	const struct park_real *r = park_real();
+	if (r == NULL || r->mem_release == NULL)
+		return CU_ERR_NOT_INITIALIZED;
+	park_gate_enter();
+	CUresult rc = CU_OK;
+	if (!park_vmm_release(h)) {
+		rc = r->mem_release(h);
+		if (rc == CU_OK)
+			park_vmm_made_released(h);
+	}
+	park_gate_leave();
+	return rc;
+}
+
+CUresult park_w_retain(CUmemGenericAllocationHandle *h, void *addr)
+{
+	const struct park_real *r = park_real();
+	if (r == NULL || r->retain == NULL)
+		return CU_ERR_NOT_INITIALIZED;
+	park_gate_enter();
+	CUresult rc = r->retain(h, addr);
+	if (rc == CU_OK && h)
+		*h = park_vmm_retained(*h, (CUdeviceptr)(uintptr_t)addr);
+	park_gate_leave();
+	return rc;
+}
+
+CUresult park_w_props(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h)
+{
+	const struct park_real *r = park_real();
+	if (r == NULL || r->props == NULL)
+		return CU_ERR_NOT_INITIALIZED;
+	park_gate_enter();
+	CUresult rc = r->props(prop, park_vmm_real(h));
+	park_gate_leave();
+	return rc;
+}
+
+CUresult park_w_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	const struct park_real *r = park_real();
+	if (r == NULL || r->set_access == NULL)
+		return CU_ERR_NOT_INITIALIZED;
+	park_gate_enter();
+	CUresult rc = r->set_access(va, size, desc, count);
+	if (rc == CU_OK && desc)
+		park_vmm_access(va, size, desc, count);
+	park_gate_leave();
+	return rc;
+}
+
+PARK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+				 unsigned long long flags)
+{
+	return park_w_create(h, size, prop, flags);
+}
+
+PARK_EXPORT CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle h,
+						  CUmemAllocationHandleType type, unsigned long long flags)
+{
+	return park_w_export(shareable, h, type, flags);
+}
+
+PARK_EXPORT CUresult cuMemMap(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+			      unsigned long long flags)
+{
+	return park_w_map(va, size, offset, h, flags);
+}
+
+PARK_EXPORT CUresult cuMemUnmap(CUdeviceptr va, size_t size)
+{
+	return park_w_unmap(va, size);
+}
+
+PARK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+	return park_w_release(h);
+}
+
+PARK_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
+{
+	return park_w_retain(h, addr);
+}
+
+PARK_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h)
+{
+	return park_w_props(prop, h);
+}
+
+PARK_EXPORT CUresult cuMemSetAccess(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	return park_w_access(va, size, desc, count);
+}
