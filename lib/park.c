@@ -244,11 +244,11 @@ int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, 
 	if (*conn < 0)
 		*conn = park_find_connect(t->pid, cs_proc_dir(), (int)(answer_s * 1000));
 	char req[64], line[LINE_MAX_PARK];
-	/* The host copy is unpinned before the driver's checkpoint, which then
-	 * neither carries nor pins it again at the restore, and the unpark
-	 * copies it back through pinned staging buffers: faster both ways on
-	 * the H200 (docs/performance.md). CUDASNAP_PARK_PIN=keep keeps it
-	 * pinned through the checkpoint, to measure other machines. */
+	/* The host copy is made and copied back through pinned staging
+	 * buffers and never pinned itself, so the driver's checkpoint neither
+	 * carries nor pins it again at the restore: faster both ways on the
+	 * H200 (docs/performance.md). CUDASNAP_PARK_PIN=keep pins it and keeps
+	 * it pinned through the checkpoint, to measure other machines. */
 	const char *pin = cs_env("CUDASNAP_PARK_PIN");
 	bool unpin = !(pin && strcmp(pin, "keep") == 0);
 	snprintf(req, sizeof(req), "%s %u%s\n", park ? "park" : "unpark", timeout_ms, park && unpin ? " unpin" : "");

@@ -2,8 +2,9 @@
  * waits for its GPU work to finish, copies every backed allocation into
  * host memory and releases the physical memory, keeping the address
  * ranges. The host memory is obtained as fast as the machine gives it:
- * transparent huge pages, populated and pinned in chunks by several
- * threads while others already copy into theirs. An unpark maps new
+ * transparent huge pages that several threads fill through pinned staging
+ * buffers of their own (or, to keep the copy pinned, populated and pinned
+ * in chunks while other threads already copy into theirs). An unpark maps new
  * physical memory at the same addresses, copies the data back and opens
  * the gate. Either one that fails half-way undoes what it did. */
 #include <errno.h>
@@ -62,6 +63,7 @@ enum pass { PASS_OUT, PASS_IN, PASS_UNPIN };
 struct work {
 	const struct park_real *r;
 	enum pass pass;
+	bool staged; /* out through staging: the copy is not pinned */
 	size_t limit; /* only the chunks of the allocations before it */
 	atomic_size_t next;
 	atomic_int failed;
@@ -125,6 +127,22 @@ static CUresult bounce_in(const struct park_real *r, struct stage *st, CUdevicep
 	return rc;
 }
 
+/* Out into host memory that is not pinned (its pages come as the copy
+ * touches them): on the H200, 64 GiB with 8-12 threads in 3.6-4.7 s, where
+ * populating, pinning and copying with 4 took 6.5-12.5 s and unpinning
+ * after 1.1-1.3 s more (probe of 2026-12-04). */
+static CUresult bounce_out(const struct park_real *r, struct stage *st, unsigned char *dst, CUdeviceptr src, size_t len)
+{
+	CUresult rc = stage_get(r, st);
+	for (size_t off = 0; rc == CU_OK && off < len; off += STAGE) {
+		size_t n = len - off < STAGE ? len - off : STAGE;
+		rc = r->dtoh(st->p, src + off, n); /* into pinned memory: done when it returns */
+		if (rc == CU_OK)
+			memcpy(dst + off, st->p, n);
+	}
+	return rc;
+}
+
 static CUresult move_chunk(struct work *w, struct chunk *c, struct stage *st)
 {
 	const struct park_real *r = w->r;
@@ -141,6 +159,8 @@ static CUresult move_chunk(struct work *w, struct chunk *c, struct stage *st)
 	}
 	if (w->pass == PASS_IN && !c->registered)
 		return bounce_in(r, st, a->va + c->off, h, c->len);
+	if (w->pass == PASS_OUT && w->staged)
+		return bounce_out(r, st, h, a->va + c->off, c->len);
 	if (w->pass == PASS_OUT && populate(h, c->len) != 0)
 		return CU_ERR_OUT_OF_MEMORY;
 	if (!c->registered) {
@@ -172,16 +192,17 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* Moves the chunks of the allocations [0, limit), out or back (or unpins
- * them), with up to WORKERS threads. */
-static CUresult move_all(const struct park_real *r, enum pass pass, size_t limit)
+/* Moves the chunks of the allocations [0, limit), out (staged: through
+ * staging, into memory left unpinned) or back (or unpins them), with up to
+ * WORKERS threads, BOUNCERS through staging. */
+static CUresult move_all(const struct park_real *r, enum pass pass, bool staged, size_t limit)
 {
-	struct work w = { .r = r, .pass = pass, .limit = limit };
+	struct work w = { .r = r, .pass = pass, .staged = staged && pass == PASS_OUT, .limit = limit };
 	atomic_init(&w.next, 0);
 	atomic_init(&w.failed, 0);
 	pthread_t t[BOUNCERS > WORKERS ? BOUNCERS : WORKERS];
 	size_t most = WORKERS;
-	if (pass == PASS_IN) {
+	if (pass == PASS_IN || w.staged) {
 		/* staging of at most 1/16 of the copy on top of it (a memory limit
 		 * that fits the copy must fit the unpark too) */
 		most = (size_t)(parked_bytes / (16 * STAGE));
@@ -349,7 +370,7 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	if (rc == CU_OK && plan_chunks() != 0)
 		rc = CU_ERR_OUT_OF_MEMORY;
 	if (rc == CU_OK)
-		rc = move_all(r, PASS_OUT, park_tab.n);
+		rc = move_all(r, PASS_OUT, unpin, park_tab.n);
 	double t2 = park_now();
 	size_t released = 0;
 	const char *stage = "copy";
@@ -358,13 +379,13 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 		stage = "release";
 		/* Those released before the failure come back from their copies. */
 		if (rc != CU_OK && released && map_range(r, released) == CU_OK)
-			move_all(r, PASS_IN, released);
+			move_all(r, PASS_IN, false, released);
 	}
-	/* Pinned, the driver's checkpoint and restore carry the pinning (1.6-2 s
-	 * for 64 GiB on the H200); unpinned, the unpark pins it again while it
-	 * copies, which took longer (23 GB/s against 55 GB/s pinned). */
+	/* Kept pinned, the driver's checkpoint and restore carry the pinning
+	 * (1.6-2 s for 64 GiB on the H200); a staged copy has nothing pinned,
+	 * and the unpark copies it back through staging too. */
 	if (rc == CU_OK && unpin)
-		move_all(r, PASS_UNPIN, park_tab.n);
+		move_all(r, PASS_UNPIN, false, park_tab.n);
 	double t3 = park_now();
 	if (rc != CU_OK) {
 		drop_chunks(r);
@@ -408,7 +429,7 @@ static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *r
 	const char *stage = "map";
 	if (rc == CU_OK) {
 		stage = "copy";
-		rc = move_all(r, PASS_IN, park_tab.n);
+		rc = move_all(r, PASS_IN, false, park_tab.n);
 		if (rc == CU_OK)
 			rc = sync_all(r);
 		/* Its exporters are back (they unpark first): attach again. */

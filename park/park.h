@@ -111,8 +111,9 @@ void park_mark_unparkable(const char *why);
 bool park_grow(void **arr, size_t n, size_t *cap, size_t elem);
 
 /* move.c: park and unpark; the answer is written into reply */
-/* unpin: unpin the host copy once made (the driver's checkpoint and
- * restore then have no pinned memory to carry). */
+/* unpin: a host copy that is not pinned (made through pinned staging;
+ * the driver's checkpoint and restore then have no pinned memory to
+ * carry). */
 int park_park(unsigned timeout_ms, bool unpin, char *reply, size_t size);
 int park_unpark(unsigned timeout_ms, char *reply, size_t size);
 bool park_is_parked(void);

@@ -42,7 +42,9 @@ for g in $GIBS; do
 		if [ $r = 1 ]; then order=${ORDER1:-driver park}; else order=${ORDER2:-park driver}; fi
 		for m in $order; do cycle $P $m "g${g}r${r}$m"; done
 	done
-	kill $P; wait $P
+	kill $P; wait $P 2>/dev/null; rc=$?
+	# SIGTERM ends it with 0: anything else, and what it wrote last, is shown
+	[ $rc = 0 ] || { echo "NOTE workload $g GiB ended with status $rc after SIGTERM:"; tail -20 "$OUT/w$g.out"; }
 done
 # transformers: greedy decoding gives the same tokens after a checkpoint
 # and restore, parked and through the driver alone
