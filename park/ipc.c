@@ -140,27 +140,12 @@ int park_ipc_serve(int conn, const char *line)
 	pthread_mutex_unlock(&park_tab.mu);
 	char reply[64];
 	int len = snprintf(reply, sizeof(reply), rc == CU_OK ? "ok\n" : "error code=%d\n", rc);
-	struct iovec io = { reply, (size_t)len };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1 };
-	if (rc == CU_OK) {
-		m.msg_control = u.buf;
-		m.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	ssize_t w = sendmsg(conn, &m, MSG_NOSIGNAL);
+	int w = park_send_fd(conn, reply, (size_t)len, rc == CU_OK ? fd : -1);
 	if (fd >= 0)
 		close(fd);
-	if (w == len && rc == CU_OK)
+	if (w == 0 && rc == CU_OK)
 		park_ipc_note(va, peer_pid(conn), true);
-	return w == len ? 0 : -1;
+	return w;
 }
 
 /* The importer's side: tells the exporter it detached. */
@@ -186,18 +171,11 @@ static int fetch_fd(const struct handle_v1 *h)
 	int len = snprintf(req, sizeof(req), "fd %llx\n", (unsigned long long)h->va);
 	int fd = -1;
 	if (send(conn, req, (size_t)len, MSG_NOSIGNAL) == len) {
-		union {
-			char buf[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} u;
-		struct iovec io = { reply, sizeof(reply) - 1 };
-		struct msghdr m = {
-			.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)
-		};
-		ssize_t n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
-		struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
-		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && strncmp(reply, "ok", 2) == 0)
-			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+		ssize_t n = park_recv_fd(conn, reply, sizeof(reply) - 1, &fd);
+		if (fd >= 0 && (n < 2 || strncmp(reply, "ok", 2) != 0)) {
+			close(fd);
+			fd = -1;
+		}
 	}
 	close(conn);
 	return fd;

@@ -121,6 +121,11 @@ void park_status(char *reply, size_t size);
 /* After an unpark's answer: the host copy is given back. */
 void park_drop_host_copy(void);
 
+/* fdpass.c: a message and, when fd >= 0, a descriptor with it: 0 or -1;
+ * received: the bytes read, *fd the descriptor or -1 (the caller closes it). */
+int park_send_fd(int conn, const void *msg, size_t len, int fd);
+ssize_t park_recv_fd(int conn, void *buf, size_t size, int *fd);
+
 /* control.c: the socket cudasnap asks; started with the first backed
  * allocation. */
 void park_control_start(void);
@@ -157,8 +162,12 @@ CUresult park_w_release(CUmemGenericAllocationHandle h);
 CUresult park_w_retain(CUmemGenericAllocationHandle *h, void *addr);
 CUresult park_w_props(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h);
 CUresult park_w_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count);
-/* A new allocation whose handle value no carried import of the program
- * holds (the interposer's own memory too: the program may retain it). */
+/* vmm_import.c: a new allocation whose handle value no carried import of
+ * the program holds (the interposer's own memory too: the program may
+ * retain it); park_vmm_fresh asks again (again(arg, h)) while rc is
+ * CU_OK and *h is such a value. */
+CUresult park_vmm_fresh(CUresult rc, CUmemGenericAllocationHandle *h,
+			CUresult (*again)(void *, CUmemGenericAllocationHandle *), void *arg);
 CUresult park_create_fresh(const struct park_real *r, CUmemGenericAllocationHandle *h, size_t size,
 			   const CUmemAllocationProp *prop, unsigned long long flags);
 
@@ -189,7 +198,8 @@ void park_vmm_made(CUmemGenericAllocationHandle h, const CUmemAllocationProp *pr
 void park_vmm_made_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size);
 void park_vmm_made_unmapped(CUdeviceptr va, size_t size);
 void park_vmm_made_released(CUmemGenericAllocationHandle h);
-void park_vmm_exported(CUmemGenericAllocationHandle h, int fd);
+/* Whether the export's descriptor fd was marked (vmm_export.c). */
+bool park_vmm_exported(CUmemGenericAllocationHandle h, int fd);
 /* The mark fd carries: its exporter (in this PID namespace) and serial. */
 bool park_vmm_mark(int fd, pid_t *pid, uint64_t *serial);
 /* control.c: a peer's request about a VMM export */

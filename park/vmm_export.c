@@ -161,7 +161,7 @@ static bool tag(int fd, uint64_t serial)
 	return fcntl(fd, F_OFD_SETLK, &fl) == 0 && fcntl(fd, F_SETOWN_EX, &o) == 0;
 }
 
-void park_vmm_exported(CUmemGenericAllocationHandle h, int fd)
+bool park_vmm_exported(CUmemGenericAllocationHandle h, int fd)
 {
 	pthread_mutex_lock(&mu);
 	/* a random start: a descriptor kept across the exporter's exec must
@@ -175,8 +175,7 @@ void park_vmm_exported(CUmemGenericAllocationHandle h, int fd)
 	if (ok)
 		exps[nexps++] = (struct export){ serial, h };
 	pthread_mutex_unlock(&mu);
-	if (ok)
-		park_control_start();
+	return ok;
 }
 
 /* The serial an imported descriptor was marked with, and its exporter (in
@@ -221,18 +220,12 @@ static struct claim *claim_of(uint64_t serial, pid_t pid)
 static bool claim(int conn, uint64_t serial, pid_t pid)
 {
 	char byte;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec io = { &byte, 1 };
-	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
-	ssize_t n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
-	struct cmsghdr *c = n == 1 ? CMSG_FIRSTHDR(&m) : NULL;
-	if (c == NULL || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-		return false;
 	int fd;
-	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (park_recv_fd(conn, &byte, 1, &fd) != 1 || fd < 0) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
 	pid_t owner = 0;
 	uint64_t marked = 0;
 	bool ok = park_vmm_mark(fd, &owner, &marked) && owner == getpid() && marked == serial;
@@ -285,24 +278,7 @@ static int export_again(uint64_t serial, pid_t pid, CUresult *rc)
 
 static int send_fd(int conn, const char *reply, int fd)
 {
-	size_t len = strlen(reply);
-	struct iovec io = { (void *)reply, len };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1 };
-	if (fd >= 0) {
-		m.msg_control = u.buf;
-		m.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	ssize_t w = sendmsg(conn, &m, MSG_NOSIGNAL);
-	return w == (ssize_t)len ? 0 : -1;
+	return park_send_fd(conn, reply, strlen(reply), fd);
 }
 
 static void forget(uint64_t serial, pid_t pid)

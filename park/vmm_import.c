@@ -79,48 +79,18 @@ static int ask(pid_t from, const char *verb, uint64_t serial, int fd, char *repl
 	char req[64];
 	int len = snprintf(req, sizeof(req), "%s %llx\n", verb, (unsigned long long)serial);
 	bool sent = send(conn, req, (size_t)len, MSG_NOSIGNAL) == len;
-	if (sent && fd >= 0) {
-		char byte = 'f';
-		union {
-			char buf[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} u;
-		struct iovec io = { &byte, 1 };
-		struct msghdr m = {
-			.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)
-		};
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-		sent = sendmsg(conn, &m, MSG_NOSIGNAL) == 1;
+	if (sent && fd >= 0)
+		sent = park_send_fd(conn, "f", 1, fd) == 0;
+	int rc = -1, in = -1;
+	ssize_t n = sent ? park_recv_fd(conn, reply, size - 1, &in) : -1;
+	if (n > 0) {
+		reply[n] = 0;
+		rc = strncmp(reply, "ok", 2) == 0 ? 0 : -1;
 	}
-	int rc = -1;
-	if (sent) {
-		union {
-			char buf[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} u;
-		struct iovec io = { reply, size - 1 };
-		struct msghdr m = {
-			.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)
-		};
-		ssize_t n = recvmsg(conn, &m, MSG_CMSG_CLOEXEC);
-		if (n > 0) {
-			reply[n] = 0;
-			rc = strncmp(reply, "ok", 2) == 0 ? 0 : -1;
-			struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-			if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-				int in;
-				memcpy(&in, CMSG_DATA(c), sizeof(int));
-				if (got && rc == 0)
-					*got = in;
-				else
-					close(in);
-			}
-		}
-	}
+	if (in >= 0 && got && rc == 0)
+		*got = in;
+	else if (in >= 0)
+		close(in);
 	close(conn);
 	return rc;
 }
@@ -460,4 +430,46 @@ CUresult park_vmm_attach_all(const struct park_real *r, unsigned wait_ms)
 			rc = attach_one(r, &imps[i], until);
 	pthread_mutex_unlock(&mu);
 	return rc;
+}
+
+/* h is given to the program: not a value it already holds for an import
+ * carried through a park (the driver may give a freed value again). A
+ * value taken is held while another is asked for, then given back. */
+CUresult park_vmm_fresh(CUresult rc, CUmemGenericAllocationHandle *h,
+			CUresult (*again)(void *, CUmemGenericAllocationHandle *), void *arg)
+{
+	const struct park_real *r = park_real();
+	CUmemGenericAllocationHandle held[8];
+	size_t n = 0;
+	while (rc == CU_OK && park_vmm_taken(*h, 0) && n < 8) {
+		held[n++] = *h;
+		rc = again(arg, h);
+	}
+	for (size_t i = 0; i < n; i++)
+		r->mem_release(held[i]);
+	if (rc == CU_OK && park_vmm_taken(*h, 0)) {
+		r->mem_release(*h);
+		rc = CU_ERR_OUT_OF_MEMORY;
+	}
+	return rc;
+}
+
+struct create_args {
+	const struct park_real *r;
+	size_t size;
+	const CUmemAllocationProp *prop;
+	unsigned long long flags;
+};
+
+static CUresult create_again(void *arg, CUmemGenericAllocationHandle *h)
+{
+	struct create_args *a = arg;
+	return a->r->mem_create(h, a->size, a->prop, a->flags);
+}
+
+CUresult park_create_fresh(const struct park_real *r, CUmemGenericAllocationHandle *h, size_t size,
+			   const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	struct create_args a = { r, size, prop, flags };
+	return park_vmm_fresh(r->mem_create(h, size, prop, flags), h, create_again, &a);
 }

@@ -4,48 +4,6 @@
  * exports and imports is noted for parking. */
 #include "park.h"
 
-/* h is given to the program: not a value it already holds for an import
- * carried through a park (the driver may give a freed value again). A
- * value taken is held while another is asked for, then given back. */
-static CUresult fresh(CUresult rc, CUmemGenericAllocationHandle *h,
-		      CUresult (*again)(void *, CUmemGenericAllocationHandle *), void *arg)
-{
-	const struct park_real *r = park_real();
-	CUmemGenericAllocationHandle held[8];
-	size_t n = 0;
-	while (rc == CU_OK && park_vmm_taken(*h, 0) && n < 8) {
-		held[n++] = *h;
-		rc = again(arg, h);
-	}
-	for (size_t i = 0; i < n; i++)
-		r->mem_release(held[i]);
-	if (rc == CU_OK && park_vmm_taken(*h, 0)) {
-		r->mem_release(*h);
-		rc = CU_ERR_OUT_OF_MEMORY;
-	}
-	return rc;
-}
-
-struct create_args {
-	const struct park_real *r;
-	size_t size;
-	const CUmemAllocationProp *prop;
-	unsigned long long flags;
-};
-
-static CUresult create_again(void *arg, CUmemGenericAllocationHandle *h)
-{
-	struct create_args *a = arg;
-	return a->r->mem_create(h, a->size, a->prop, a->flags);
-}
-
-CUresult park_create_fresh(const struct park_real *r, CUmemGenericAllocationHandle *h, size_t size,
-			   const CUmemAllocationProp *prop, unsigned long long flags)
-{
-	struct create_args a = { r, size, prop, flags };
-	return fresh(r->mem_create(h, size, prop, flags), h, create_again, &a);
-}
-
 CUresult park_w_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
 		       unsigned long long flags)
 {
@@ -81,7 +39,7 @@ CUresult park_w_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAl
 	struct import_args a = { r, os_handle, type };
 	CUresult rc = r->import_handle(h, os_handle, type);
 	if (h)
-		rc = fresh(rc, h, import_again, &a);
+		rc = park_vmm_fresh(rc, h, import_again, &a);
 	if (rc == CU_OK)
 		park_vmm_imported(*h, type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? (int)(intptr_t)os_handle : -1);
 	park_gate_leave();
@@ -96,9 +54,11 @@ CUresult park_w_export(void *shareable, CUmemGenericAllocationHandle h, CUmemAll
 		return CU_ERR_NOT_INITIALIZED;
 	park_gate_enter();
 	CUresult rc = r->export_handle(shareable, park_vmm_real(h), type, flags);
-	if (rc == CU_OK && type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && shareable)
+	bool marked = rc == CU_OK && type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && shareable &&
 		park_vmm_exported(h, *(int *)shareable);
 	park_gate_leave();
+	if (marked) /* its importers will ask for it again */
+		park_control_start();
 	return rc;
 }
 

@@ -370,35 +370,46 @@ class IpcPairs(ParkCase):
         self.assertEqual(self.states([i.pid]), {i.pid: "running"})
         self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
 
-    def test_parked_together_both_come_back(self):
-        e, i = self.pair()
-        self.assertEqual(status(i.pid)["ipc_imports"], "1")
-        self.assertEqual(status(e.pid)["ipc_attached"], "1")
-        r = self.cs("checkpoint", "--pid", e.pid, "--pid", i.pid, "--json")
-        self.assertEqual(r.rc, 0, r)
-        self.assertEqual(self.states([e.pid, i.pid]), {e.pid: "checkpointed", i.pid: "checkpointed"})
-        r = self.cs("restore", "--pid", e.pid, "--pid", i.pid, "--json")
-        self.assertEqual(r.rc, 0, r)
+    def assertBothOk(self, e, i):
         self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
         self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
 
-    def test_the_exporter_alone_is_refused_naming_the_importer(self):
-        e, i = self.pair()
+    def assertTogetherCycle(self, e, i):
+        r = self.cs("checkpoint", "--pid", e.pid, "--pid", i.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.states([e.pid, i.pid]), {e.pid: "checkpointed", i.pid: "checkpointed"})
+        self.assertEqual(status(e.pid)["ipc_attached"], "0")
+        r = self.cs("restore", "--pid", e.pid, "--pid", i.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(e.pid)["ipc_attached"], "1")
+        self.assertBothOk(e, i)
+
+    def assertExporterAloneRefused(self, e, i):
         r = self.cs("checkpoint", "--pid", e.pid)
         self.assertEqual(r.rc, 1, r)
         self.assertIn(f"process {i.pid} maps its memory", r.err)
         self.assertEqual(self.states([e.pid]), {e.pid: "running"})
-        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
-        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+        self.assertBothOk(e, i)
 
-    def test_the_importer_alone_comes_back(self):
-        e, i = self.pair()
+    def assertImporterAloneCycle(self, e, i):
         self.assertEqual(self.cs("checkpoint", "--pid", i.pid).rc, 0)
         self.assertEqual(status(e.pid)["ipc_attached"], "0")
         r = self.cs("restore", "--pid", i.pid)
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(status(e.pid)["ipc_attached"], "1")
-        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+        self.assertBothOk(e, i)
+
+    def test_parked_together_both_come_back(self):
+        e, i = self.pair()
+        self.assertEqual(status(i.pid)["ipc_imports"], "1")
+        self.assertEqual(status(e.pid)["ipc_attached"], "1")
+        self.assertTogetherCycle(e, i)
+
+    def test_the_exporter_alone_is_refused_naming_the_importer(self):
+        self.assertExporterAloneRefused(*self.pair())
+
+    def test_the_importer_alone_comes_back(self):
+        self.assertImporterAloneCycle(*self.pair())
 
     def test_an_importer_left_to_the_driver_is_refused(self):
         # --no-park: the driver would checkpoint the importer and never
@@ -431,29 +442,12 @@ class IpcPairs(ParkCase):
         procs, _ = self.ps()
         self.assertTrue(procs[i.pid]["park"]["parkable"], procs[i.pid])
         for _ in range(2):
-            r = self.cs("checkpoint", "--pid", e.pid, "--pid", i.pid, "--json")
-            self.assertEqual(r.rc, 0, r)
-            self.assertEqual(self.states([e.pid, i.pid]), {e.pid: "checkpointed", i.pid: "checkpointed"})
-            self.assertEqual(status(e.pid)["ipc_attached"], "0")
-            r = self.cs("restore", "--pid", e.pid, "--pid", i.pid, "--json")
-            self.assertEqual(r.rc, 0, r)
-            self.assertEqual(status(e.pid)["ipc_attached"], "1")
-            self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
-            self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+            self.assertTogetherCycle(e, i)
 
     def test_the_vmm_importer_alone_comes_back_and_the_exporter_alone_is_refused(self):
         e, i = self.vmm_pair()
-        r = self.cs("checkpoint", "--pid", e.pid)
-        self.assertEqual(r.rc, 1, r)
-        self.assertIn(f"process {i.pid} maps its memory", r.err)
-        self.assertEqual(self.states([e.pid]), {e.pid: "running"})
-        self.assertEqual(self.cs("checkpoint", "--pid", i.pid).rc, 0)
-        self.assertEqual(status(e.pid)["ipc_attached"], "0")
-        r = self.cs("restore", "--pid", i.pid)
-        self.assertEqual(r.rc, 0, r)
-        self.assertEqual(status(e.pid)["ipc_attached"], "1")
-        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
-        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+        self.assertExporterAloneRefused(e, i)
+        self.assertImporterAloneCycle(e, i)
 
     def test_a_vmm_import_that_fails_half_way_changes_nothing(self):
         # the park fails as it unmaps the import, then the unpark as it
