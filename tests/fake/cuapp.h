@@ -36,6 +36,7 @@ struct cu {
 	cu_mem_create_fn create;
 	cu_mem_map_fn map;
 	cu_mem_unmap_fn unmap;
+	cu_mem_release_fn release;
 	cu_set_access_fn access;
 	cu_launch_fn launch;
 	cu_ipc_get_fn ipc_get;
@@ -120,7 +121,8 @@ int cuapp_event_verify(struct cuapp *app, char *why, size_t len);
 int cuapp_vmm_share(struct cuapp *app);
 int cuapp_vmm_import(struct cuapp *app);
 /* The import mapped again with the handle the program kept (as a program
- * that remaps its imports does); 0, or -1 with why. */
+ * that remaps its imports does), then a scratch allocation made and
+ * released; 0, or -1 with why. */
 int cuapp_vmm_remap(struct cuapp *app, char *why, size_t len);
 
 /* cuapp_mem.c */

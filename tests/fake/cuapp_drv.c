@@ -63,7 +63,7 @@ int cuapp_load(struct cu *cu)
 		cuapp_resolve(get, "cuMemGetAllocationGranularity", &cu->granularity) |
 		cuapp_resolve(get, "cuMemAddressReserve", &cu->reserve) |
 		cuapp_resolve(get, "cuMemCreate", &cu->create) | cuapp_resolve(get, "cuMemMap", &cu->map) |
-		cuapp_resolve(get, "cuMemUnmap", &cu->unmap) |
+		cuapp_resolve(get, "cuMemUnmap", &cu->unmap) | cuapp_resolve(get, "cuMemRelease", &cu->release) |
 		cuapp_resolve(get, "cuMemSetAccess", &cu->access) | cuapp_resolve(get, "cuLaunchKernel", &cu->launch) |
 		cuapp_resolve(get, "cuIpcGetMemHandle", &cu->ipc_get) |
 		cuapp_resolve(get, "cuIpcOpenMemHandle", &cu->ipc_open) |

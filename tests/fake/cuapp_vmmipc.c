@@ -102,5 +102,18 @@ int cuapp_vmm_remap(struct cuapp *app, char *why, size_t len)
 			return -1;
 		}
 	}
+	/* and memory of its own for a moment: the driver may give it a handle
+	 * value the program had before */
+	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				     .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 } };
+	CUmemGenericAllocationHandle h;
+	size_t gran;
+	CUresult rc = cu->granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	if (rc == CU_OK && (rc = cu->create(&h, gran, &prop, 0)) == CU_OK)
+		rc = cu->release(h);
+	if (rc != CU_OK) {
+		snprintf(why, len, "a scratch allocation: %d", rc);
+		return -1;
+	}
 	return 0;
 }

@@ -23,6 +23,12 @@
 static struct fc_phys **phys;
 static int nphys, cap;
 static CUmemGenericAllocationHandle next_handle = 0x1000;
+/* Released handle values, which cuMemCreate gives out again, oldest first:
+ * the real driver's handles are heap addresses (driver 580), which a later
+ * allocation may get again. An import always gets a new one. */
+#define FREED_MAX 64
+static CUmemGenericAllocationHandle freed[FREED_MAX];
+static int nfreed;
 
 struct fc_phys **fc_vmm_all(int *n)
 {
@@ -38,7 +44,7 @@ struct fc_phys *fc_vmm_phys(CUmemGenericAllocationHandle h)
 	return NULL;
 }
 
-static CUresult add_phys(struct fc_phys *p, CUmemGenericAllocationHandle *h)
+static CUresult add_phys(struct fc_phys *p, CUmemGenericAllocationHandle *h, int reuse)
 {
 	if (nphys == cap) {
 		int n = cap ? cap * 2 : 16;
@@ -48,7 +54,12 @@ static CUresult add_phys(struct fc_phys *p, CUmemGenericAllocationHandle *h)
 		phys = bigger;
 		cap = n;
 	}
-	p->handle = next_handle++;
+	if (reuse && nfreed > 0) {
+		p->handle = freed[0];
+		memmove(freed, freed + 1, sizeof(freed[0]) * (size_t)--nfreed);
+	} else {
+		p->handle = next_handle++;
+	}
 	phys[nphys++] = p;
 	*h = p->handle;
 	return CUDA_SUCCESS;
@@ -123,7 +134,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
 				       .handle_types = (int)prop->requestedHandleTypes,
 				       .fd = -1 };
 		p->fd = fc_vmm_memfd(&gpu, size);
-		rc = p->fd < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_phys(p, h);
+		rc = p->fd < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_phys(p, h, 1);
 	}
 	if (rc != CUDA_SUCCESS && p != NULL) {
 		if (p->fd >= 0)
@@ -146,6 +157,8 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 		rc = CUDA_ERROR_INVALID_VALUE;
 	} else {
 		p->released = 1;
+		if (nfreed < FREED_MAX)
+			freed[nfreed++] = h;
 		fc_vmm_unref(p);
 	}
 	pthread_rwlock_unlock(&fc_mem_rw);
@@ -251,7 +264,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *o
 	}
 	pthread_rwlock_wrlock(&fc_mem_rw);
 	if (rc == CUDA_SUCCESS)
-		rc = add_phys(p, h);
+		rc = add_phys(p, h, 0);
 	pthread_rwlock_unlock(&fc_mem_rw);
 	if (rc != CUDA_SUCCESS && p != NULL) {
 		if (p->mem != NULL)

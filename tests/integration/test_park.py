@@ -434,7 +434,10 @@ class IpcPairs(ParkCase):
         # interposer, so the fd carries the exporter's mark, and the import
         # is released before the checkpoint and made again after it. The
         # importer's check maps the import again with the handle it kept,
-        # which the driver no longer knows after a cycle.
+        # which the driver no longer knows after a cycle, and then makes and
+        # releases memory of its own, for which the double gives out the
+        # value that handle had (as the real driver may): the interposer
+        # must neither pass the old value on nor hand it out again.
         e, i = self.vmm_pair()
         self.assertEqual(status(i.pid)["vmm_imports"], "0")
         self.assertEqual(status(i.pid)["ipc_imports"], "1")
