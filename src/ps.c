@@ -151,6 +151,12 @@ static void print_park(const cs_proc *p)
 		printf("parked: %d (%s) holds %.1f MiB of its device memory in host memory; cudasnap restore "
 		       "unparks it\n",
 		       (int)p->pid, p->comm, mib);
+	else if (pi.parkable && pi.bytes == 0 && pi.imports == 0)
+		printf("parking: %d (%s) runs the interposer, with no memory of its own to park (its checkpoint is "
+		       "the driver's)%s\n",
+		       (int)p->pid, p->comm,
+		       pi.attached ? "; processes that map its memory let go of it first: checkpoint them with it" :
+				     "");
 	else if (pi.parkable)
 		printf("parking: %d (%s) runs the interposer: a checkpoint parks its %.1f MiB of device memory "
 		       "first%s\n",

@@ -444,6 +444,9 @@ class IpcPairs(ParkCase):
         self.assertEqual(status(e.pid)["ipc_attached"], "1")
         procs, _ = self.ps()
         self.assertTrue(procs[i.pid]["park"]["parkable"], procs[i.pid])
+        self.assertIn(f"parking: {e.pid} (fakecuda-cuapp) runs the interposer, with no memory of its own to park "
+                      "(its checkpoint is the driver's); processes that map its memory let go of it first",
+                      self.cs("ps").out)
         for _ in range(2):
             self.assertTogetherCycle(e, i)
 
