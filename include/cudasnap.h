@@ -378,8 +378,8 @@ typedef struct cs_target {
 	 * not parkable. park_conn: the connection that holds a park, -1 none
 	 * (the engine sets it). */
 	bool park_seen, parkable, parked, was_parked; /* was_parked: when the command began */
+	bool park_wanted; /* its park has something to do (cs_park_wanted) */
 	unsigned park_imports; /* other processes' memory it maps: it parks before them, unparks after */
-	unsigned park_attached; /* processes that map its memory: its park answers for them */
 	unsigned long long park_bytes;
 	char park_why[160];
 	double park_copy_s, park_gbps; /* the last park's or unpark's copy */

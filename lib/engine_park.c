@@ -116,9 +116,7 @@ void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, 
 		park_early(d, first[i], ms, r, early_err, sizeof(early_err));
 	cs_park_info info;
 	cs_park_status(t->pid, 2000, &info);
-	/* an exporter of VMM memory the program made may have nothing to park,
-	 * and importers of it all the same */
-	if (!info.seen || info.parked || (info.bytes == 0 && info.imports == 0 && info.attached == 0))
+	if (!info.seen || info.parked || !cs_park_wanted(&info))
 		return;
 	/* Left to the driver, an importer never comes back, and an exporter's
 	 * importers would keep its old memory. */

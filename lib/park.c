@@ -162,6 +162,11 @@ void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 	hang_up(&conn);
 }
 
+bool cs_park_wanted(const cs_park_info *info)
+{
+	return info->bytes > 0 || info->imports > 0 || info->attached > 0;
+}
+
 bool cs_park_shm_is_events(const cs_park_info *info)
 {
 	return info->seen && info->legacy == 0;

@@ -41,6 +41,11 @@ int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info);
  * no interposer or does not answer within timeout_ms. */
 void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info);
 
+/* Whether a park of info's process has anything to do: memory to move,
+ * imports to let go of, or importers of its memory to answer for (an
+ * exporter of VMM memory the program made has nothing to move itself). */
+bool cs_park_wanted(const cs_park_info *info);
+
 /* Whether a CUDA IPC file (/dev/shm/cuda.shm.*) that info's process maps
  * without holding it is an interprocess event's, not imported memory's.
  * Both leave such a file (PyTorch shares a CUDA tensor with an event), and

@@ -159,8 +159,7 @@ static bool park_applies(const run *r, const cs_target *t, cs_step s)
 	/* Importers park in the first wave and unpark in the second. */
 	if ((t->park_imports > 0) != (r->wave == (s == CS_STEP_PARK ? 0 : 1)))
 		return false;
-	return s == CS_STEP_PARK ? t->parkable && (t->park_bytes > 0 || t->park_imports > 0 || t->park_attached > 0) :
-				   t->parked;
+	return s == CS_STEP_PARK ? t->parkable && t->park_wanted : t->parked;
 }
 
 static int call_step(run *r, cs_target *t, cs_step s, bool fwd)
@@ -565,7 +564,7 @@ static void look_for_parking(run *r)
 		t->parked = t->was_parked = info.seen && info.parked;
 		t->park_bytes = info.bytes;
 		t->park_imports = info.imports;
-		t->park_attached = info.attached;
+		t->park_wanted = cs_park_wanted(&info);
 		snprintf(t->park_why, sizeof(t->park_why), "%s", info.why);
 	}
 }

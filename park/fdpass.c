@@ -1,6 +1,7 @@
-/* A descriptor passed over a control connection (SCM_RIGHTS), with the
- * message it goes with: the exporter's descriptors of its memory, and an
- * importer's proof that it holds one. */
+/* A control connection between two interposed processes: a descriptor
+ * passed over it (SCM_RIGHTS) with the message it goes with (the
+ * exporter's descriptors of its memory, an importer's proof that it holds
+ * one), and who is at the other end. */
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -41,4 +42,11 @@ ssize_t park_recv_fd(int conn, void *buf, size_t size, int *fd)
 	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
 		memcpy(fd, CMSG_DATA(c), sizeof(int));
 	return n;
+}
+
+pid_t park_peer_pid(int conn)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	return getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? cr.pid : 0;
 }

@@ -87,13 +87,6 @@ unsigned park_ipc_attached(pid_t *first)
 	return n;
 }
 
-static pid_t peer_pid(int conn)
-{
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
-	return getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? cr.pid : 0;
-}
-
 CUresult park_ipc_get(CUipcMemHandle *out, CUdeviceptr dptr)
 {
 	const struct park_real *r = park_real();
@@ -126,7 +119,7 @@ int park_ipc_serve(int conn, const char *line)
 {
 	const struct park_real *r = park_real();
 	if (strncmp(line, "detach ", 7) == 0) {
-		park_ipc_note(strtoull(line + 7, NULL, 16), peer_pid(conn), false);
+		park_ipc_note(strtoull(line + 7, NULL, 16), park_peer_pid(conn), false);
 		ssize_t w = send(conn, "ok\n", 3, MSG_NOSIGNAL);
 		return w == 3 ? 0 : -1;
 	}
@@ -144,7 +137,7 @@ int park_ipc_serve(int conn, const char *line)
 	if (fd >= 0)
 		close(fd);
 	if (w == 0 && rc == CU_OK)
-		park_ipc_note(va, peer_pid(conn), true);
+		park_ipc_note(va, park_peer_pid(conn), true);
 	return w;
 }
 

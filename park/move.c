@@ -317,6 +317,39 @@ static int fail(char *reply, size_t size, const char *what, CUresult rc)
 	return -1;
 }
 
+/* What it maps of other processes' memory (legacy CUDA IPC, VMM imports):
+ * let go of before a park, or none of it is; a failure says in *lost the
+ * exporter that no longer has its memory, if that is why. */
+static CUresult detach_imports(const struct park_real *r, pid_t *lost)
+{
+	CUresult rc = park_ipc_detach_all(r);
+	if (rc == CU_OK && (rc = park_vmm_detach_all(r, lost)) != CU_OK)
+		park_vmm_attach_all(r, 0);
+	if (rc != CU_OK)
+		park_ipc_attach_all(r, 0);
+	return rc;
+}
+
+/* A park undone: whatever was let go of is mapped again. */
+static void attach_imports_again(const struct park_real *r)
+{
+	park_vmm_attach_all(r, 0);
+	park_ipc_attach_all(r, 0);
+}
+
+/* After an unpark, all of it mapped again (its exporters asked for up to
+ * wait_ms), or none of it is. */
+static CUresult attach_imports(const struct park_real *r, unsigned wait_ms)
+{
+	pid_t lost = 0;
+	CUresult rc = park_ipc_attach_all(r, wait_ms);
+	if (rc == CU_OK && (rc = park_vmm_attach_all(r, wait_ms)) != CU_OK)
+		park_vmm_detach_all(r, &lost);
+	if (rc != CU_OK)
+		park_ipc_detach_all(r);
+	return rc;
+}
+
 /* What stops a park of its own, park_tab.mu held; NULL: nothing. */
 static const char *park_why_not(void)
 {
@@ -350,21 +383,15 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	}
 	CUresult rc = sync_all(r);
 	/* What it maps of others goes first: their exporters park after it. */
-	if (rc == CU_OK && (rc = park_ipc_detach_all(r)) != CU_OK)
-		park_ipc_attach_all(r, 0);
 	pid_t lost = 0;
-	if (rc == CU_OK && (rc = park_vmm_detach_all(r, &lost)) != CU_OK) {
-		park_vmm_attach_all(r, 0);
-		park_ipc_attach_all(r, 0);
-		if (lost) {
-			pthread_mutex_unlock(&park_tab.mu);
-			park_gate_open();
-			snprintf(reply, size,
-				 "error code=%d stage=check importer=0 why=the process %d it imported VMM memory "
-				 "from no longer has that memory to give again (or is gone)\n",
-				 CU_ERR_NOT_SUPPORTED, (int)lost);
-			return -1;
-		}
+	if (rc == CU_OK && (rc = detach_imports(r, &lost)) != CU_OK && lost) {
+		pthread_mutex_unlock(&park_tab.mu);
+		park_gate_open();
+		snprintf(reply, size,
+			 "error code=%d stage=check importer=0 why=the process %d it imported VMM memory "
+			 "from no longer has that memory to give again (or is gone)\n",
+			 CU_ERR_NOT_SUPPORTED, (int)lost);
+		return -1;
 	}
 	double t1 = park_now();
 	if (rc == CU_OK && plan_chunks() != 0)
@@ -389,8 +416,7 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	double t3 = park_now();
 	if (rc != CU_OK) {
 		drop_chunks(r);
-		park_vmm_attach_all(r, 0);
-		park_ipc_attach_all(r, 0);
+		attach_imports_again(r);
 		pthread_mutex_unlock(&park_tab.mu);
 		park_gate_open();
 		return fail(reply, size, stage, rc);
@@ -433,16 +459,8 @@ static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *r
 		if (rc == CU_OK)
 			rc = sync_all(r);
 		/* Its exporters are back (they unpark first): attach again. */
-		if (rc == CU_OK && (rc = park_ipc_attach_all(r, timeout_ms)) != CU_OK) {
+		if (rc == CU_OK && (rc = attach_imports(r, timeout_ms)) != CU_OK)
 			stage = "attach";
-			park_ipc_detach_all(r);
-		}
-		pid_t lost = 0;
-		if (rc == CU_OK && (rc = park_vmm_attach_all(r, timeout_ms)) != CU_OK) {
-			stage = "attach";
-			park_vmm_detach_all(r, &lost);
-			park_ipc_detach_all(r);
-		}
 		if (rc != CU_OK) { /* stays parked: the copies are whole */
 			size_t undone;
 			release_range(r, 0, park_tab.n, &undone);

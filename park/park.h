@@ -125,6 +125,8 @@ void park_drop_host_copy(void);
  * received: the bytes read, *fd the descriptor or -1 (the caller closes it). */
 int park_send_fd(int conn, const void *msg, size_t len, int fd);
 ssize_t park_recv_fd(int conn, void *buf, size_t size, int *fd);
+/* The process at the other end of conn, in this PID namespace; 0 unknown. */
+pid_t park_peer_pid(int conn);
 
 /* control.c: the socket cudasnap asks; started with the first backed
  * allocation. */
@@ -162,14 +164,13 @@ CUresult park_w_release(CUmemGenericAllocationHandle h);
 CUresult park_w_retain(CUmemGenericAllocationHandle *h, void *addr);
 CUresult park_w_props(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h);
 CUresult park_w_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count);
-/* vmm_import.c: a new allocation whose handle value no carried import of
- * the program holds (the interposer's own memory too: the program may
- * retain it); park_vmm_fresh asks again (again(arg, h)) while rc is
- * CU_OK and *h is such a value. */
-CUresult park_vmm_fresh(CUresult rc, CUmemGenericAllocationHandle *h,
-			CUresult (*again)(void *, CUmemGenericAllocationHandle *), void *arg);
+/* vmm_import.c: a new allocation, or import, whose handle value no
+ * carried import of the program holds (the interposer's own memory too:
+ * the program may retain it). */
 CUresult park_create_fresh(const struct park_real *r, CUmemGenericAllocationHandle *h, size_t size,
 			   const CUmemAllocationProp *prop, unsigned long long flags);
+CUresult park_import_fresh(const struct park_real *r, CUmemGenericAllocationHandle *h, void *os_handle,
+			   CUmemAllocationHandleType type);
 
 /* vmm_import.c: VMM memory the program imports itself. Carried when its
  * exporter runs the interposer too (the descriptor carries its mark);
@@ -185,9 +186,6 @@ CUmemGenericAllocationHandle park_vmm_retained(CUmemGenericAllocationHandle h, C
 /* The driver's handle for a program's value (the value itself, but for an
  * import carried through a park). */
 CUmemGenericAllocationHandle park_vmm_real(CUmemGenericAllocationHandle h);
-/* Whether h is the program's value for an import (other than the one
- * except names, 0: none), so that the driver's h may not be handed out. */
-bool park_vmm_taken(CUmemGenericAllocationHandle h, uint64_t except);
 /* Park and unpark of the imports; *lost: an exporter that has no memory to
  * give again. */
 CUresult park_vmm_detach_all(const struct park_real *r, pid_t *lost);

@@ -32,7 +32,6 @@ struct made {
 	CUmemGenericAllocationHandle h;
 	bool released;
 	unsigned maps;
-	CUdeviceptr va; /* one mapping of it, while any */
 };
 
 struct made_map {
@@ -112,7 +111,6 @@ void park_vmm_made_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t
 	if (m && park_grow((void **)&mmaps, nmmaps, &capmmaps, sizeof(*mmaps))) {
 		mmaps[nmmaps++] = (struct made_map){ va, size, h };
 		m->maps++;
-		m->va = va;
 	}
 	pthread_mutex_unlock(&mu);
 }
@@ -130,10 +128,6 @@ void park_vmm_made_unmapped(CUdeviceptr va, size_t size)
 		struct made *m = made_of(mm.h);
 		if (m && m->maps) {
 			m->maps--;
-			/* another of its mappings, if any, serves a later export */
-			for (size_t k = 0; k < nmmaps; k++)
-				if (mmaps[k].h == mm.h)
-					m->va = mmaps[k].va;
 			settle(m);
 		}
 	}
@@ -151,14 +145,20 @@ void park_vmm_made_released(CUmemGenericAllocationHandle h)
 	pthread_mutex_unlock(&mu);
 }
 
+/* The mark's lock on fd taken (F_RDLCK) or removed (F_UNLCK): 0, or -1. */
+static int mark_lock(int fd, short type, uint64_t serial)
+{
+	struct flock fl = {
+		.l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)(PARK_TAG_BASE | serial), .l_len = 1
+	};
+	return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
 /* Marks fd as export serial of this process; false when the kernel refused. */
 static bool tag(int fd, uint64_t serial)
 {
-	struct flock fl = {
-		.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = (off_t)(PARK_TAG_BASE | serial), .l_len = 1
-	};
 	struct f_owner_ex o = { F_OWNER_PID, getpid() };
-	return fcntl(fd, F_OFD_SETLK, &fl) == 0 && fcntl(fd, F_SETOWN_EX, &o) == 0;
+	return mark_lock(fd, F_RDLCK, serial) == 0 && fcntl(fd, F_SETOWN_EX, &o) == 0;
 }
 
 bool park_vmm_exported(CUmemGenericAllocationHandle h, int fd)
@@ -200,13 +200,6 @@ bool park_vmm_mark(int fd, pid_t *pid, uint64_t *serial)
 	return *serial != 0;
 }
 
-static pid_t peer_of(int conn)
-{
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
-	return getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? cr.pid : 0;
-}
-
 static struct claim *claim_of(uint64_t serial, pid_t pid)
 {
 	for (size_t i = 0; i < nclaims; i++)
@@ -231,11 +224,8 @@ static bool claim(int conn, uint64_t serial, pid_t pid)
 	bool ok = park_vmm_mark(fd, &owner, &marked) && owner == getpid() && marked == serial;
 	/* Claimed, the mark has served: a lock left on a descriptor the
 	 * program keeps open would fail a CRIU dump of it ("file locks"). */
-	struct flock fl = {
-		.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = (off_t)(PARK_TAG_BASE | serial), .l_len = 1
-	};
 	if (ok)
-		fcntl(fd, F_OFD_SETLK, &fl);
+		mark_lock(fd, F_UNLCK, serial);
 	close(fd);
 	pthread_mutex_lock(&mu);
 	for (size_t i = 0; i < nclaims;) { /* claimants that died claim nothing */
@@ -252,6 +242,15 @@ static bool claim(int conn, uint64_t serial, pid_t pid)
 	return ok;
 }
 
+/* Where h is mapped (one of its mappings), 0 when nowhere; mu held. */
+static CUdeviceptr mapped_at(CUmemGenericAllocationHandle h)
+{
+	for (size_t i = 0; i < nmmaps; i++)
+		if (mmaps[i].h == h)
+			return mmaps[i].va;
+	return 0;
+}
+
 /* A new descriptor of export serial's memory for a claimant, -1 when it
  * is gone (or its claimant is not one). */
 static int export_again(uint64_t serial, pid_t pid, CUresult *rc)
@@ -266,7 +265,7 @@ static int export_again(uint64_t serial, pid_t pid, CUresult *rc)
 		*rc = r->export_handle(&fd, m->h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 	} else if (r && m && m->maps) { /* released, still mapped: a handle again from its address */
 		CUmemGenericAllocationHandle h = 0;
-		*rc = r->retain ? r->retain(&h, (void *)(uintptr_t)m->va) : CU_ERR_NOT_SUPPORTED;
+		*rc = r->retain ? r->retain(&h, (void *)(uintptr_t)mapped_at(m->h)) : CU_ERR_NOT_SUPPORTED;
 		if (*rc == CU_OK) {
 			*rc = r->export_handle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 			r->mem_release(h);
@@ -299,7 +298,7 @@ int park_vmm_serve(int conn, const char *line)
 	unsigned long long serial = 0;
 	if (sscanf(line, "%15s %llx", verb, &serial) != 2)
 		return send_fd(conn, "error code=0 stage=request\n", -1);
-	pid_t pid = peer_of(conn);
+	pid_t pid = park_peer_pid(conn);
 	uint64_t key = PARK_VMM_KEY(serial);
 	if (strcmp(verb, "vclaim") == 0) {
 		bool ok = claim(conn, serial, pid);
@@ -329,7 +328,7 @@ int park_vmm_serve(int conn, const char *line)
 	}
 	if (strcmp(verb, "vdetach") == 0 || strcmp(verb, "vdrop") == 0) {
 		park_ipc_note(key, pid, false);
-		if (verb[1] == 'd' && verb[2] == 'r')
+		if (strcmp(verb, "vdrop") == 0)
 			forget(serial, pid);
 		return send_fd(conn, "ok\n", -1);
 	}

@@ -13,7 +13,7 @@
  * the old one, so the interposer answers for it from then on: the calls
  * that take a handle are given the new value, and a value the driver hands
  * out that equals such an old one is not passed to the program (asked for
- * again, vmm_wrap.c). */
+ * again: park_create_fresh, park_import_fresh). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +67,74 @@ static struct vimport *by_id(uint64_t id)
 		if (imps[i].id == id)
 			return &imps[i];
 	return NULL;
+}
+
+/* *h (rc CU_OK) goes to the program, or stands for an import (mine): not a
+ * value the program still holds for another import, which the driver may
+ * give out again once it was released. Such a value is held while another
+ * is asked for (again), then given back; mu held. */
+static CUresult fresh(CUresult rc, CUmemGenericAllocationHandle *h,
+		      CUresult (*again)(void *, CUmemGenericAllocationHandle *), void *arg, const struct vimport *mine)
+{
+	const struct park_real *r = park_real();
+	CUmemGenericAllocationHandle held[8];
+	size_t n = 0;
+	while (rc == CU_OK && n < 8 && by_prog(*h) && by_prog(*h) != mine) {
+		held[n++] = *h;
+		rc = again(arg, h);
+	}
+	for (size_t i = 0; i < n; i++)
+		r->mem_release(held[i]);
+	if (rc == CU_OK && by_prog(*h) && by_prog(*h) != mine) {
+		r->mem_release(*h);
+		rc = CU_ERR_OUT_OF_MEMORY;
+	}
+	return rc;
+}
+
+struct create_args {
+	const struct park_real *r;
+	size_t size;
+	const CUmemAllocationProp *prop;
+	unsigned long long flags;
+};
+
+static CUresult create_again(void *arg, CUmemGenericAllocationHandle *h)
+{
+	struct create_args *a = arg;
+	return a->r->mem_create(h, a->size, a->prop, a->flags);
+}
+
+CUresult park_create_fresh(const struct park_real *r, CUmemGenericAllocationHandle *h, size_t size,
+			   const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	struct create_args a = { r, size, prop, flags };
+	pthread_mutex_lock(&mu);
+	CUresult rc = fresh(r->mem_create(h, size, prop, flags), h, create_again, &a, NULL);
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+struct import_args {
+	const struct park_real *r;
+	void *os_handle;
+	CUmemAllocationHandleType type;
+};
+
+static CUresult import_again(void *arg, CUmemGenericAllocationHandle *h)
+{
+	struct import_args *a = arg;
+	return a->r->import_handle(h, a->os_handle, a->type);
+}
+
+CUresult park_import_fresh(const struct park_real *r, CUmemGenericAllocationHandle *h, void *os_handle,
+			   CUmemAllocationHandleType type)
+{
+	struct import_args a = { r, os_handle, type };
+	pthread_mutex_lock(&mu);
+	CUresult rc = fresh(r->import_handle(h, os_handle, type), h, import_again, &a, NULL);
+	pthread_mutex_unlock(&mu);
+	return rc;
 }
 
 /* One request to an exporter; its answer's first line into reply. With
@@ -132,15 +200,6 @@ CUmemGenericAllocationHandle park_vmm_real(CUmemGenericAllocationHandle h)
 	CUmemGenericAllocationHandle real = x && x->attached ? x->real : h;
 	pthread_mutex_unlock(&mu);
 	return real;
-}
-
-bool park_vmm_taken(CUmemGenericAllocationHandle h, uint64_t except)
-{
-	pthread_mutex_lock(&mu);
-	struct vimport *x = by_prog(h);
-	bool taken = x && x->id != except;
-	pthread_mutex_unlock(&mu);
-	return taken;
 }
 
 void park_vmm_imported(CUmemGenericAllocationHandle h, int fd)
@@ -387,21 +446,10 @@ static CUresult attach_one(const struct park_real *r, struct vimport *x, double 
 	int fd = rc == CU_OK ? fetch(x, until) : -1;
 	if (fd < 0)
 		return rc == CU_OK ? CU_ERR_INVALID_HANDLE : rc;
-	CUmemGenericAllocationHandle h = 0, held[8];
-	size_t nheld = 0;
-	rc = r->import_handle(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-	/* a value another import's program handle still has is not taken */
-	while (rc == CU_OK && nheld < 8 && by_prog(h) && by_prog(h) != x) {
-		held[nheld++] = h;
-		rc = r->import_handle(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-	}
-	for (size_t i = 0; i < nheld; i++)
-		r->mem_release(held[i]);
+	CUmemGenericAllocationHandle h = 0;
+	struct import_args a = { r, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR };
+	rc = fresh(r->import_handle(&h, a.os_handle, a.type), &h, import_again, &a, x);
 	close(fd);
-	if (rc == CU_OK && by_prog(h) && by_prog(h) != x) {
-		r->mem_release(h);
-		rc = CU_ERR_UNKNOWN;
-	}
 	if (rc != CU_OK)
 		return rc;
 	size_t done = 0;
@@ -430,46 +478,4 @@ CUresult park_vmm_attach_all(const struct park_real *r, unsigned wait_ms)
 			rc = attach_one(r, &imps[i], until);
 	pthread_mutex_unlock(&mu);
 	return rc;
-}
-
-/* h is given to the program: not a value it already holds for an import
- * carried through a park (the driver may give a freed value again). A
- * value taken is held while another is asked for, then given back. */
-CUresult park_vmm_fresh(CUresult rc, CUmemGenericAllocationHandle *h,
-			CUresult (*again)(void *, CUmemGenericAllocationHandle *), void *arg)
-{
-	const struct park_real *r = park_real();
-	CUmemGenericAllocationHandle held[8];
-	size_t n = 0;
-	while (rc == CU_OK && park_vmm_taken(*h, 0) && n < 8) {
-		held[n++] = *h;
-		rc = again(arg, h);
-	}
-	for (size_t i = 0; i < n; i++)
-		r->mem_release(held[i]);
-	if (rc == CU_OK && park_vmm_taken(*h, 0)) {
-		r->mem_release(*h);
-		rc = CU_ERR_OUT_OF_MEMORY;
-	}
-	return rc;
-}
-
-struct create_args {
-	const struct park_real *r;
-	size_t size;
-	const CUmemAllocationProp *prop;
-	unsigned long long flags;
-};
-
-static CUresult create_again(void *arg, CUmemGenericAllocationHandle *h)
-{
-	struct create_args *a = arg;
-	return a->r->mem_create(h, a->size, a->prop, a->flags);
-}
-
-CUresult park_create_fresh(const struct park_real *r, CUmemGenericAllocationHandle *h, size_t size,
-			   const CUmemAllocationProp *prop, unsigned long long flags)
-{
-	struct create_args a = { r, size, prop, flags };
-	return park_vmm_fresh(r->mem_create(h, size, prop, flags), h, create_again, &a);
 }

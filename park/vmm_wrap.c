@@ -18,28 +18,13 @@ CUresult park_w_create(CUmemGenericAllocationHandle *h, size_t size, const CUmem
 	return rc;
 }
 
-struct import_args {
-	const struct park_real *r;
-	void *os_handle;
-	CUmemAllocationHandleType type;
-};
-
-static CUresult import_again(void *arg, CUmemGenericAllocationHandle *h)
-{
-	struct import_args *a = arg;
-	return a->r->import_handle(h, a->os_handle, a->type);
-}
-
 CUresult park_w_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type)
 {
 	const struct park_real *r = park_real();
 	if (r == NULL || r->import_handle == NULL)
 		return CU_ERR_NOT_INITIALIZED;
 	park_gate_enter();
-	struct import_args a = { r, os_handle, type };
-	CUresult rc = r->import_handle(h, os_handle, type);
-	if (h)
-		rc = park_vmm_fresh(rc, h, import_again, &a);
+	CUresult rc = h ? park_import_fresh(r, h, os_handle, type) : r->import_handle(h, os_handle, type);
 	if (rc == CU_OK)
 		park_vmm_imported(*h, type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? (int)(intptr_t)os_handle : -1);
 	park_gate_leave();
