@@ -74,14 +74,18 @@ static CUresult call(int pid, struct fc_req *req, int32_t *value)
 		close(fd);
 		return CUDA_ERROR_NOT_PERMITTED;
 	}
-	if (req->op == FC_OP_RESTORE)
+	int room = -1;
+	if (req->op == FC_OP_RESTORE) {
+		room = fc_room_lock();
 		fc_measure_room(&req->room);
+	}
 	req->magic = FC_MAGIC;
 	/* a target that dies before answering closes the connection */
 	if (fc_write_all(fd, req, sizeof(*req)) != 0 || fc_read_all(fd, &rsp, sizeof(rsp)) != 0)
 		rsp.result = CUDA_ERROR_OPERATING_SYSTEM;
 	else if (value)
 		*value = rsp.value;
+	fc_room_unlock(room);
 	close(fd);
 	return rsp.result;
 }

@@ -1,8 +1,15 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "gpumem.h"
 #include "internal.h"
 #include "proto.h"
+#include "settings.h"
 
 /* The free memory of every GPU, as the caller's NVML reports it, sent with
  * a restore: the caller measures, as only it sees its own /proc like its
@@ -75,4 +82,38 @@ static void after_fork_child(void)
 __attribute__((constructor)) static void room_atfork(void)
 {
 	pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+/* The real driver's allocations are atomic: two restores that each fit
+ * alone are never both let through onto a GPU that holds only one, one
+ * of them runs out of memory. The double's restore thread judges a
+ * measurement its caller sent, so the measurement and the restore that
+ * takes memory are made one step: every caller of a test's device
+ * directory holds an flock of one file there from the measurement to the
+ * target's answer (a restore takes its memory before it answers). Without
+ * CUDASNAP_DEV_DIR (no GPU of the double's own) nothing is locked. */
+int fc_room_lock(void)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 32];
+	const char *set = fc_setting("CUDASNAP_DEV_DIR", dir, sizeof(dir));
+	if (set == NULL || *set == '\0')
+		return -1;
+	snprintf(path, sizeof(path), "%s/.fakecuda-room", set);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return -1;
+	int r;
+	while ((r = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
+		;
+	if (r != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+void fc_room_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd);
 }

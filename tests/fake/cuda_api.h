@@ -3,6 +3,7 @@
 #ifndef FAKECUDA_CUDA_API_H
 #define FAKECUDA_CUDA_API_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define FC_EXPORT __attribute__((visibility("default")))
@@ -77,6 +78,10 @@ FC_EXPORT CUresult cuGetErrorString(CUresult error, const char **str);
 FC_EXPORT CUresult cuDeviceGetCount(int *count);
 FC_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal);
 FC_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice device);
+/* meminfo.c: the caller library only (it measures as NVML does) */
+FC_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev);
+FC_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+FC_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
 
 FC_EXPORT CUresult cuCheckpointProcessGetState(int pid, CUprocessState *state);
 FC_EXPORT CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid);

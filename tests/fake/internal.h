@@ -134,6 +134,10 @@ int fc_find_restore_tid(int pid);
  * reports it now, for a restore to be judged by */
 struct fc_room;
 void fc_measure_room(struct fc_room *room);
+/* caller_room.c: one restore of a device directory at a time, from its
+ * measurement to its answer (-1: nothing to lock) */
+int fc_room_lock(void);
+void fc_room_unlock(int fd);
 
 /* caller_sock.c: a connection to the restore thread of process pid (in the
  * caller's pid namespace; pidns and tgid as fc_sockaddr takes them), from

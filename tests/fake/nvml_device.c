@@ -71,9 +71,15 @@ static nvmlReturn_t device_arg(nvmlDevice_t device, const void *out)
 
 /* The N of /dev/nvidiaN: the GPU's place in FAKECUDA_GPUS, so that the first
  * GPU is /dev/nvidia0, the one device file the double opens. */
+/* FAKECUDA_NVML_NO_MINOR=1: NOT_SUPPORTED, as NVML answers where it cannot
+ * tell a GPU's device file. */
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minor)
 {
+	char buf[8];
+	const char *env = fc_setting("FAKECUDA_NVML_NO_MINOR", buf, sizeof(buf));
 	nvmlReturn_t rc = device_arg(device, minor);
+	if (rc == NVML_SUCCESS && env && atoi(env) == 1)
+		return NVML_ERROR_NOT_SUPPORTED;
 	if (rc == NVML_SUCCESS)
 		*minor = (unsigned int)device->index;
 	return rc;
