@@ -8,6 +8,7 @@
  * options, log, images and inventory (host.c), the helper processes
  * (helper.c) and the restore threads CRIU holds (restore_thread.c). */
 #include "engine.h"
+#include "gpuprobe.h"
 #include "host.h"
 #include "manifest.h"
 #include "restore_thread.h"
@@ -105,6 +106,9 @@ static int plugin_init(int stage)
 	plugin.engine = NULL;
 	plugin.stage = stage;
 	plugin.enabled = plugin.coexistence_checked = false;
+	/* Where NVML is absent, the GPUs' free memory comes from the driver,
+	 * asked by the installed cudasnap in a process of its own. */
+	cs_gpu_probe_set_exec(CUDASNAP_BIN, CS_GPU_PROBE_ARG);
 	if (stage == CS_CRIU_STAGE_PRE_DUMP)
 		return 0; /* GPU memory is not in pre-dumps */
 	if (stage != CS_CRIU_STAGE_RESTORE)

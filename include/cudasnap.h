@@ -342,6 +342,7 @@ typedef struct cs_target {
 	pid_t restore_tid; /* the driver's helper thread, 0 when unknown */
 	pid_t nspid; /* its pid in its own PID namespace (inside its container) */
 	unsigned long long gpu_bytes; /* GPU memory expected to move, 0 when unknown */
+	bool gpu_bytes_known; /* gpu_bytes is what a record measured moving (0: nothing) */
 	bool halted; /* stopped or frozen: refused, or met during the command */
 	bool abandoned; /* a call on it was given up on: its state is not known */
 	unsigned long long moved; /* progress: bytes moved so far by the step in flight */

@@ -87,8 +87,7 @@ static void judge(cs_engine *e, room_reply *r, bool host)
 	unsigned npairs = 0;
 	size_t ngpus = 0;
 	cs_error err = { 0 };
-	if (cs_nvml_open(&nv, NULL) < 0 || cs_nvml_gpus(nv, &gpus, &ngpus, NULL) < 0)
-		ngpus = 0;
+	cs_room_gpus(&nv, &gpus, &ngpus, NULL, 0);
 	r->rc = pairs_for(e, gpus, ngpus, &pairs, &npairs, &err);
 	snprintf(r->message, sizeof(r->message), "%s", err.message);
 	r->refused = r->rc < 0 ? 0 : cs_record_judge(&e->record, pairs, npairs, gpus, ngpus, nv, host, r->room);
@@ -138,13 +137,11 @@ static void name_verdicts(cs_engine *e, const room_reply *r)
 	const cs_manifest *m = &e->record;
 	for (size_t i = 0; i < r->n; i++) {
 		const cs_gpu_room *x = &r->room[i];
-		bool refused = x->verdict == CS_GPU_SHORT || x->verdict == CS_GPU_ABSENT;
-		if (x->verdict == CS_GPU_ROOM_UNKNOWN)
-			eng_log(e, CS_LOG_WARN, "process %s (pid %d in its namespace): not checked: %s", m->e[i].comm,
-				(int)nspid_of(&m->e[i]), x->why);
+		bool refused =
+			x->verdict == CS_GPU_SHORT || x->verdict == CS_GPU_ABSENT || x->verdict == CS_GPU_ROOM_UNKNOWN;
 		cs_history_proc *h = refused ? eng_op_entry(e, i) : NULL;
 		if (h)
-			cs_history_refused(h, x->verdict == CS_GPU_SHORT ? "gpu-memory" : "gpu-absent", x->why);
+			cs_history_refused(h, cs_gpu_verdict_code(x->verdict), x->why);
 		if (refused)
 			eng_log(e, CS_LOG_ERROR, "process %s (pid %d in its namespace) cannot be restored here: %s. %s",
 				m->e[i].comm, (int)nspid_of(&m->e[i]), x->why, x->fix);

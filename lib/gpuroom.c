@@ -1,5 +1,6 @@
 #include "gpuroom.h"
 #include "devmap.h"
+#include "gpuprobe.h"
 #include "env.h"
 #include "manifest.h"
 #include "pool.h"
@@ -7,6 +8,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,13 +82,16 @@ void cs_restore_needs(cs_target *t, unsigned long long bytes, const cs_gpu_pair 
 	t->nneed = 0;
 	t->need_bound = false;
 	unsigned long long size = bytes;
-	if (!size) {
+	bool measured = bytes || t->gpu_bytes_known; /* a record's 0: nothing moved */
+	if (!measured) {
 		size = t->pid > 0 ? held_now(t->pid) : 0;
 		t->need_bound = size > 0;
 	}
 	/* 0: unknown, which the judgement says so. */
-	unsigned long long whole = size ? size + CS_RESTORE_EXTRA : 0;
-	if (t->use_known) {
+	unsigned long long whole = size || measured ? size + CS_RESTORE_EXTRA : 0;
+	/* A record that lists no GPU used yet moved memory does not know
+	 * where it was (NVML gave no minor numbers, say): unknown, not none. */
+	if (t->use_known && !(t->nuse == 0 && bytes > 0)) {
 		for (unsigned k = 0; k < t->nuse; k++)
 			add_need(t, t->use[k].uuid, t->use[k].bytes ? t->use[k].bytes + CS_RESTORE_EXTRA : whole, pairs,
 				 npairs);
@@ -209,24 +214,33 @@ static void short_text(const cs_target *x, const cs_nvml_gpu *g, const gpu_sum *
 		 (double)(s->sum - g->memory_free) / GIB, g->index, fewer);
 }
 
+static void unknown(cs_gpu_room *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void unknown(cs_gpu_room *r, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	r->verdict = CS_GPU_ROOM_UNKNOWN;
+	vsnprintf(r->why, sizeof(r->why), fmt, ap);
+	va_end(ap);
+	snprintf(r->fix, sizeof(r->fix), "%s", CS_ROOM_UNKNOWN_FIX);
+}
+
 /* Marks what cannot be judged: no GPU list, a GPU not here, no size. */
 static void judge_one(const cs_target *x, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_room *r)
 {
 	*r = (cs_gpu_room){ .verdict = CS_GPU_FITS };
 	if (x->nneed == 0) {
-		r->verdict = x->use_known ? CS_GPU_NONE : CS_GPU_ROOM_UNKNOWN;
-		if (!x->use_known)
-			snprintf(r->why, sizeof(r->why),
-				 ngpus ? "which GPUs it restores onto is not known (no record of it, and it names none)" :
-					 "NVML lists no GPU here, so the free memory of its GPUs cannot be read");
+		r->verdict = CS_GPU_NONE;
+		if (!x->use_known && ngpus)
+			unknown(r, "which GPUs it restores onto is not known (no record of it, and it names none)");
+		else if (!x->use_known)
+			unknown(r, "%s", CS_ROOM_NO_GPUS);
 		return;
 	}
 	for (unsigned k = 0; k < x->nneed; k++) {
 		const cs_nvml_gpu *g = cs_gpu_by_uuid(gpus, ngpus, x->need[k].uuid);
 		if (!ngpus) {
-			r->verdict = CS_GPU_ROOM_UNKNOWN;
-			snprintf(r->why, sizeof(r->why),
-				 "NVML lists no GPU here, so the free memory of %s cannot be read", x->need[k].uuid);
+			unknown(r, "%s (it restores onto %s)", CS_ROOM_NO_GPUS, x->need[k].uuid);
 			return;
 		}
 		if (!g) {
@@ -239,11 +253,17 @@ static void judge_one(const cs_target *x, const cs_nvml_gpu *gpus, size_t ngpus,
 				 x->need[k].uuid);
 			return;
 		}
-		if (!x->need[k].bytes || !g->memory_known) {
-			r->verdict = CS_GPU_ROOM_UNKNOWN;
-			snprintf(r->why, sizeof(r->why), "%s",
-				 !g->memory_known ? "NVML does not give the free memory of its GPU" :
-						    "its record gives no size and its memory cannot be read");
+		if (g->mig == 1) {
+			unknown(r, CS_ROOM_MIG, g->index, g->uuid);
+			return;
+		}
+		if (!g->memory_known) {
+			unknown(r, "neither NVML nor the driver gives the free memory of GPU %u (%s)", g->index,
+				g->uuid);
+			return;
+		}
+		if (!x->need[k].bytes) {
+			unknown(r, "its record gives no size and its memory cannot be read");
 			return;
 		}
 	}
@@ -274,8 +294,19 @@ size_t cs_restore_judge(const cs_target *const *t, size_t n, const cs_nvml_gpu *
 	}
 	size_t refused = 0;
 	for (size_t i = 0; i < n; i++)
-		refused += room[i].verdict == CS_GPU_SHORT || room[i].verdict == CS_GPU_ABSENT;
+		refused += room[i].verdict == CS_GPU_SHORT || room[i].verdict == CS_GPU_ABSENT ||
+			room[i].verdict == CS_GPU_ROOM_UNKNOWN;
 	return refused;
+}
+
+const char *cs_gpu_verdict_code(int verdict)
+{
+	switch (verdict) {
+	case CS_GPU_SHORT: return "gpu-memory";
+	case CS_GPU_ABSENT: return "gpu-absent";
+	case CS_GPU_ROOM_UNKNOWN: return "gpu-memory-unknown";
+	default: return "";
+	}
 }
 
 int cs_wait_memory_setting(double *out, cs_error *err)
@@ -298,7 +329,10 @@ void cs_record_targets(const cs_manifest *m, const cs_gpu_pair *pairs, unsigned 
 	for (size_t i = 0; i < m->n; i++) {
 		const cs_manifest_entry *e = &m->e[i];
 		cs_target *x = &t[i];
-		*x = (cs_target){ .pid = 0, .nspid = e->nspid ? e->nspid : e->pid, .bytes = e->bytes };
+		*x = (cs_target){ .pid = 0,
+				  .nspid = e->nspid ? e->nspid : e->pid,
+				  .bytes = e->bytes,
+				  .gpu_bytes_known = e->bytes_known };
 		snprintf(x->comm, sizeof(x->comm), "%s", e->comm);
 		memcpy(x->gpus, e->gpus, sizeof(x->gpus));
 		memcpy(x->visible_devices, e->visible_devices, sizeof(x->visible_devices));
@@ -324,154 +358,25 @@ size_t cs_record_judge(const cs_manifest *m, const cs_gpu_pair *pairs, unsigned 
 	return cs_restore_judge(v, m->n, gpus, ngpus, nv, host_pidns, room);
 }
 
-/* ---- right before each restore ---------------------------------------- */
-
-void cs_gpu_ledger_init(cs_gpu_ledger *l, double deadline, volatile int *interrupted, bool host_pidns, cs_warn_fn warn,
-			void *warn_ctx)
+bool cs_room_gpus(cs_nvml **nv, cs_nvml_gpu **gpus, size_t *n, char *why, size_t size)
 {
-	*l = (cs_gpu_ledger){ .deadline = deadline,
-			      .interrupted = interrupted,
-			      .host_pidns = host_pidns,
-			      .warn = warn,
-			      .warn_ctx = warn_ctx };
-	pthread_mutex_init(&l->mu, NULL);
-	pthread_cond_init(&l->cv, NULL);
-}
-
-/* This machine's GPUs, at the first restore; none when NVML does not
- * answer (nothing can be judged then: the set's check said so). */
-static void open_nvml(cs_gpu_ledger *l)
-{
-	l->opened = true;
-	if (cs_nvml_open(&l->nv, NULL) < 0 || cs_nvml_gpus(l->nv, &l->gpus, &l->ngpus, NULL) < 0)
-		l->ngpus = 0;
-	l->inflight = calloc(l->ngpus + 1, sizeof(*l->inflight));
-	if (!l->inflight)
-		l->ngpus = 0;
-}
-
-void cs_gpu_ledger_fini(cs_gpu_ledger *l)
-{
-	cs_nvml_close(l->nv);
-	free(l->gpus);
-	free(l->inflight);
-	pthread_cond_destroy(&l->cv);
-	pthread_mutex_destroy(&l->mu);
-	l->nv = NULL;
-	l->gpus = NULL;
-	l->inflight = NULL;
-}
-
-/* The first GPU t restores onto that has no room for it now (in flight
- * counted), or -1; *theirs: it would fit but for the restores in flight. */
-static long short_gpu(cs_gpu_ledger *l, const cs_target *t, bool *theirs)
-{
-	for (unsigned k = 0; k < t->nneed; k++) {
-		const cs_nvml_gpu *c = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
-		if (!c || !t->need[k].bytes)
-			continue; /* judged before: not here, or no size */
-		cs_nvml_gpu *g = &l->gpus[c - l->gpus];
-		cs_nvml_gpu_memory(l->nv, g);
-		unsigned long long need = t->need[k].bytes, busy = l->inflight[g - l->gpus];
-		if (!g->memory_known || g->memory_free >= need + busy)
-			continue;
-		*theirs = g->memory_free >= need;
-		return (long)k;
-	}
-	return -1;
-}
-
-/* Adds t's needs to the GPUs' restores in flight, or takes them off. */
-static void account(cs_gpu_ledger *l, const cs_target *t, bool give)
-{
-	for (unsigned k = 0; k < t->nneed; k++) {
-		const cs_nvml_gpu *g = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
-		if (!g)
-			continue;
-		unsigned long long *in = &l->inflight[g - l->gpus];
-		*in = give ? (*in > t->need[k].bytes ? *in - t->need[k].bytes : 0) : *in + t->need[k].bytes;
-	}
-}
-
-static int no_room(cs_gpu_ledger *l, const cs_target *t, unsigned k, bool rollback, cs_error *err)
-{
-	const cs_nvml_gpu *g = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
-	unsigned long long busy = l->inflight[g - l->gpus];
-	char others[96] = "";
-	if (busy)
-		snprintf(others, sizeof(others), " (and restores in flight take %.2f GiB more)", (double)busy / GIB);
-	if (rollback)
-		return cs_error_set(err, CS_EPROC,
-				    "Its checkpointed data is safe in its host memory. Free GPU memory, then restore it: "
-				    "cudasnap restore --pid N (the process named above).",
-				    "process %d (%s) was left checkpointed: the rollback did not ask the driver to restore "
-				    "it, because GPU %u (%s) has %.2f GiB free and its restore needs %.2f GiB%s",
-				    (int)t->pid, t->comm, g->index, g->uuid, (double)g->memory_free / GIB,
-				    (double)t->need[k].bytes / GIB, others);
-	return cs_error_set(err, CS_EPROC,
-			    "Other processes took GPU memory after the check. Free GPU memory, or let the restore wait "
-			    "for it (--wait-memory SECONDS); the process is still checkpointed, with its data.",
-			    "restore of process %d (%s) not asked of the driver: GPU %u (%s) has %.2f GiB free, and its "
-			    "restore needs %.2f GiB%s; a restore that runs out of GPU memory destroys the process's state",
-			    (int)t->pid, t->comm, g->index, g->uuid, (double)g->memory_free / GIB,
-			    (double)t->need[k].bytes / GIB, others);
-}
-
-static void nap(cs_gpu_ledger *l)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += 250000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(&l->cv, &l->mu, &ts);
-}
-
-int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_error *err)
-{
-	if (!t->nneed)
-		return 0;
-	pthread_mutex_lock(&l->mu);
-	if (!l->opened)
-		open_nvml(l);
-	for (;;) {
-		bool theirs = false;
-		long k = short_gpu(l, t, &theirs);
-		if (k < 0) {
-			account(l, t, false);
-			pthread_mutex_unlock(&l->mu);
-			return 0;
-		}
-		bool stop = l->interrupted && *l->interrupted;
-		bool may_wait = theirs || (!rollback && cs_now() < l->deadline);
-		if (stop || !may_wait) {
-			int r = no_room(l, t, (unsigned)k, rollback, err);
-			pthread_mutex_unlock(&l->mu);
-			return r;
-		}
-		if (!theirs && !l->warned && l->warn) {
-			const cs_nvml_gpu *g = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
-			char line[400];
-			snprintf(line, sizeof(line),
-				 "waiting up to %.0f s for room on GPU %u: process %d (%s) needs %.2f GiB there, %.2f GiB "
-				 "are free",
-				 l->deadline - cs_now(), g->index, (int)t->pid, t->comm, (double)t->need[k].bytes / GIB,
-				 (double)g->memory_free / GIB);
-			l->warn(l->warn_ctx, line);
-			l->warned = true;
-		}
-		nap(l);
-	}
-}
-
-void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t)
-{
-	if (!t->nneed)
-		return;
-	pthread_mutex_lock(&l->mu);
-	account(l, t, true);
-	pthread_cond_broadcast(&l->cv);
-	pthread_mutex_unlock(&l->mu);
+	*gpus = NULL;
+	*n = 0;
+	if (why && size)
+		why[0] = '\0';
+	if (cs_nvml_open(nv, NULL) < 0 || cs_nvml_gpus(*nv, gpus, n, NULL) < 0)
+		*n = 0;
+	if (*n)
+		return false;
+	free(*gpus);
+	*gpus = NULL;
+	cs_error err = { 0 };
+	int r = cs_gpu_probe(gpus, n, &err);
+	if (why && size)
+		snprintf(why, size, "NVML: %s; the driver: %s",
+			 cs_nvml_present(*nv) ? "lists no GPU" : cs_nvml_error(*nv)->message,
+			 r < 0      ? err.message :
+				 *n ? "answered" :
+				      "lists no GPU");
+	return *n > 0;
 }

@@ -15,7 +15,6 @@
 #include "cudasnap.h"
 #include "nvml.h"
 
-#include <pthread.h>
 
 /* What a restore needs on the GPU beyond what the checkpoint moved (the
  * growth of the process's resident memory): on the H200 with driver
@@ -29,9 +28,9 @@
  * checkpoint (t->use; when its record does not say, each GPU it saw), the
  * GPU it restores onto (through pairs) and what its restore needs there:
  * its memory there, or when that is not known apart all of bytes (what
- * its checkpoint moved), plus CS_RESTORE_EXTRA. bytes 0 (no record of its
- * size): bounded by its resident and swapped memory now, which hold its
- * checkpointed data (need_bound). */
+ * its checkpoint moved), plus CS_RESTORE_EXTRA. bytes 0 and not
+ * t->gpu_bytes_known (no record of its size): bounded by its resident and
+ * swapped memory now, which hold its checkpointed data (need_bound). */
 void cs_restore_needs(cs_target *t, unsigned long long bytes, const cs_gpu_pair *pairs, unsigned npairs,
 		      const cs_nvml_gpu *gpus, size_t ngpus);
 
@@ -43,7 +42,7 @@ typedef enum cs_gpu_verdict {
 	CS_GPU_FITS = 0,
 	CS_GPU_SHORT, /* a GPU it restores onto has too little free memory */
 	CS_GPU_ABSENT, /* a GPU it restores onto is not on this machine */
-	CS_GPU_ROOM_UNKNOWN, /* no GPU list or memory figure: not judged */
+	CS_GPU_ROOM_UNKNOWN, /* no GPU list or memory figure: no room, as far as is known */
 	CS_GPU_NONE, /* it needs no GPU memory */
 } cs_gpu_verdict;
 
@@ -55,16 +54,40 @@ typedef struct cs_gpu_room {
 
 /* Judges targets t[0..n) restored together: on every GPU, the needs of the
  * targets restored onto it add up against its free memory (gpus, as NVML
- * read it). Fills room[i] for each; nv (may be NULL) names who holds a GPU
- * that is short, by process where host_pidns (NVML's pids are this
- * namespace's). Returns how many are short or absent. */
+ * or the driver read it). Fills room[i] for each; nv (may be NULL) names
+ * who holds a GPU that is short, by process where host_pidns (NVML's pids
+ * are this namespace's). Returns how many are refused: short, absent, or
+ * whose room cannot be known (which is no room). */
 size_t cs_restore_judge(const cs_target *const *t, size_t n, const cs_nvml_gpu *gpus, size_t ngpus, cs_nvml *nv,
 			bool host_pidns, cs_gpu_room *room);
+
+/* The reason code of a verdict that refuses ("gpu-memory", "gpu-absent",
+ * "gpu-memory-unknown"), "" for the others. */
+const char *cs_gpu_verdict_code(int verdict);
 
 /* Who holds a GPU's memory, for the words of a refusal: "pid 12 (python3)
  * 3.20 GiB, ..." (host_pidns), else how many processes of other PID
  * namespaces hold how much. "" when NVML does not say. */
 void cs_gpu_holders_text(cs_nvml *nv, const cs_nvml_gpu *g, bool host_pidns, char *buf, size_t size);
+
+/* Why a room is not known, and what to do: unknown is no room. */
+#define CS_ROOM_NO_GPUS "neither NVML nor the driver lists a GPU here, so no GPU's free memory can be read"
+#define CS_ROOM_MIG \
+	"GPU %u (%s) is in MIG mode: the free memory of the MIG instance it restores onto cannot be told apart " \
+	"from the whole GPU's"
+#define CS_ROOM_UNKNOWN_FIX \
+	"Nothing was changed: the process stays checkpointed with its data. Make the GPUs' free memory readable " \
+	"(NVML, libnvidia-ml.so.1, comes with the driver's 'utility' capability in containers), or accept the " \
+	"risk with --ignore-gpu-memory (CUDASNAP_IGNORE_GPU_MEMORY=1): a restore that runs out of GPU memory " \
+	"destroys the process's checkpointed state."
+
+/* This machine's GPUs with their memory, for a judgement of room: NVML's
+ * list, else, where NVML lists none, the driver's (cs_gpu_probe: its
+ * figures are read from a context of the probe's own). *nv: NVML, present
+ * or not (close it). *gpus is malloc'ed; empty when neither answers, and
+ * then why (may be NULL) says what each said. Returns whether the list is
+ * the driver's. */
+bool cs_room_gpus(cs_nvml **nv, cs_nvml_gpu **gpus, size_t *n, char *why, size_t size);
 
 /* CUDASNAP_WAIT_MEMORY (whole seconds, at most CS_WAIT_MEMORY_MAX) into
  * *out when it is set; CS_EUSAGE (err filled) when it is not a number. */
@@ -81,38 +104,5 @@ void cs_record_targets(const struct cs_manifest *m, const cs_gpu_pair *pairs, un
 /* Those targets judged as cs_restore_judge judges; room has m->n entries. */
 size_t cs_record_judge(const struct cs_manifest *m, const cs_gpu_pair *pairs, unsigned npairs, const cs_nvml_gpu *gpus,
 		       size_t ngpus, cs_nvml *nv, bool host_pidns, cs_gpu_room *room);
-
-/* Each GPU's memory that restores in flight take, so that a process's
- * check right before its own restore counts the others that the GPU's used
- * memory does not show yet. */
-typedef struct cs_gpu_ledger {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool opened; /* NVML is read at the first restore, not before */
-	cs_nvml *nv;
-	double deadline; /* monotonic seconds: waiting for room ends then */
-	volatile int *interrupted;
-	bool host_pidns;
-	cs_nvml_gpu *gpus; /* this machine's, with their memory as last read */
-	unsigned long long *inflight; /* by GPU: the needs of the restores in flight */
-	size_t ngpus;
-	cs_warn_fn warn;
-	void *warn_ctx;
-	bool warned;
-} cs_gpu_ledger;
-
-/* deadline (cs_now's clock): until when a restore may wait for room that
- * other processes took. Never fails. */
-void cs_gpu_ledger_init(cs_gpu_ledger *l, double deadline, volatile int *interrupted, bool host_pidns, cs_warn_fn warn,
-			void *warn_ctx);
-void cs_gpu_ledger_fini(cs_gpu_ledger *l);
-CS_DEFINE_CLEANUP_STRUCT(cs_gpu_ledger, cs_gpu_ledger_fini)
-/* Right before the driver restores t (t->need filled): takes its room on
- * every GPU it restores onto, waiting while restores in flight hold what it
- * needs and, until the deadline, while other processes do. <0 (err filled,
- * CS_EPROC) when there is no room: the driver must not be asked. */
-int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_error *err);
-/* After the driver's answer: the room goes back to the GPU's own figures. */
-void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t);
 
 #endif

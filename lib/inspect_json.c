@@ -90,7 +90,7 @@ static json_object *process_json(const cs_manifest_entry *e, const cs_verdict *v
 	cs_json_add_str_or_null(o, "cuda_visible_devices", e->visible_devices[0] ? e->visible_devices : NULL);
 	json_object_object_add(o, "gpus_seen", uuids_json(e->gpus));
 	json_object_object_add(o, "gpus_used", used_json(e));
-	cs_json_add_int_or_null(o, "bytes", (long long)e->bytes, e->bytes > 0);
+	cs_json_add_int_or_null(o, "bytes", (long long)e->bytes, e->bytes_known || e->bytes > 0);
 	json_object_object_add(o, "restore", restore_json(v, i));
 	return o;
 }

@@ -166,10 +166,11 @@ static void judge_room(const cs_manifest *m, cs_verdict *v, cs_nvml *nv, const c
 				r->why),
 			    FIX_MAP);
 		else if (r->verdict == CS_GPU_ROOM_UNKNOWN)
-			add(v, "gpu-memory-unknown", false, (long)i,
-			    "process %s (pid %d in its namespace): whether its restore fits in GPU memory is not known: %s, "
-			    "so the plugin does not check it",
-			    comm, pid, r->why);
+			fix(add(v, "gpu-memory-unknown", !v->ignore_gpu_memory, (long)i,
+				"process %s (pid %d in its namespace): whether its restore fits in GPU memory cannot be "
+				"known: %s, and the plugin refuses what it cannot judge%s",
+				comm, pid, r->why, set),
+			    r->fix);
 	}
 }
 
@@ -181,8 +182,9 @@ void cs_inspect_judge(const cs_inspect *c, cs_verdict *v)
 	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
 	judge_driver(m, v, &d);
 	_cleanup_(cs_nvml_closep) cs_nvml *nv = NULL;
-	if (cs_nvml_open(&nv, NULL) == 0 && cs_nvml_gpus(nv, &v->gpus, &v->ngpus, NULL) == 0)
-		v->nvml = true;
+	/* NVML's GPUs, else the driver's, as the plugin's check reads them. */
+	cs_room_gpus(&nv, &v->gpus, &v->ngpus, NULL, 0);
+	v->nvml = cs_nvml_present(nv);
 	snprintf(v->nvidia_driver, sizeof(v->nvidia_driver), "%s", cs_nvml_driver_version(nv));
 	v->t = calloc(m->n + 1, sizeof(*v->t));
 	v->room = calloc(m->n + 1, sizeof(*v->room));

@@ -39,7 +39,8 @@ static json_object *entry_json(const cs_target *t, int order)
 		g += len + (g[len] == ',');
 	}
 	json_object_object_add(o, "gpus", gpus);
-	json_object_object_add(o, "bytes", json_object_new_uint64(t->bytes));
+	/* A resident size that could not be read measured nothing: null. */
+	json_object_object_add(o, "bytes", t->rss_after ? json_object_new_uint64(t->bytes) : NULL);
 	json_object *used = t->use_known ? json_object_new_array() : NULL;
 	for (unsigned k = 0; used && k < t->nuse; k++) {
 		json_object *u = json_object_new_object();
@@ -245,7 +246,8 @@ static int parse_entry(json_object *o, cs_manifest_entry *e)
 	e->start_time = (unsigned long long)start;
 	long long bytes, nspid;
 	/* Records travel between machines: a size no process can have is unknown. */
-	e->bytes = get_int(o, "bytes", 0, (long long)CS_GPU_BYTES_MAX, &bytes) ? (unsigned long long)bytes : 0;
+	e->bytes_known = get_int(o, "bytes", 0, (long long)CS_GPU_BYTES_MAX, &bytes);
+	e->bytes = e->bytes_known ? (unsigned long long)bytes : 0;
 	e->nspid = get_int(o, "nspid", 1, INT_MAX, &nspid) ? (pid_t)nspid : 0;
 	if (get_used(o, e) < 0)
 		return -1;

@@ -26,6 +26,7 @@ typedef struct cs_manifest_entry {
 	pid_t nspid; /* its pid in its own PID namespace, 0 when not recorded */
 	char gpus[512]; /* UUIDs of the GPUs it saw, comma-separated, "" when not recorded */
 	unsigned long long bytes;
+	bool bytes_known; /* bytes is a measurement (0: nothing moved), not absent */
 	double seconds[CS_STEP_COUNT];
 	/* "used_gpus": the GPUs it used, with its memory on each when known
 	 * apart; use_known false when the record does not say. */

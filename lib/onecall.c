@@ -112,6 +112,9 @@ void cs_onecall_free(cs_onecall *oc)
 	if (!oc)
 		return;
 	cs_claims_release(&oc->claims);
+	if (oc->ledger)
+		cs_gpu_ledger_fini(oc->ledger);
+	free(oc->ledger);
 	cs_history_free(&oc->rec.h);
 	free(oc->gpus);
 	free(oc->pairs);

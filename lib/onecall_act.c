@@ -141,6 +141,10 @@ int cs_onecall_restore(cs_onecall *oc)
 	cs_restore_init(oc->d, oc->gpus, oc->ngpus);
 	double t0 = cs_now();
 	int r = step_done(oc, CS_STEP_RESTORE, t0, cs_cu_restore(oc->d, oc->o.pid, oc->pairs, oc->npairs));
+	/* The driver has answered: the GPU's own figures count from now on. */
+	if (oc->booked)
+		cs_gpu_ledger_give(oc->ledger, &oc->room);
+	oc->booked = false;
 	if (r == CS_CU_SUCCESS)
 		forget(oc);
 	return r;

@@ -5,7 +5,11 @@
  * destroys the process's checkpointed state), and --device-map. */
 #include "onecall_int.h"
 #include "devmap.h"
+#include "env.h"
 #include "plan.h"
+#include "pool.h"
+#include "sandbox.h"
+#include "state.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +25,19 @@ static void hold_line(void *ctx, const char *line)
 	memcpy(why->held + why->nheld, line, len);
 	why->held[why->nheld + len] = '\0';
 	why->nheld += len + 1;
+}
+
+/* The process as the restore's check judged it: what its restore needs
+ * on each GPU, for its booking. */
+static void keep_room(cs_onecall *oc, const cs_session *s)
+{
+	size_t n = 0;
+	const cs_target *t = cs_session_targets(s, &n);
+	for (size_t i = 0; i < n; i++)
+		if (t[i].pid == oc->tgid) {
+			oc->room = t[i];
+			oc->room_known = true;
+		}
 }
 
 /* The session's checks before op of the process, which this call already
@@ -49,6 +66,8 @@ static int check(cs_onecall *oc, cs_op op, cs_onecall_refusal *why)
 		r = cs_session_select(s, &err);
 	if (r == 0)
 		r = cs_session_check(s, &err);
+	if (r == 0 && op == CS_OP_RESTORE)
+		keep_room(oc, s);
 	if (r == 0 || err.status != CS_EPROC)
 		return 0;
 	size_t n = 0;
@@ -96,11 +115,47 @@ static int prepare_restore(cs_onecall *oc, cs_onecall_refusal *why)
 	return cs_onecall_refuse(oc, why, "device-map", &err, history_why);
 }
 
+/* The room the check found, booked across every cudasnap of the node
+ * until the driver has answered: two restores that each fit alone are
+ * never both let through onto a GPU that holds only one. */
+static int book(cs_onecall *oc, cs_onecall_refusal *why)
+{
+	if (!oc->room_known || !oc->room.nneed || cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY"))
+		return 0;
+	double wait = 0;
+	cs_wait_memory_setting(&wait, NULL);
+	cs_sandbox sb;
+	cs_sandbox_detect(NULL, &sb);
+	oc->ledger = calloc(1, sizeof(*oc->ledger));
+	cs_error err = { 0 };
+	if (!oc->ledger) {
+		cs_error_set(&err, CS_ESYS, NULL, "out of memory");
+		return cs_onecall_refuse(oc, why, "gpu-memory", &err, NULL);
+	}
+	/* The state directory is made here if need be: the book lives there. */
+	cs_error serr = { 0 };
+	_cleanup_close_ int statefd = cs_state_open(&serr);
+	if (statefd < 0) {
+		cs_error_set(&err, CS_EPROC, CS_GPUBOOK_HINT,
+			     "restore not asked of the driver: its GPU memory cannot be booked against other restores: %s",
+			     serr.message);
+		return cs_onecall_refuse(oc, why, "gpu-memory", &err, NULL);
+	}
+	cs_gpu_ledger_init(oc->ledger, statefd, oc->o.command, cs_now() + wait, NULL, sb.pid_ns == CS_PIDNS_HOST,
+			   hold_line, why);
+	if (cs_gpu_ledger_take(oc->ledger, &oc->room, false, &err) < 0)
+		return cs_onecall_refuse(oc, why, "gpu-memory", &err, NULL);
+	oc->booked = true;
+	return 0;
+}
+
 int cs_onecall_check_restore(cs_onecall *oc, cs_onecall_refusal *why)
 {
 	memset(why, 0, sizeof(*why));
 	int r = prepare_restore(oc, why);
-	return r < 0 ? r : check(oc, CS_OP_RESTORE, why);
+	if (r == 0)
+		r = check(oc, CS_OP_RESTORE, why);
+	return r < 0 ? r : book(oc, why);
 }
 
 int cs_onecall_restore_pairs(cs_onecall *oc)

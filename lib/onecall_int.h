@@ -4,6 +4,7 @@
 
 #include "onecall.h"
 #include "claim.h"
+#include "gpuledger.h"
 #include "history.h"
 #include "nvml.h"
 
@@ -30,6 +31,12 @@ struct cs_onecall {
 	size_t ngpus;
 	cs_gpu_pair *pairs;
 	unsigned npairs;
+	/* Restore: the process as its check judged it (its needs on the GPUs),
+	 * and its booking of that room, held until the driver answers. */
+	cs_target room;
+	bool room_known;
+	cs_gpu_ledger *ledger;
+	bool booked;
 	cs_onecall_rec rec;
 };
 

@@ -59,9 +59,11 @@ static void add_room_reason(const cs_session *s, const cs_target *t, const cs_gp
 		cs_plan_set_fix(cs_plan_add_reason(e, "gpu-absent", !ignore, "%s%s", r->why, allowed), r->fix);
 		break;
 	case CS_GPU_ROOM_UNKNOWN:
-		cs_plan_add_reason(e, "gpu-memory-unknown", false,
-				   "whether its restore fits in GPU memory is not known: %s, so it is not checked",
-				   r->why);
+		/* Unknown is no room: the driver destroys a state that does not fit. */
+		cs_plan_set_fix(cs_plan_add_reason(e, "gpu-memory-unknown", !ignore,
+						   "whether its restore fits in GPU memory cannot be known: %s%s",
+						   r->why, allowed),
+				r->fix);
 		break;
 	default: break;
 	}
@@ -72,8 +74,7 @@ void cs_plan_restore_room(cs_session *s, cs_plan_entry *e, size_t n)
 	_cleanup_(cs_nvml_closep) cs_nvml *nv = NULL;
 	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
-	if (cs_nvml_open(&nv, NULL) < 0 || cs_nvml_gpus(nv, &gpus, &ngpus, NULL) < 0)
-		ngpus = 0;
+	cs_room_gpus(&nv, &gpus, &ngpus, NULL, 0);
 	/* t holds pointers: sizeof(*t) is one pointer's size, as meant. */
 	_cleanup_free_ const cs_target **t = calloc(n + 1, sizeof(*t)); // NOLINT(bugprone-sizeof-expression)
 	_cleanup_free_ cs_gpu_room *room = calloc(n + 1, sizeof(*room));

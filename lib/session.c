@@ -416,8 +416,8 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 	}
 	if (!s->ignore_gpu_memory) {
 		double left = s->wait_until - cs_now();
-		cs_gpu_ledger_init(&s->ledger, cs_now() + (left > 0 ? left : 0), o->interrupted,
-				   s->sandbox.pid_ns == CS_PIDNS_HOST, o->warn, o->warn_ctx);
+		cs_gpu_ledger_init(&s->ledger, s->state_fd, o->command, cs_now() + (left > 0 ? left : 0),
+				   o->interrupted, s->sandbox.pid_ns == CS_PIDNS_HOST, o->warn, o->warn_ctx);
 		s->ledger_used = true;
 		t.before_restore = before_restore;
 		t.restored = restored;

@@ -5,7 +5,7 @@
 #include "cudasnap.h"
 #include "capacity.h"
 #include "claim.h"
-#include "gpuroom.h"
+#include "gpuledger.h"
 #include "history.h"
 #include "sandbox.h"
 #include "verify.h"

@@ -74,6 +74,16 @@ void cs_target_note_use(cs_target *t, const cs_proc *p, cs_nvml *nv, const cs_nv
 	/* No device file of a GPU seen: which it uses is not known here. */
 	if (t->nuse == 0 && (!p || p->nrefs == 0))
 		t->use_known = false;
+	/* A GPU's device file that no GPU of the list owns (NVML gave no minor
+	 * number, or a GPU it does not list): the list would be short. */
+	for (size_t r = 0; p && r < p->nrefs && t->use_known; r++) {
+		int minor = cs_path_gpu_minor(p->refs[r].path);
+		bool owned = minor < 0;
+		for (size_t g = 0; g < ngpus && !owned; g++)
+			owned = gpus[g].minor == minor;
+		if (!owned)
+			t->use_known = false;
+	}
 }
 
 void cs_session_note_use(cs_session *s)

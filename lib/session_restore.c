@@ -53,6 +53,7 @@ static int apply_manifest(cs_session *s, const cs_manifest *m, cs_error *err)
 		if (x) {
 			x->order = e->order;
 			x->gpu_bytes = e->bytes; /* what it moved at the checkpoint: its deadline, progress and need */
+			x->gpu_bytes_known = e->bytes_known;
 			memcpy(x->gpus, e->gpus, sizeof(x->gpus)); /* what a device map must cover */
 			memcpy(x->use, e->use, sizeof(x->use)); /* where its restore needs GPU memory */
 			x->nuse = e->nuse;

@@ -100,7 +100,7 @@ static void print_record(const cs_manifest *m)
 	for (size_t i = 0; i < m->n; i++) {
 		const cs_manifest_entry *e = &m->e[i];
 		printf("  pid %d (%s): moved %s; saw %s", (int)(e->nspid ? e->nspid : e->pid), e->comm,
-		       e->bytes ? size_text(e->bytes, b, sizeof(b)) : "an unrecorded amount",
+		       e->bytes || e->bytes_known ? size_text(e->bytes, b, sizeof(b)) : "an unrecorded amount",
 		       e->gpus[0] ? e->gpus : "no GPU recorded");
 		if (!e->use_known)
 			printf("; used: not recorded");

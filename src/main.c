@@ -1,5 +1,6 @@
 /* cudasnap: the command line. Each command lives in its own file. */
 #include "cli.h"
+#include "gpuprobe.h"
 #include "plan.h"
 #include "sandbox.h"
 
@@ -235,8 +236,25 @@ static int leave(int status)
 
 static int dispatch(int argc, char **argv);
 
+/* The GPU memory probe runs in a fresh process of this same binary
+ * (lib/gpuprobe.h), found by its real path: the probe runs as "cudasnap" (a process
+ * that the selection of a concurrent command recognizes as a tool), where
+ * /proc/self/exe would run as "exe". */
+static void register_probe(void)
+{
+	static char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[n > 0 ? n : 0] = '\0';
+	if (n <= 0 || (size_t)n >= sizeof(self) - 1 || strstr(self, " (deleted)"))
+		snprintf(self, sizeof(self), "/proc/self/exe");
+	cs_gpu_probe_set_exec(self, CS_GPU_PROBE_ARG);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], CS_GPU_PROBE_ARG) == 0)
+		return cs_gpu_probe_main(STDOUT_FILENO);
+	register_probe();
 	return leave(dispatch(argc, argv));
 }
 

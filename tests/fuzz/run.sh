@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cc=${CC:-clang}
 work=${WORK:-$root/build-fuzz}
-targets=${TARGETS:-"stat sanitize status maps maps_file environ parse_long cgroup txncli devmap manifest halt config memcg inventory ckptmeta archive history park"}
+targets=${TARGETS:-"stat sanitize status maps maps_file environ parse_long cgroup txncli devmap manifest halt config memcg inventory ckptmeta archive history park gpubook"}
 
 case $secs in
 ''|*[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;

@@ -14,6 +14,15 @@ measured (the helpers are tests/gpu/safety.py's).
   container  a runc container (cudasnap_plugin.so): runc restore refused
              before CRIU creates any process while the GPU is full; the
              image restored later, data verified
+  at-once    two checkpointed processes, room on the GPU for one: two
+             `cudasnap restore --pid` started together, several rounds; one
+             restored, the other refused before the driver is asked (never
+             CUDA_ERROR_OUT_OF_MEMORY, never LOST) and restored with its
+             data once there is room
+  no-nvml    NVML hidden (CUDASNAP_LIBNVML): the GPU's free memory comes from
+             cudasnap's driver probe; its figure beside NVML's (what the
+             probe's own context takes), a restore that does not fit refused
+             by it, one that fits restored with its data
 
 Usage (root): tests/gpu/room.py --cudasnap BIN --workload BIN [--tools DIR
     --plugin SO --driver-dir DIR] [--only a,b] [--gib 8] [--json OUT]
@@ -178,6 +187,79 @@ def scenario_container(a, cs, t, base):
         c.remove()
 
 
+def restore_at_once(cs, pids):
+    """`cudasnap restore --pid P` for each of pids, started together."""
+    out, start = {}, threading.Barrier(len(pids))
+
+    def run(pid):
+        start.wait()
+        out[pid] = cs("restore", "--json", "--pid", str(pid))
+    threads = [threading.Thread(target=run, args=(p,)) for p in pids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def scenario_at_once(a, cs, rounds=3):
+    for rnd in range(rounds):
+        w = s.Procs(a)
+        (pa, ca), (pb, cb) = checkpointed(a, cs, w, a.gib), checkpointed(a, cs, w, a.gib)
+        need = max(moved(ca), moved(cb)) + 144 * MIB
+        f = Filler(a, w, need + need // 2)
+        out = restore_at_once(cs, [pa, pb])
+        st = cs.states([pa, pb])
+        won = [p for p in (pa, pb) if out[p].returncode == 0]
+        lost = any("LOST" in r.stderr or "OUT_OF_MEMORY" in r.stderr for r in out.values())
+        s.check(f"at-once {rnd}: one restored, the other refused before the driver was asked, nothing lost",
+                len(won) == 1 and not lost and sorted(st.values()) == ["checkpointed", "running"],
+                f"rc={[out[p].returncode for p in (pa, pb)]} states={st} " +
+                " || ".join(s.tail(r)[-300:] for r in out.values()))
+        s.record("at-once", round=rnd, moved=[moved(ca), moved(cb)], filler_free=f.free,
+                 walls=[round(out[p].wall, 3) for p in (pa, pb)], rcs=[out[p].returncode for p in (pa, pb)])
+        f.stop()
+        time.sleep(0.5)
+        rest = [p for p in (pa, pb) if st[p] == "checkpointed"]
+        r = cs("restore", "--json", *[x for p in rest for x in ("--pid", str(p))]) if rest else None
+        ok, got = w.verify([pa, pb])
+        s.check(f"at-once {rnd}: the refused one restored once there is room, both verified",
+                (r is None or r.returncode == 0) and ok, (s.tail(r) if r else "") + str(got))
+        s.stop_all()
+
+
+def gpu_of(d, pid):
+    e = next((x for x in (d.obj or {}).get("processes", []) if x.get("pid") == pid), {})
+    return ((e.get("gpu_memory") or {}).get("gpus") or [{}])[0], e
+
+
+def scenario_no_nvml(a, cs):
+    w = s.Procs(a)
+    pid, c = checkpointed(a, cs, w, a.gib)
+    hidden = {"CUDASNAP_LIBNVML": "/nonexistent/libnvidia-ml.so.1"}
+    d_nvml = cs("restore", "--dry-run", "--json", "--pid", str(pid))
+    d_drv = cs("restore", "--dry-run", "--json", "--pid", str(pid), env=hidden)
+    g_nvml, _ = gpu_of(d_nvml, pid)
+    g_drv, _ = gpu_of(d_drv, pid)
+    fn, fd = g_nvml.get("free_bytes"), g_drv.get("free_bytes")
+    s.check("no-nvml: without NVML the restore is judged by the driver's free memory (fits: exit 0)",
+            d_drv.returncode == 0 and isinstance(fd, int) and isinstance(fn, int) and fd <= fn,
+            f"nvml free={fn} driver free={fd} " + s.tail(d_drv))
+    s.record("no-nvml-figures", nvml_free=fn, driver_free=fd, probe_cost=(fn - fd) if fn and fd else None,
+             dry_run_nvml_s=round(d_nvml.wall, 3), dry_run_driver_s=round(d_drv.wall, 3))
+    f = Filler(a, w, moved(c) // 2)
+    r = cs("restore", "--json", "--pid", str(pid), env=hidden)
+    st = cs.states([pid])[pid]
+    s.check("no-nvml: a restore that does not fit is refused by the driver's figures (exit 2), still checkpointed",
+            r.returncode == 2 and st == "checkpointed" and "gpu-memory" in r.stdout, s.tail(r) + f" state={st}")
+    f.stop()
+    time.sleep(0.5)
+    r = cs("restore", "--json", "--pid", str(pid), env=hidden)
+    ok, got = w.verify([pid])
+    s.check("no-nvml: restored with its data once there is room", r.returncode == 0 and ok, s.tail(r) + str(got))
+    s.record("no-nvml-restore", restore_s=round(r.wall, 3))
+
+
 def inspect_images(cs, img, base, fits, libs=None):
     """cudasnap inspect of the images, as a directory and as Podman's
     archive (a tar.gz with checkpoint/ inside): exit 0 while they fit on the
@@ -204,13 +286,14 @@ def inspect_images(cs, img, base, fits, libs=None):
 
 
 def main():
-    a = s.arguments("cli,wait,dropin,container", [("--gib", {"type": float, "default": 8}),
+    a = s.arguments("cli,wait,dropin,container,at-once,no-nvml", [("--gib", {"type": float, "default": 8}),
                                                   ("--archive-libs", {"help": "libarchive.so.13 and its libraries"})])
     if a.fake_app:
         a.gib = min(a.gib, 0.25)
     cs, t, base = s.setup(a, "room-")
     steps = {"cli": lambda: scenario_cli(a, cs), "wait": lambda: scenario_wait(a, cs),
-             "dropin": lambda: scenario_dropin(a, cs), "container": lambda: scenario_container(a, cs, t, base)}
+             "dropin": lambda: scenario_dropin(a, cs), "container": lambda: scenario_container(a, cs, t, base),
+             "at-once": lambda: scenario_at_once(a, cs), "no-nvml": lambda: scenario_no_nvml(a, cs)}
     return s.run_steps(a, steps)
 
 

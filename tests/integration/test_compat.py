@@ -247,10 +247,17 @@ class Compat(CompatCase):
         self.assertEqual((r.rc, r.out), (0, "running\n"), r)
 
     def test_no_state_directory(self):
+        """A checkpoint leaves nothing behind, as NVIDIA's binary does; a
+        restore makes the state directory to book its GPU memory against
+        other restores of the node (its history is kept there then), and
+        leaves no booking."""
         pid, = self.start()
         self.assertQuiet(self.cc("--toggle", "--pid", pid))
-        self.assertQuiet(self.cc("--toggle", "--pid", pid))
         self.assertFalse(os.path.exists(self.state))
+        self.assertQuiet(self.cc("--toggle", "--pid", pid))
+        self.assertIn("gpu-bookings", os.listdir(self.state))
+        self.assertNotIn("manifest.json", os.listdir(self.state))
+        self.assertEqual(os.listdir(os.path.join(self.state, "gpu-bookings")), [])
 
     def test_restore_without_persistence_mode_calls_cuinit(self):
         pid, = self.start()

@@ -1,0 +1,327 @@
+#include "gpuledger.h"
+#include "gpuprobe.h"
+#include "pool.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define GIB (1024.0 * 1024 * 1024)
+/* How long the book's lock may be held by another: it reads NVML, or runs
+ * the driver's probe, under it. */
+#define BOOK_LOCK_WAIT_S (CS_GPU_PROBE_S + 10)
+
+struct ledger_held {
+	const cs_target *t;
+	cs_booking b;
+};
+
+void cs_gpu_ledger_init(cs_gpu_ledger *l, int statefd, const char *command, double deadline, volatile int *interrupted,
+			bool host_pidns, cs_warn_fn warn, void *warn_ctx)
+{
+	*l = (cs_gpu_ledger){ .bookfd = -1,
+			      .deadline = deadline,
+			      .interrupted = interrupted,
+			      .host_pidns = host_pidns,
+			      .command = command ? command : "cudasnap",
+			      .warn = warn,
+			      .warn_ctx = warn_ctx };
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_mutex_init(&l->held_mu, NULL);
+	if (statefd >= 0)
+		l->bookfd = cs_gpubook_open(statefd, &l->book_err);
+	else
+		cs_error_set(&l->book_err, CS_ESTATE, NULL, "no state directory to book the GPUs' memory in");
+}
+
+void cs_gpu_ledger_fini(cs_gpu_ledger *l)
+{
+	for (size_t i = 0; i < l->nheld; i++)
+		cs_gpubook_drop(l->bookfd, &l->held[i].b);
+	free(l->held);
+	if (l->bookfd >= 0)
+		close(l->bookfd);
+	cs_nvml_close(l->nv);
+	free(l->gpus);
+	pthread_mutex_destroy(&l->mu);
+	pthread_mutex_destroy(&l->held_mu);
+	l->held = NULL;
+	l->nheld = 0;
+	l->bookfd = -1;
+	l->nv = NULL;
+	l->gpus = NULL;
+}
+
+/* ---- judging one restore against the GPUs and the book ----------------- */
+
+typedef enum verdict {
+	V_FITS,
+	V_THEIRS, /* restores in flight, or waiters that came first, hold the room */
+	V_SHORT, /* other processes hold the GPU's memory */
+	V_UNREAD, /* the free memory could not be read this time */
+	V_UNKNOWN, /* it cannot be known: no GPU list, MIG, no size */
+	V_ABSENT, /* the GPU is not on this machine */
+} verdict;
+
+typedef struct judgement {
+	verdict v;
+	unsigned k; /* the need it is about */
+	const cs_nvml_gpu *g;
+	cs_book_tally tally[CS_TARGET_GPUS];
+	char why[400]; /* V_UNKNOWN, V_UNREAD */
+} judgement;
+
+/* The driver's probe asks for a context of its own on every GPU: never
+ * while a restore in flight may need that memory. */
+static bool probe_now(cs_gpu_ledger *l, const judgement *j, unsigned n, char *why, size_t size)
+{
+	for (unsigned k = 0; k < n; k++)
+		if (j->tally[k].nheld)
+			return false;
+	_cleanup_free_ cs_nvml_gpu *fresh = NULL;
+	size_t nfresh = 0;
+	cs_error err = { 0 };
+	if (cs_gpu_probe(&fresh, &nfresh, &err) < 0)
+		snprintf(why, size, "the driver did not give the GPUs' free memory: %.300s", err.message);
+	for (size_t i = 0; i < l->ngpus; i++) {
+		const cs_nvml_gpu *f = cs_gpu_by_uuid(fresh, nfresh, l->gpus[i].uuid);
+		cs_nvml_gpu *g = &l->gpus[i];
+		g->memory_known = f && f->memory_known;
+		g->memory_free = f ? f->memory_free : 0;
+		g->memory_total = f ? f->memory_total : g->memory_total;
+	}
+	return true;
+}
+
+static void set(judgement *j, verdict v, unsigned k)
+{
+	if (v > j->v) {
+		j->v = v;
+		j->k = k;
+	}
+}
+
+static void judge_need(const cs_gpu_ledger *l, const cs_target *t, unsigned k, bool probed, judgement *j)
+{
+	const cs_nvml_gpu *g = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
+	unsigned long long need = t->need[k].bytes, held = j->tally[k].held;
+	bool busy = l->probed && !probed; /* not read: restores of it are in flight */
+	if (!l->ngpus) {
+		snprintf(j->why, sizeof(j->why), "%s (%.260s)", CS_ROOM_NO_GPUS, l->why_none);
+		set(j, V_UNKNOWN, k);
+	} else if (!g) {
+		set(j, V_ABSENT, k);
+	} else if (g->mig == 1) {
+		snprintf(j->why, sizeof(j->why), CS_ROOM_MIG, g->index, g->uuid);
+		set(j, V_UNKNOWN, k);
+	} else if (!need) {
+		snprintf(j->why, sizeof(j->why), "its record gives no size and its memory cannot be read");
+		set(j, V_UNKNOWN, k);
+	} else if (!busy && !g->memory_known) {
+		if (!j->why[0])
+			snprintf(j->why, sizeof(j->why),
+				 "neither NVML nor the driver gives the free memory of GPU %u (%s)", g->index, g->uuid);
+		set(j, V_UNREAD, k);
+	} else if (!busy && g->memory_free < need) {
+		set(j, V_SHORT, k);
+	} else if (busy || g->memory_free < need + held || j->tally[k].ahead) {
+		set(j, V_THEIRS, k);
+	}
+	if (j->k == k && j->v != V_FITS)
+		j->g = g;
+}
+
+/* With the book's lock held: what stands between t and its room now. */
+static void judge(cs_gpu_ledger *l, const cs_target *t, const cs_booking *b, judgement *j)
+{
+	char uuids[CS_TARGET_GPUS][48];
+	*j = (judgement){ .v = V_FITS };
+	for (unsigned k = 0; k < t->nneed; k++)
+		memcpy(uuids[k], t->need[k].uuid, sizeof(uuids[k]));
+	cs_gpubook_tally(l->bookfd, b, b->rec.ticket, (const char(*)[48])uuids, t->nneed, j->tally);
+	bool read = true;
+	if (l->probed)
+		read = probe_now(l, j, t->nneed, j->why, sizeof(j->why));
+	else
+		for (unsigned k = 0; k < t->nneed; k++) {
+			const cs_nvml_gpu *c = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
+			if (c)
+				cs_nvml_gpu_memory(l->nv, &l->gpus[c - l->gpus]);
+		}
+	for (unsigned k = 0; k < t->nneed; k++)
+		judge_need(l, t, k, read, j);
+}
+
+/* ---- the words ------------------------------------------------------------ */
+
+static void because(const cs_target *t, const judgement *j, char *buf, size_t size)
+{
+	const cs_nvml_gpu *g = j->g;
+	const cs_book_tally *y = &j->tally[j->k];
+	double need = (double)t->need[j->k].bytes / GIB;
+	char booked[200] = "";
+	if (y->held)
+		snprintf(booked, sizeof(booked), "; restores in flight book %.2f GiB more of it (%s%s)",
+			 (double)y->held / GIB, y->first_who, y->nheld > 1 ? ", and others" : "");
+	switch (j->v) {
+	case V_ABSENT:
+		snprintf(buf, size, "it restores onto %s, which is not a GPU of this machine", t->need[j->k].uuid);
+		break;
+	case V_UNKNOWN:
+	case V_UNREAD: snprintf(buf, size, "%s", j->why); break;
+	case V_SHORT:
+		snprintf(buf, size, "GPU %u (%s) has %.2f GiB free, and its restore needs %.2f GiB%s", g->index,
+			 g->uuid, (double)g->memory_free / GIB, need, booked);
+		break;
+	case V_THEIRS:
+		if (y->held || !y->ahead)
+			snprintf(buf, size, "its restore needs %.2f GiB on GPU %u (%s)%s, and they did not end in time",
+				 need, g->index, g->uuid, booked[0] ? booked : "; restores in flight hold it");
+		else
+			snprintf(buf, size,
+				 "its restore needs %.2f GiB on GPU %u (%s), where restores that came first (%s) still "
+				 "wait for room",
+				 need, g->index, g->uuid, y->first_who);
+		break;
+	default: snprintf(buf, size, "no room"); break;
+	}
+}
+
+static int no_room(const cs_target *t, const judgement *j, bool rollback, cs_error *err)
+{
+	char why[700];
+	because(t, j, why, sizeof(why));
+	bool unknown = j->v == V_UNKNOWN || j->v == V_UNREAD;
+	if (rollback)
+		return cs_error_set(err, CS_EPROC,
+				    "Its checkpointed data is safe in its host memory. Free GPU memory, then restore it: "
+				    "cudasnap restore --pid N (the process named above).",
+				    "process %d (%s) was left checkpointed: the rollback did not ask the driver to restore "
+				    "it, because %s",
+				    (int)t->pid, t->comm, why);
+	return cs_error_set(
+		err, CS_EPROC,
+		unknown ?
+			CS_ROOM_UNKNOWN_FIX :
+			"Free GPU memory, or let the restore wait for it (--wait-memory SECONDS, CUDASNAP_WAIT_MEMORY); "
+			"the process is still checkpointed, with its data.",
+		"restore of process %d (%s) not asked of the driver: %s; a restore that runs out of GPU memory "
+		"destroys the process's state",
+		(int)t->pid, t->comm, why);
+}
+
+static void say_waiting(cs_gpu_ledger *l, const cs_target *t, const judgement *j, double until)
+{
+	if (l->warned || !l->warn)
+		return;
+	char why[700], line[900];
+	because(t, j, why, sizeof(why));
+	snprintf(line, sizeof(line), "waiting up to %.0f s for room: process %d (%s): %s", until - cs_now(),
+		 (int)t->pid, t->comm, why);
+	l->warn(l->warn_ctx, line);
+	l->warned = true;
+}
+
+/* ---- booking ----------------------------------------------------------------- */
+
+static void open_gpus(cs_gpu_ledger *l)
+{
+	l->opened = true;
+	l->probed = cs_room_gpus(&l->nv, &l->gpus, &l->ngpus, l->why_none, sizeof(l->why_none));
+}
+
+static void new_booking(const cs_gpu_ledger *l, const cs_target *t, cs_booking *b)
+{
+	*b = CS_BOOKING_NONE;
+	b->rec = (cs_booking_rec){ .ticket = cs_gpubook_ticket(), .pid = (int32_t)getpid(), .ngpu = t->nneed };
+	snprintf(b->rec.who, sizeof(b->rec.who), "%s: pid %d (%s)", l->command, (int)t->pid, t->comm);
+	memcpy(b->rec.gpu, t->need, sizeof(b->rec.gpu));
+}
+
+static int keep(cs_gpu_ledger *l, const cs_target *t, cs_booking *b)
+{
+	pthread_mutex_lock(&l->held_mu);
+	int r = cs_grow(&l->held, &l->capheld, l->nheld + 1, sizeof(*l->held));
+	if (r == 0) {
+		l->held[l->nheld++] = (struct ledger_held){ .t = t, .b = *b };
+		*b = CS_BOOKING_NONE;
+	}
+	pthread_mutex_unlock(&l->held_mu);
+	return r;
+}
+
+/* One look under the book's lock: booked (1), wait (0), or refused (<0). */
+static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, bool rollback, double start, cs_error *err)
+{
+	_cleanup_close_ int lk = cs_gpubook_lock(l->bookfd, start + BOOK_LOCK_WAIT_S, l->interrupted, err);
+	if (lk < 0)
+		return -CS_EPROC;
+	judgement j;
+	judge(l, t, b, &j);
+	if (j.v == V_FITS) {
+		b->rec.state = CS_BOOKING_HELD;
+		int w = cs_gpubook_write(l->bookfd, b);
+		if (w == 0 && keep(l, t, b) == 0)
+			return 1;
+		return cs_error_errno(err, CS_EPROC, w < 0 ? -w : ENOMEM, NULL,
+				      "restore of process %d (%s) not asked of the driver: its GPU memory could not be "
+				      "booked",
+				      (int)t->pid, t->comm);
+	}
+	double now = cs_now(), inflight = (l->deadline > start ? l->deadline : start) + CS_GPU_INFLIGHT_WAIT_S;
+	bool stop = l->interrupted && *l->interrupted;
+	bool wait = (j.v == V_THEIRS && now < inflight) ||
+		((j.v == V_SHORT || j.v == V_UNREAD) && !rollback && now < l->deadline);
+	if (stop || !wait)
+		return no_room(t, &j, rollback, err);
+	if (b->fd < 0 || b->rec.state != CS_BOOKING_WAITING) {
+		/* In line: later restores of these GPUs wait behind it. */
+		b->rec.state = CS_BOOKING_WAITING;
+		cs_gpubook_write(l->bookfd, b);
+	}
+	say_waiting(l, t, &j, j.v == V_THEIRS ? inflight : l->deadline);
+	return 0;
+}
+
+int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_error *err)
+{
+	if (!t->nneed)
+		return 0;
+	if (l->bookfd < 0)
+		return cs_error_set(err, CS_EPROC, l->book_err.hint[0] ? l->book_err.hint : NULL,
+				    "restore of process %d (%s) not asked of the driver: %s", (int)t->pid, t->comm,
+				    l->book_err.message);
+	pthread_mutex_lock(&l->mu);
+	if (!l->opened)
+		open_gpus(l);
+	cs_booking b;
+	new_booking(l, t, &b);
+	double start = cs_now();
+	int r;
+	/* The book's lock keeps the other threads out of the GPU list too. */
+	while ((r = attempt(l, t, &b, rollback, start, err)) == 0) {
+		pthread_mutex_unlock(&l->mu);
+		nanosleep(&(struct timespec){ .tv_nsec = 250000000L }, NULL);
+		pthread_mutex_lock(&l->mu);
+	}
+	pthread_mutex_unlock(&l->mu);
+	cs_gpubook_drop(l->bookfd, &b); /* a place in line, when refused */
+	return r < 0 ? r : 0;
+}
+
+void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t)
+{
+	if (!t->nneed)
+		return;
+	pthread_mutex_lock(&l->held_mu);
+	for (size_t i = 0; i < l->nheld; i++)
+		if (l->held[i].t == t) {
+			cs_gpubook_drop(l->bookfd, &l->held[i].b);
+			l->held[i] = l->held[--l->nheld];
+			break;
+		}
+	pthread_mutex_unlock(&l->held_mu);
+}

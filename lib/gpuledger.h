@@ -1,0 +1,60 @@
+/* Right before each driver restore: room on the GPUs it restores onto,
+ * booked across every cudasnap of the node (gpubook.h), so that the check
+ * and the driver's restore are one step. A restore waits, with a bound,
+ * while restores in flight (its own command's or another's) hold the room
+ * it needs or came before it, and until its deadline while other processes
+ * do; a GPU whose free memory cannot be read is no room. */
+#ifndef CS_GPULEDGER_H
+#define CS_GPULEDGER_H
+
+#include "gpubook.h"
+#include "gpuroom.h"
+
+#include <pthread.h>
+
+/* How long a restore waits at most for restores in flight that hold the
+ * room it needs (they end by themselves: a 64 GiB driver restore took
+ * 12-13 s on the H200), beyond its own deadline. */
+#define CS_GPU_INFLIGHT_WAIT_S 120.0
+
+struct ledger_held;
+
+typedef struct cs_gpu_ledger {
+	pthread_mutex_t mu; /* the GPU list; one attempt of this process at a time */
+	pthread_mutex_t held_mu; /* the bookings held */
+	cs_nvml *nv;
+	cs_nvml_gpu *gpus; /* this machine's, with their memory as last read */
+	size_t ngpus;
+	struct ledger_held *held; /* the bookings this ledger holds, by target */
+	size_t nheld, capheld;
+	double deadline; /* monotonic seconds: waiting for room that other processes hold ends then */
+	volatile int *interrupted;
+	const char *command; /* names the booking: "cudasnap restore" */
+	cs_warn_fn warn;
+	void *warn_ctx;
+	cs_error book_err; /* why the book could not be opened */
+	char why_none[400]; /* why there is no GPU list */
+	int bookfd; /* the book, -1 when it could not be opened */
+	bool opened; /* the GPUs are read at the first restore, not before */
+	bool probed; /* the GPU list is the driver's (NVML lists none) */
+	bool host_pidns;
+	bool warned;
+} cs_gpu_ledger;
+
+/* statefd: the state directory, where the book lives (-1: none, and no
+ * restore is let through). deadline (cs_now's clock): until when a restore
+ * may wait for room that other processes hold. Never fails. */
+void cs_gpu_ledger_init(cs_gpu_ledger *l, int statefd, const char *command, double deadline, volatile int *interrupted,
+			bool host_pidns, cs_warn_fn warn, void *warn_ctx);
+void cs_gpu_ledger_fini(cs_gpu_ledger *l);
+CS_DEFINE_CLEANUP_STRUCT(cs_gpu_ledger, cs_gpu_ledger_fini)
+/* Right before the driver restores t (t->need filled): books its room on
+ * every GPU it restores onto, waiting as above. <0 (err filled, CS_EPROC)
+ * when there is no room, or it cannot be known: the driver must not be
+ * asked. rollback: a checkpoint's rollback, which waits only for restores
+ * in flight. */
+int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_error *err);
+/* After the driver's answer: t's booking ends, the GPUs' own figures count. */
+void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t);
+
+#endif

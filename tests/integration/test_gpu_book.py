@@ -1,0 +1,362 @@
+"""Restores at once onto one GPU, and a GPU whose free memory NVML cannot
+give: no process is ever lost.
+
+A restore that runs out of GPU memory destroys the process's checkpointed
+state for good (driver 580). Two restores that each fit alone but not
+together both read the same free memory: every cudasnap of the node books
+the room of a restore in the state directory, under one lock, from the
+check until the driver answers (lib/gpubook.h). The driver double's
+allocations are atomic as the real driver's are (a restore measured after
+another took its memory runs out of memory), so a restore let through
+without room shows as LOST here.
+
+The GPU: 1 GiB, of which processes outside the test hold 300 MiB; two
+checkpointed processes of 400 MiB each, of which one fits at a time (each
+restore needs its memory plus 144 MiB, CS_RESTORE_EXTRA, by cudasnap's
+count).
+"""
+import os
+import signal
+import subprocess
+import threading
+import time
+import unittest
+
+from harness import APP, BIN, Case
+
+ROUNDS = int(os.environ.get("CUDASNAP_BOOK_ROUNDS", "8"))
+
+
+class Together(Case):
+    def setUp(self):
+        super().setUp()
+        self.env["FAKECUDA_GPU_TOTAL_MIB"] = "1024"
+        self.env["FAKECUDA_OTHER_USED_MIB"] = "300"
+
+    def checkpointed(self, *mibs):
+        pids = [self.start("--mem", str(m))[0] for m in mibs]
+        r = self.cs("checkpoint", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertStates(pids, "checkpointed")
+        return pids
+
+    def together(self, *argvs, env=None):
+        """Runs every argv (a cudasnap command line, or a drop-in one when it
+        starts with 'cuda-checkpoint') at once; their results, in order."""
+        out = [None] * len(argvs)
+        start = threading.Barrier(len(argvs))
+
+        def run(i, argv):
+            start.wait()
+            if argv[0] == "cuda-checkpoint":
+                out[i] = self.cc(*argv[1:], env=env, timeout=240)
+            else:
+                out[i] = self.cs(*argv, env=env, timeout=240)
+        threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(argvs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return out
+
+    def assertOneBackOneKept(self, pids, results):
+        """Exactly one process restored (running, or locked after the
+        drop-in's restore action), the other still checkpointed with its
+        data (it restores once the first is gone); nothing lost."""
+        for r in results:
+            self.assertNotIn("LOST", r.err, r)
+            self.assertNotIn("CUDA_ERROR_OUT_OF_MEMORY", r.err, r)
+        states = self.states(pids)
+        back = [p for p in pids if states[p] in ("running", "locked")]
+        kept = [p for p in pids if states[p] == "checkpointed"]
+        self.assertEqual((len(back), len(kept)), (1, 1), (states, results))
+        if states[back[0]] == "running":
+            self.assertDataOk(back)
+        return back[0], kept[0]
+
+    def rounds(self, n):
+        """Each round on fresh processes, whatever the last one left."""
+        for rnd in range(n):
+            with self.subTest(round=rnd):
+                yield rnd
+            self.doCleanups()
+            self.setUp()
+
+    def test_two_restores_at_once_never_lose_a_process(self):
+        """Rounds of two `cudasnap restore --pid` started together (each
+        restore slowed down, so that both always check before either has
+        taken its memory): one goes through, the other is refused before the
+        driver is asked, and restores with its data once there is room."""
+        for _ in self.rounds(ROUNDS):
+            a, b = self.checkpointed(400, 400)
+            self.fault("* restore delay=600")
+            results = self.together(["restore", "--pid", str(a)], ["restore", "--pid", str(b)])
+            self.fault()
+            back, kept = self.assertOneBackOneKept([a, b], results)
+            refused = results[[a, b].index(kept)]
+            self.assertIn(f"restore of process {kept} (fakecuda-app) not asked of the driver", refused.err)
+            self.assertIn("GPU 0", refused.err)
+            os.kill(back, signal.SIGKILL)
+            r = self.cs("restore", "--pid", str(kept))
+            self.assertEqual(r.rc, 0, r)
+            self.assertDataOk([kept])
+
+    def test_wait_memory_waits_for_the_restore_in_flight_and_then_for_room(self):
+        """Both wait (--wait-memory): the second waits behind the first's
+        booking, then for room, which comes when the first process ends."""
+        a, b = self.checkpointed(400, 400)
+        self.fault("* restore delay=600")
+        states = {}
+
+        def end_the_first_back():
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                states.update(self.states([a, b]))
+                back = [p for p in (a, b) if states[p] == "running"]
+                if back:
+                    time.sleep(1.0)
+                    os.kill(back[0], signal.SIGKILL)
+                    states["killed"] = back[0]
+                    return
+                time.sleep(0.1)
+        killer = threading.Thread(target=end_the_first_back)
+        killer.start()
+        results = self.together(["restore", "--pid", str(a), "--wait-memory", "30"],
+                                ["restore", "--pid", str(b), "--wait-memory", "30"])
+        killer.join()
+        for r in results:
+            self.assertEqual(r.rc, 0, r)
+            self.assertNotIn("LOST", r.err, r)
+        first = states["killed"]
+        second = b if first == a else a
+        self.assertIn("waiting up to", results[[a, b].index(second)].err)
+        self.assertStates([second], "running")
+        self.assertDataOk([second])
+
+    def test_wait_memory_runs_out_without_a_driver_call(self):
+        a, b = self.checkpointed(400, 400)
+        self.fault("* restore delay=600")
+        results = self.together(["restore", "--pid", str(a), "--wait-memory", "2"],
+                                ["restore", "--pid", str(b), "--wait-memory", "2"])
+        back, kept = self.assertOneBackOneKept([a, b], results)
+        refused = results[[a, b].index(kept)]
+        self.assertGreaterEqual(refused.wall, 2.0, refused)
+        self.assertIn("not asked of the driver", refused.err)
+
+    def test_waiters_are_served_in_the_order_they_came(self):
+        """Three restores of one GPU, one at a time: while the first is in
+        flight, the second and third wait in line; once its process ends the
+        second, which came first, takes the room, and the third, which would
+        fit as well as the second, waits on behind it."""
+        a, b, c = self.checkpointed(400, 400, 400)
+        self.fault(f"{a} restore delay=1500")
+        out = {}
+
+        def run(pid, delay):
+            time.sleep(delay)
+            out[pid] = self.cs("restore", "--pid", str(pid), "--wait-memory", "8", timeout=240)
+        threads = [threading.Thread(target=run, args=(p, d)) for p, d in ((a, 0), (b, 0.5), (c, 1.0))]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while self.states([a])[a] != "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        os.kill(a, signal.SIGKILL)
+        for t in threads:
+            t.join()
+        self.assertEqual(out[a].rc, 0, out[a])
+        self.assertEqual(out[b].rc, 0, out[b])
+        self.assertNotEqual(out[c].rc, 0, out[c])
+        self.assertIn("not asked of the driver", out[c].err)
+        self.assertStates([b], "running")
+        self.assertStates([c], "checkpointed")
+        for r in out.values():
+            self.assertNotIn("LOST", r.err, r)
+
+    def test_drop_in_and_command_line_at_once(self):
+        """cuda-checkpoint (as runsc or CRIU's plugin run it) and cudasnap
+        restore, together: the drop-in books as cudasnap does."""
+        for _ in self.rounds(max(2, ROUNDS // 2)):
+            a, b = self.checkpointed(400, 400)
+            self.fault("* restore delay=600")
+            results = self.together(["restore", "--pid", str(a)],
+                                    ["cuda-checkpoint", "--action", "restore", "--pid", str(b)])
+            self.fault()
+            back, kept = self.assertOneBackOneKept([a, b], results)
+            if kept == b:
+                self.assertTrue(results[1].err.startswith(f"Could not restore on process ID {b}"), results[1])
+            os.kill(back, signal.SIGKILL)
+            if kept == b:
+                self.assertEqual(self.cc("--action", "restore", "--pid", str(b)).rc, 0)
+                self.assertEqual(self.cc("--action", "unlock", "--pid", str(b)).rc, 0)
+            else:
+                self.assertEqual(self.cs("restore", "--pid", str(a)).rc, 0)
+            self.assertDataOk([kept])
+
+    def test_a_killed_restore_leaves_no_booking(self):
+        """A cudasnap killed while its restore is in flight: the kernel ends
+        its booking with it, and the next restore is not held up by it."""
+        a, b = self.checkpointed(200, 200)
+        self.fault(f"{a} restore delay=3000 1")
+        p = subprocess.Popen([BIN, "restore", "--pid", str(a)], env=self.env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        book = os.path.join(self.state, "gpu-bookings")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (os.path.isdir(book) and os.listdir(book)):
+            time.sleep(0.02)
+        self.assertTrue(os.listdir(book), "no booking seen while the restore was in flight")
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        r = self.cs("restore", "--pid", str(b), "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertLess(r.wall, 20, r)
+        self.assertEqual(os.listdir(book), [])
+
+
+class WithoutNvml(Case):
+    """A container given only the 'compute' driver capability: libcuda, no
+    NVML. The free memory comes from the driver itself (a probe process of
+    cudasnap's own binary); where that fails too, unknown is no room."""
+
+    def setUp(self):
+        super().setUp()
+        self.env["FAKECUDA_GPU_TOTAL_MIB"] = "1024"
+        self.env["FAKECUDA_CONTEXT_MIB"] = "64"
+
+    def checkpointed(self, mib):
+        pid, = self.start("--mem", str(mib))
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        self.assertStates([pid], "checkpointed")
+        return pid
+
+    def no_nvml(self):
+        self.env["CUDASNAP_LIBNVML"] = os.path.join(self.tmp, "no-libnvidia-ml.so.1")
+
+    def filler(self, mib):
+        pid, = self.start("--mem", str(mib))
+        return pid
+
+    def test_refused_with_the_driver_figures(self):
+        pid = self.checkpointed(400)
+        filler = self.filler(700)
+        self.no_nvml()
+        d = self.cs("restore", "--dry-run", "--json")
+        self.assertEqual(d.obj["real_exit_status"], 2, d)
+        entry, = [p for p in d.obj["processes"] if p["pid"] == pid]
+        self.assertEqual([x["code"] for x in entry["reasons"] if x["blocks"]], ["gpu-memory"], entry)
+        for way in (("restore",), ("hook",)):
+            r = self.cs(*way, env={"GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE": "restore"})
+            self.assertEqual(r.rc, 2, r)
+            self.assertStates([pid], "checkpointed")
+        r = self.cc("--action", "restore", "--pid", pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("restore refused", r.err)
+        self.assertStates([pid], "checkpointed")
+        os.kill(filler, signal.SIGKILL)
+        r = self.cs("restore")
+        self.assertEqual(r.rc, 0, r)
+        self.assertDataOk([pid])
+
+    def test_fits_by_the_driver_figures(self):
+        pid = self.checkpointed(400)
+        self.no_nvml()
+        d = self.cs("restore", "--dry-run", "--json")
+        self.assertEqual((d.rc, d.obj["go"]), (0, True), d)
+        entry, = [p for p in d.obj["processes"] if p["pid"] == pid]
+        g, = entry["gpu_memory"]["gpus"]
+        # the probe's own context (FAKECUDA_CONTEXT_MIB) is counted as used
+        self.assertLessEqual(g["free_bytes"], (1024 - 64) << 20)
+        r = self.cs("restore")
+        self.assertEqual(r.rc, 0, r)
+        self.assertDataOk([pid])
+
+    def test_unknown_is_no_room(self):
+        """Neither NVML nor the driver answers: refused, naming what is
+        missing and the option that accepts the risk."""
+        pid = self.checkpointed(64)
+        self.no_nvml()
+        # The probe runs with cudasnap's environment: a driver with no GPU
+        # for it (the target keeps its own).
+        probe_env = {"FAKECUDA_GPUS": ""}
+        d = self.cs("restore", "--dry-run", "--json", env=probe_env)
+        self.assertEqual(d.obj["real_exit_status"], 2, d)
+        entry, = [p for p in d.obj["processes"] if p["pid"] == pid]
+        reason, = [x for x in entry["reasons"] if x["blocks"]]
+        self.assertEqual(reason["code"], "gpu-memory-unknown")
+        self.assertIn("neither NVML nor the driver", reason["text"])
+        self.assertIn("--ignore-gpu-memory", reason["fix"])
+        r = self.cs("restore", env=probe_env)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("--ignore-gpu-memory", r.err)
+        self.assertStates([pid], "checkpointed")
+        r = self.cs("restore", "--ignore-gpu-memory")
+        self.assertEqual(r.rc, 0, r)
+        self.assertDataOk([pid])
+
+
+class Mig(Case):
+    def test_a_gpu_in_mig_mode_is_not_judged_by_its_whole_memory(self):
+        """Under MIG a process restores into its instance, whose free memory
+        the whole GPU's does not tell: unknown, so refused, naming MIG and
+        the option that accepts the risk."""
+        pid, = self.start("--mem", "64")
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        self.env["FAKECUDA_MIG"] = "1"
+        r = self.cs("restore", "--json")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("is in MIG mode", r.err)
+        self.assertEqual([x["code"] for x in r.obj["refused"]], ["gpu-memory-unknown"], r)
+        self.assertIn("--ignore-gpu-memory", r.obj["error"]["hint"])
+        self.assertStates([pid], "checkpointed")
+        r = self.cs("restore", "--ignore-gpu-memory")
+        self.assertEqual(r.rc, 0, r)
+        self.assertDataOk([pid])
+
+
+class RecordWithoutGpus(Case):
+    def test_no_minor_numbers_make_the_gpus_used_unknown(self):
+        """NVML gives no minor number: which GPU's device file the process
+        holds cannot be told, so its record says the GPUs it used are not
+        known (no list), never an empty one."""
+        import json
+        self.env["FAKECUDA_NVML_NO_MINOR"] = "1"
+        pid, = self.start("--mem", "64")
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        with open(os.path.join(self.state, "manifest.json")) as f:
+            e, = json.load(f)["processes"]
+        self.assertGreater(e["bytes"], 64 << 20)
+        self.assertIsNone(e.get("used_gpus"), e)
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertDataOk([pid])
+
+    def test_an_empty_list_of_gpus_used_with_bytes_moved_is_unknown_not_none(self):
+        """A record that says no GPU was used but that memory moved (NVML
+        gave no minor numbers): the restore needs room on every GPU the
+        process saw, not none."""
+        import json
+        self.env["FAKECUDA_GPU_TOTAL_MIB"] = "1024"
+        pid, = self.start("--mem", "400")
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        man = os.path.join(self.state, "manifest.json")
+        with open(man) as f:
+            m = json.load(f)
+        e, = m["processes"]
+        self.assertGreater(e["bytes"], 400 << 20)
+        e["used_gpus"] = []
+        with open(man, "w") as f:
+            json.dump(m, f)
+        filler, = self.start("--mem", "700")
+        d = self.cs("restore", "--dry-run", "--json")
+        self.assertEqual(d.obj["real_exit_status"], 2, d)
+        r = self.cs("restore")
+        self.assertEqual(r.rc, 2, r)
+        self.assertStates([pid], "checkpointed")
+        os.kill(filler, signal.SIGKILL)
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertDataOk([pid])
+
+
+if __name__ == "__main__":
+    assert APP, "FAKE_APP is not set"
+    unittest.main(verbosity=2)
