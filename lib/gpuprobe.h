@@ -7,7 +7,7 @@
  * own, never in cudasnap's: a context would make cudasnap a CUDA process
  * that holds device files, and a process that has used the driver cannot
  * hand a fresh one to a forked child. The child's context takes GPU memory
- * of its own while it reads (about half a GiB on an H200, driver 580), so
+ * of its own while it reads (527 MiB on an H200, driver 580.159.04), so
  * the free memory it reports is that much below the truth: on the safe
  * side, and gone when the child has exited, before the figure is used. */
 #ifndef CS_GPUPROBE_H
