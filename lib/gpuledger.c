@@ -62,6 +62,7 @@ typedef enum verdict {
 	V_THEIRS, /* restores in flight, or waiters that came first, hold the room */
 	V_SHORT, /* other processes hold the GPU's memory */
 	V_UNREAD, /* the free memory could not be read this time */
+	V_NEVER, /* it needs more than the GPU has in all: no wait helps */
 	V_UNKNOWN, /* it cannot be known: no GPU list, MIG, no size */
 	V_ABSENT, /* the GPU is not on this machine */
 } verdict;
@@ -125,6 +126,8 @@ static void judge_need(const cs_gpu_ledger *l, const cs_target *t, unsigned k, b
 			snprintf(j->why, sizeof(j->why),
 				 "neither NVML nor the driver gives the free memory of GPU %u (%s)", g->index, g->uuid);
 		set(j, V_UNREAD, k);
+	} else if (!busy && g->memory_total && need > g->memory_total) {
+		set(j, V_NEVER, k);
 	} else if (!busy && g->memory_free < need) {
 		set(j, V_SHORT, k);
 	} else if (busy || g->memory_free < need + held || j->tally[k].ahead) {
@@ -175,6 +178,10 @@ static void because(const cs_target *t, const judgement *j, char *buf, size_t si
 	case V_SHORT:
 		snprintf(buf, size, "GPU %u (%s) has %.2f GiB free, and its restore needs %.2f GiB%s", g->index,
 			 g->uuid, (double)g->memory_free / GIB, need, booked);
+		break;
+	case V_NEVER:
+		snprintf(buf, size, "its restore needs %.2f GiB on GPU %u (%s), which has %.2f GiB in all", need,
+			 g->index, g->uuid, (double)g->memory_total / GIB);
 		break;
 	case V_THEIRS:
 		if (y->held || !y->ahead)
