@@ -50,9 +50,10 @@ struct cu {
 	CUresult (*stream_wait)(CUstream s, CUevent ev, unsigned int flags);
 	CUresult (*ipc_event_get)(CUipcEventHandle *h, CUevent ev);
 	CUresult (*ipc_event_open)(CUevent *ev, CUipcEventHandle h);
-	/* --vmm-share and --vmm-import only */
+	/* --vmm-share, --vmm-import and --retain only */
 	cu_export_fn export_fd;
 	cu_import_fn import_fd;
+	cu_mem_retain_fn retain_handle;
 	CUcontext ctx;
 };
 
@@ -84,6 +85,8 @@ struct cuapp {
 	const char *ipc_import;
 	int ipc_event; /* --ipc-event */
 	const char *vmm_share, *vmm_import;
+	int retain; /* --retain */
+	const char *retain_share; /* --retain-share */
 	/* state */
 	CUevent event; /* --ipc-event: created (exporter) or opened (importer) */
 	CUmemGenericAllocationHandle vmm_first; /* the first --vmm-mib allocation's */
@@ -120,6 +123,11 @@ int cuapp_event_verify(struct cuapp *app, char *why, size_t len);
  * --peer-seed. */
 int cuapp_vmm_share(struct cuapp *app);
 int cuapp_vmm_import(struct cuapp *app);
+/* --retain: the handle of the first --alloc-mib allocation's memory
+ * (cuMemRetainAllocationHandle), kept; --retain-share FILE: that handle
+ * exported as a POSIX fd and released again, and "PID FD" written to FILE,
+ * as NCCL registers a user buffer for its peers. */
+int cuapp_retain(struct cuapp *app);
 /* The import mapped again with the handle the program kept (as a program
  * that remaps its imports does), then a scratch allocation made and
  * released; 0, or -1 with why. */

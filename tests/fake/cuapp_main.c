@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,8 +31,13 @@ static const char usage_text[] = "fakecuda-cuapp: a CUDA application on the driv
 				 "                    write 'PID FD' to FILE\n"
 				 "  --vmm-import FILE import that fd (pidfd_getfd), map it and check it against\n"
 				 "                    --peer-seed S (give the same --vmm-mib as the exporter)\n"
+				 "  --retain          retain the handle of the first --alloc-mib allocation's\n"
+				 "                    memory (cuMemRetainAllocationHandle) and keep it\n"
+				 "  --retain-share FILE  retain it, export it as a POSIX fd, release the handle\n"
+				 "                    and write 'PID FD' to FILE (as NCCL registers a buffer)\n"
 				 "\n"
 				 "Prints 'ready pid=<pid> allocs=<n> bytes=<n> addrs=<hex,...>' once filled.\n"
+				 "SIGUSR2: forks a child (no exec) that sleeps until the process ends.\n"
 				 "SIGUSR1: checks every byte (an import is mapped again first), prints\n"
 				 "'verify ok bytes=<n>' or 'verify FAILED <where>'. SIGTERM, SIGINT: exit 0\n"
 				 "when every check passed, else 1.\n";
@@ -70,7 +76,8 @@ static int parse(int argc, char **argv, struct cuapp *app)
 		{ "small-kib", 1, NULL, 's' },  { "seed", 1, NULL, 'S' },       { "interval-ms", 1, NULL, 'i' },
 		{ "kernel-ms", 1, NULL, 'K' },  { "ipc-export", 1, NULL, 'e' }, { "ipc-import", 1, NULL, 'I' },
 		{ "peer-seed", 1, NULL, 'P' },  { "ipc-event", 0, NULL, 'E' },  { "vmm-share", 1, NULL, 'x' },
-		{ "vmm-import", 1, NULL, 'X' }, { "help", 0, NULL, 'h' },       { NULL, 0, NULL, 0 },
+		{ "vmm-import", 1, NULL, 'X' }, { "retain", 0, NULL, 'r' },     { "retain-share", 1, NULL, 'R' },
+		{ "help", 0, NULL, 'h' },       { NULL, 0, NULL, 0 },
 	};
 	unsigned long long v = 0;
 	int c;
@@ -83,7 +90,7 @@ static int parse(int argc, char **argv, struct cuapp *app)
 			fputs(usage_text, c == 'h' ? stdout : stderr);
 			return c == 'h' ? 1 : -1;
 		}
-		if (!strchr("eIExX", c) && parse_u(optarg, 1ull << 40, &v) != 0)
+		if (!strchr("eIExXrR", c) && parse_u(optarg, 1ull << 40, &v) != 0)
 			return -1;
 		if ((c == 'a' && app->nalloc_opts == CUAPP_MAX_ALLOCS) ||
 		    (c == 'v' && app->nvmm_opts == CUAPP_MAX_ALLOCS))
@@ -102,6 +109,8 @@ static int parse(int argc, char **argv, struct cuapp *app)
 		case 'E': app->ipc_event = 1; break;
 		case 'x': app->vmm_share = optarg; break;
 		case 'X': app->vmm_import = optarg; break;
+		case 'r': app->retain = 1; break;
+		case 'R': app->retain_share = optarg; break;
 		}
 	}
 	if (optind != argc || app->nalloc_opts * (unsigned long long)app->allocs_each > CUAPP_MAX_ALLOCS) {
@@ -123,6 +132,8 @@ static int setup(struct cuapp *app)
 	if (app->ipc_export != NULL && cuapp_ipc_export(app) != 0)
 		return -1;
 	if ((app->vmm_share && cuapp_vmm_share(app) != 0) || (app->vmm_import && cuapp_vmm_import(app) != 0))
+		return -1;
+	if ((app->retain || app->retain_share) && cuapp_retain(app) != 0)
 		return -1;
 	return app->ipc_import != NULL ? cuapp_ipc_import(app) : 0;
 }
@@ -230,6 +241,21 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* A child forked without exec, as a data loader's worker is: it holds
+ * copies of every descriptor the process had, and sleeps until its parent
+ * is gone. */
+static void fork_sleeper(void)
+{
+	pid_t parent = getpid();
+	if (fork() != 0)
+		return;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	for (;;)
+		pause();
+}
+
 int main(int argc, char **argv)
 {
 	static struct cuapp app;
@@ -241,6 +267,7 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
@@ -249,7 +276,11 @@ int main(int argc, char **argv)
 	print_ready(&app);
 	if (pthread_create(&t, NULL, worker, &app) != 0)
 		return 2;
-	while (sigwait(&set, &sig) == 0 && sig == SIGUSR1) {
+	while (sigwait(&set, &sig) == 0 && (sig == SIGUSR1 || sig == SIGUSR2)) {
+		if (sig == SIGUSR2) {
+			fork_sleeper();
+			continue;
+		}
 		pthread_mutex_lock(&mu);
 		verify_requests++;
 		pthread_cond_signal(&cv);

@@ -12,11 +12,23 @@ static int load(struct cu *cu)
 		cuapp_resolve(cu->get, "cuMemImportFromShareableHandle", &cu->import_fd);
 }
 
+/* "PID FD" into path, for an importer to take fd from this process. */
+static int publish_fd(const char *path, int fd)
+{
+	char tmp[4200];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "we");
+	if (f == NULL || fprintf(f, "%d %d\n", (int)getpid(), fd) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+		fprintf(stderr, "fakecuda-cuapp: cannot write %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0; /* the fd stays open: the importer takes it from here */
+}
+
 int cuapp_vmm_share(struct cuapp *app)
 {
 	struct cu *cu = &app->cu;
 	int fd = -1;
-	char tmp[4200];
 	if (app->vmm_first == 0) {
 		fprintf(stderr, "fakecuda-cuapp: --vmm-share needs a --vmm-mib allocation\n");
 		return -1;
@@ -25,14 +37,32 @@ int cuapp_vmm_share(struct cuapp *app)
 	    cuapp_failed(cu, cu->export_fd(&fd, app->vmm_first, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
 			 "cuMemExportToShareableHandle"))
 		return -1;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", app->vmm_share);
-	FILE *f = fopen(tmp, "we");
-	if (f == NULL || fprintf(f, "%d %d\n", (int)getpid(), fd) < 0 || fclose(f) != 0 ||
-	    rename(tmp, app->vmm_share) != 0) {
-		fprintf(stderr, "fakecuda-cuapp: cannot write %s: %s\n", app->vmm_share, strerror(errno));
+	return publish_fd(app->vmm_share, fd);
+}
+
+int cuapp_retain(struct cuapp *app)
+{
+	struct cu *cu = &app->cu;
+	const struct cuapp_alloc *a = NULL;
+	for (int i = 0; i < app->n && a == NULL; i++)
+		if (app->a[i].kind == KIND_LEGACY)
+			a = &app->a[i];
+	CUmemGenericAllocationHandle h;
+	int fd = -1;
+	if (a == NULL) {
+		fprintf(stderr, "fakecuda-cuapp: --retain needs an --alloc-mib allocation\n");
 		return -1;
 	}
-	return 0; /* the fd stays open: the importer takes it from here */
+	if (load(cu) != 0 || cuapp_resolve(cu->get, "cuMemRetainAllocationHandle", &cu->retain_handle) != 0 ||
+	    cuapp_failed(cu, cu->retain_handle(&h, (void *)(uintptr_t)a->ptr), "cuMemRetainAllocationHandle"))
+		return -1;
+	if (app->retain_share == NULL)
+		return 0; /* kept */
+	if (cuapp_failed(cu, cu->export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+			 "cuMemExportToShareableHandle") ||
+	    cuapp_failed(cu, cu->release(h), "cuMemRelease"))
+		return -1;
+	return publish_fd(app->retain_share, fd);
 }
 
 /* The exporter's fd, taken from it. */

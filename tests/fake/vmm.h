@@ -24,7 +24,8 @@ struct fc_phys {
 	size_t size;
 	int ordinal; /* the device it is on; -1: an import from a GPU we do not see */
 	int handle_types; /* requestedHandleTypes */
-	int released; /* cuMemRelease was called */
+	int released; /* cuMemRelease was called (once more than cuMemRetainAllocationHandle) */
+	int retained; /* references cuMemRetainAllocationHandle added, not released yet */
 	int maps; /* mappings that use it */
 	int fd; /* our own: the memfd, read-write; -1 imported or checkpointed */
 	unsigned char *mem; /* imported: the whole memfd, mapped */
@@ -39,6 +40,10 @@ struct fc_phys **fc_vmm_all(int *n);
 int fc_vmm_memfd(const CUuuid *gpu, size_t size);
 /* A mapping went away: frees p when nothing refers to it any more. */
 void fc_vmm_unref(struct fc_phys *p);
+/* One more reference of p's handle (cuMemRetainAllocationHandle): the same
+ * value while it lives, a new one when the program had released it (p is
+ * then only mapped, and its old value may be another allocation's). */
+CUmemGenericAllocationHandle fc_vmm_retain(struct fc_phys *p);
 
 /* vmm_va.c: where dptr is in the VMM address space, *avail the bytes to
  * the end of its mapping. CUDA_ERROR_INVALID_VALUE when nothing is mapped

@@ -80,6 +80,17 @@ void fc_vmm_unref(struct fc_phys *p)
 	free(p);
 }
 
+CUmemGenericAllocationHandle fc_vmm_retain(struct fc_phys *p)
+{
+	if (p->released) {
+		p->released = 0;
+		p->handle = next_handle++;
+	} else {
+		p->retained++;
+	}
+	return p->handle;
+}
+
 int fc_vmm_memfd(const CUuuid *gpu, size_t size)
 {
 	char name[80], uuid[FAKECUDA_UUID_STRLEN];
@@ -155,6 +166,8 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 	struct fc_phys *p = fc_vmm_phys(h);
 	if (p == NULL) {
 		rc = CUDA_ERROR_INVALID_VALUE;
+	} else if (p->retained > 0) {
+		p->retained--;
 	} else {
 		p->released = 1;
 		if (nfreed < FREED_MAX)

@@ -264,6 +264,26 @@ static const struct vmap *find_map(uint64_t dptr)
 	return NULL;
 }
 
+/* The handle of the physical allocation mapped at addr, one reference more
+ * (released with cuMemRelease); an address that is not mapped: 1. */
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
+{
+	if (h == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = fc_gate_enter();
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	pthread_rwlock_wrlock(&fc_mem_rw);
+	const struct vmap *m = find_map((uint64_t)(uintptr_t)addr);
+	if (m == NULL)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		*h = fc_vmm_retain(m->p);
+	pthread_rwlock_unlock(&fc_mem_rw);
+	fc_gate_leave();
+	return rc;
+}
+
 /* Called with fc_mem_rw held. */
 CUresult fc_vmm_segment(uint64_t dptr, int write, struct fc_region *r, size_t *avail)
 {
