@@ -1,8 +1,10 @@
 /* The control socket of an interposed process, found from /proc without
  * asking anything of the process: its listening unix sockets are the
  * socket inodes among its descriptors, and /proc/PID/net/unix gives the
- * path each was bound to. The name is not guessable, and a process that
- * lies here only misleads cudasnap about itself. */
+ * path each was bound to. The name is not guessable. A process that lies
+ * here only misleads cudasnap about itself: the path is followed inside
+ * its own root without symbolic links, and only the process itself may
+ * answer there. */
 #include "park_find.h"
 
 #include <dirent.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -187,33 +190,116 @@ int park_find_connect(pid_t pid, const char *proc, int timeout_ms)
 	return park_find_connect_path(pid, proc, path, timeout_ms);
 }
 
+/* The socket file at path inside the tree rootfd (a process's root), opened
+ * O_PATH without following a symbolic link: every component but the last a
+ * directory, the last a socket, none of them "." or "..". The process
+ * chooses the path, and may have put a link there to another process's
+ * socket (or to anything else): nothing but its own socket file is
+ * reached. -1 otherwise. */
+static int open_socket_in(int rootfd, const char *path)
+{
+	int cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
+	const char *p = path;
+	while (cur >= 0) {
+		p += strspn(p, "/");
+		size_t len = strcspn(p, "/");
+		char name[256];
+		bool last = p[len] == 0;
+		if (len == 0 || len >= sizeof(name))
+			break;
+		memcpy(name, p, len);
+		name[len] = 0;
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+			break;
+		int next = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		close(cur);
+		struct stat st;
+		if (next < 0 || fstat(next, &st) != 0 || !(last ? S_ISSOCK(st.st_mode) : S_ISDIR(st.st_mode))) {
+			if (next >= 0)
+				close(next);
+			return -1;
+		}
+		if (last)
+			return next;
+		cur = next;
+		p += len;
+	}
+	if (cur >= 0)
+		close(cur);
+	return -1;
+}
+
+/* The uids (real, effective, saved, filesystem) of pid, from its status
+ * under proc; -1 when they cannot be read. */
+static int uids_of(pid_t pid, const char *proc, uid_t uids[4])
+{
+	char file[64], text[4096];
+	snprintf(file, sizeof(file), "%s/%d/status", proc, (int)pid);
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	text[n] = 0;
+	const char *p = strstr(text, "\nUid:");
+	if (p == NULL)
+		return -1;
+	p += 5;
+	for (int i = 0; i < 4; i++) {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(p, &end, 10);
+		if (end == p || errno || v > (uid_t)-1)
+			return -1;
+		uids[i] = (uid_t)v;
+		p = end;
+	}
+	return 0;
+}
+
+bool park_find_listener_is(int conn, pid_t pid, const char *proc)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	uid_t uids[4];
+	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.pid != pid || uids_of(pid, proc, uids) != 0)
+		return false;
+	for (int i = 0; i < 4; i++)
+		if (cr.uid == uids[i])
+			return true;
+	return false;
+}
+
 int park_find_connect_path(pid_t pid, const char *proc, const char *path, int timeout_ms)
 {
 	/* Through the process's own root: it may be in another mount namespace. */
-	char full[512];
-	snprintf(full, sizeof(full), "%s/%d/root%s", proc, (int)pid, path);
+	char root[64];
+	snprintf(root, sizeof(root), "%s/%d/root", proc, (int)pid);
+	int rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return -1;
+	int opath = open_socket_in(rootfd, path);
+	close(rootfd);
+	if (opath < 0)
+		return -1;
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int opath = -1;
-	if (strlen(full) < sizeof(a.sun_path)) {
-		snprintf(a.sun_path, sizeof(a.sun_path), "%s", full);
-	} else {
-		opath = open(full, O_PATH | O_CLOEXEC);
-		if (opath < 0)
-			return -1;
-		snprintf(a.sun_path, sizeof(a.sun_path), "/proc/self/fd/%d", opath);
-	}
+	snprintf(a.sun_path, sizeof(a.sun_path), "/proc/self/fd/%d", opath);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd >= 0) {
 		struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		/* Whoever listens there must be the process itself, under its own
+		 * credentials: a socket file can also be a hard link to another
+		 * process's, or a forked child's inherited one. */
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || !park_find_listener_is(fd, pid, proc)) {
 			close(fd);
 			fd = -1;
 		}
 	}
-	if (opath >= 0)
-		close(opath);
+	close(opath);
 	return fd;
 }
 

@@ -17,10 +17,20 @@ bool park_find_mapped(pid_t pid, const char *proc);
  * namespace), looked up among the process's own listening sockets under
  * proc (a /proc): 0, or -1 when it has none. */
 int park_find_path(pid_t pid, const char *proc, char *path, size_t size);
-/* A connection to it (send and receive bounded by timeout_ms), or -1. */
+/* A connection to it (send and receive bounded by timeout_ms), or -1. The
+ * path is resolved inside the process's root (proc/PID/root) without
+ * following any symbolic link, and the connection is kept only when the
+ * process listening at its other end is pid itself (SO_PEERCRED, in this
+ * process's PID namespace), under one of pid's uids: the process names
+ * the path, and could name another's socket (a confused deputy). */
 int park_find_connect(pid_t pid, const char *proc, int timeout_ms);
 /* The same, to the path park_find_path gave. */
 int park_find_connect_path(pid_t pid, const char *proc, const char *path, int timeout_ms);
+/* Whether the listener at the other end of the connected socket conn is
+ * the process pid (as this process's PID namespace names it), running as
+ * one of the uids proc/PID/status gives it. */
+bool park_find_listener_is(int conn, pid_t pid, const char *proc);
+
 /* Picks, from the text of a /proc/PID/net/unix, the path of the first
  * listening socket named like a control socket whose inode is one of
  * inodes[0..n); 0, or -1. Exposed for the fuzzer. */
