@@ -62,6 +62,10 @@ static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t kl
 		info->vmm = (unsigned)strtoul(v, &end, 10);
 	else if (key_is(k, klen, "ipc_attached"))
 		info->attached = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "held"))
+		info->held = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "unclaimed"))
+		info->unclaimed = (unsigned)strtoul(v, &end, 10);
 }
 
 int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info)
@@ -98,6 +102,22 @@ int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info)
 	if (info)
 		info->bytes = a->bytes;
 	return ok ? 0 : -1;
+}
+
+/* " key=HEX", the key of pid's interposer as a request carries it; ""
+ * when it cannot be read (no ptrace access to the process): a park or an
+ * unpark is then refused, and a status answered only to root and the
+ * process's own user. */
+static void key_field(pid_t pid, char *out, size_t size)
+{
+	unsigned char key[PARK_KEY_LEN];
+	out[0] = 0;
+	if (size < sizeof(" key=") + 2 * (size_t)PARK_KEY_LEN || park_find_key(pid, cs_proc_dir(), key) != 0)
+		return;
+	char *p = out + snprintf(out, size, " key=");
+	for (size_t i = 0; i < PARK_KEY_LEN; i++)
+		p += snprintf(p, 3, "%02x", key[i]);
+	explicit_bzero(key, sizeof(key));
 }
 
 /* One request, one answer line (bounded by the socket's timeouts). */
@@ -155,16 +175,18 @@ void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 	int conn = park_find_connect_path(pid, cs_proc_dir(), path, (int)timeout_ms);
 	if (conn < 0)
 		return;
-	char line[LINE_MAX_PARK];
+	char line[LINE_MAX_PARK], key[128], req[160];
 	cs_park_answer a;
-	if (ask(conn, "status\n", line, sizeof(line)) == 0 && cs_park_parse(line, &a, info) == 0 && a.pid == id.nspid)
+	key_field(pid, key, sizeof(key));
+	snprintf(req, sizeof(req), "status%s\n", key);
+	if (ask(conn, req, line, sizeof(line)) == 0 && cs_park_parse(line, &a, info) == 0 && a.pid == id.nspid)
 		info->seen = true;
 	hang_up(&conn);
 }
 
 bool cs_park_wanted(const cs_park_info *info)
 {
-	return info->bytes > 0 || info->imports > 0 || info->attached > 0;
+	return info->bytes > 0 || info->imports > 0 || info->attached > 0 || info->unclaimed > 0;
 }
 
 bool cs_park_shm_is_events(const cs_park_info *info)
@@ -214,6 +236,13 @@ static void explain(const cs_target *t, bool park, const cs_park_answer *a, bool
 			     "work); try again, or give a longer --timeout. Nothing was parked.",
 			     "park of process %d (%s) failed: %ld of its driver calls did not finish within %.1f s",
 			     (int)t->pid, t->comm, a->busy, timeout_ms / 1000.0);
+	else if (strcmp(a->stage, "access") == 0)
+		cs_error_set(err, CS_EENV,
+			     "Parking and unparking take ptrace access to the process: run cudasnap as root, or as "
+			     "its user where ptrace is allowed.",
+			     "%s of process %d (%s) refused by its interposer: cudasnap could not read its key "
+			     "(/proc/%d/fd)",
+			     what, (int)t->pid, t->comm, (int)t->pid);
 	else if (strcmp(a->stage, "check") == 0 && a->importer > 0)
 		cs_error_set(err, CS_EPROC,
 			     "A process that maps another's memory parks first, and its exporter after it: "
@@ -248,7 +277,8 @@ int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, 
 	memset(a, 0, sizeof(*a));
 	if (*conn < 0)
 		*conn = park_find_connect(t->pid, cs_proc_dir(), (int)(answer_s * 1000));
-	char req[64], line[LINE_MAX_PARK];
+	char req[192], line[LINE_MAX_PARK], key[128];
+	key_field(t->pid, key, sizeof(key));
 	/* The host copy is made and copied back through pinned staging
 	 * buffers and never pinned itself, so the driver's checkpoint neither
 	 * carries nor pins it again at the restore: faster both ways on the
@@ -256,7 +286,8 @@ int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, 
 	 * it pinned through the checkpoint, to measure other machines. */
 	const char *pin = cs_env("CUDASNAP_PARK_PIN");
 	bool unpin = !(pin && strcmp(pin, "keep") == 0);
-	snprintf(req, sizeof(req), "%s %u%s\n", park ? "park" : "unpark", timeout_ms, park && unpin ? " unpin" : "");
+	snprintf(req, sizeof(req), "%s %u%s%s\n", park ? "park" : "unpark", timeout_ms, park && unpin ? " unpin" : "",
+		 key);
 	/* an answer: "ok ..." (parsed 0) or "error ..." (parsed -1, with its keys) */
 	bool answered = *conn >= 0 && ask(*conn, req, line, sizeof(line)) == 0 &&
 		(cs_park_parse(line, a, NULL) == 0 || strncmp(line, "error", 5) == 0);
@@ -284,8 +315,9 @@ int cs_park_queue_unpark(pid_t pid, unsigned timeout_ms)
 	int conn = park_find_connect(pid, cs_proc_dir(), 2000);
 	if (conn < 0)
 		return -1;
-	char req[64];
-	int len = snprintf(req, sizeof(req), "unpark %u\n", timeout_ms);
+	char req[192], key[128];
+	key_field(pid, key, sizeof(key));
+	int len = snprintf(req, sizeof(req), "unpark %u%s\n", timeout_ms, key);
 	int rc = send(conn, req, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) == len ? 0 : -1;
 	close(conn);
 	return rc;

@@ -17,6 +17,8 @@ typedef struct cs_park_info {
 	unsigned legacy; /* the driver's CUDA IPC imports (never restorable) */
 	unsigned vmm; /* VMM imports the program made itself that cannot be detached (never restorable) */
 	unsigned attached; /* other processes that map its memory */
+	unsigned held; /* connections that hold its park (0: a committed park, or none) */
+	unsigned unclaimed; /* VMM exports whose descriptor its interposer keeps until a park */
 	char why[160]; /* when not parkable */
 } cs_park_info;
 

@@ -303,6 +303,40 @@ int park_find_connect_path(pid_t pid, const char *proc, const char *path, int ti
 	return fd;
 }
 
+int park_find_key(pid_t pid, const char *proc, unsigned char key[PARK_KEY_LEN])
+{
+	char dir[64];
+	snprintf(dir, sizeof(dir), "%s/%d/fd", proc, (int)pid);
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return -1;
+	int rc = -1;
+	struct dirent *e;
+	while (rc != 0 && (e = readdir(d)) != NULL) {
+		char link[384], target[128];
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+		ssize_t len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = 0;
+		if (strcmp(target, "/memfd:" PARK_KEY_NAME " (deleted)") != 0)
+			continue;
+		/* Opening it is what only a caller with ptrace access to the
+		 * process may do. */
+		int fd = open(link, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == PARK_KEY_LEN &&
+		    pread(fd, key, PARK_KEY_LEN, 0) == PARK_KEY_LEN)
+			rc = 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	closedir(d);
+	return rc;
+}
+
 /* A lock line reads "lock:\t1: OFDLCK ADVISORY  READ -1 MAJ:MIN:INO START END";
  * the mark is an OFD lock of one byte in the interposer's range. */
 static unsigned long long tag_of_line(const char *line, size_t len)

@@ -31,6 +31,15 @@ int park_find_connect_path(pid_t pid, const char *proc, const char *path, int ti
  * one of the uids proc/PID/status gives it. */
 bool park_find_listener_is(int conn, pid_t pid, const char *proc);
 
+/* The interposer's key: PARK_KEY_LEN random bytes in a memfd named
+ * PARK_KEY_NAME that it keeps open. Park, unpark and commit must carry it:
+ * reading it through proc/PID/fd takes ptrace read access to the process
+ * (root with CAP_SYS_PTRACE over its user namespace, or its own user while
+ * it is dumpable), which is who may stop the process's GPU work anyway.
+ * 0 with key filled, or -1. */
+#define PARK_KEY_LEN 32
+#define PARK_KEY_NAME "cudasnap-park-key"
+int park_find_key(pid_t pid, const char *proc, unsigned char key[PARK_KEY_LEN]);
 /* Picks, from the text of a /proc/PID/net/unix, the path of the first
  * listening socket named like a control socket whose inode is one of
  * inodes[0..n); 0, or -1. Exposed for the fuzzer. */
@@ -43,6 +52,9 @@ int park_find_in_unix(const char *text, const unsigned long *inodes, size_t n, c
  * lock lines carry, 0 when none does. Exposed for the fuzzer. */
 #define PARK_TAG_BASE 0x4353000000000000ULL
 #define PARK_TAG_MASK 0xffff000000000000ULL
+/* Where the exporter tests that a claimed descriptor is its export's
+ * (vmm_export.c): another range, so that a probe is never read as a mark. */
+#define PARK_PROBE_BASE 0x4350000000000000ULL
 unsigned long long park_tag_in_fdinfo(const char *text);
 
 #endif

@@ -1,96 +1,201 @@
 /* The socket through which cudasnap parks and unparks this process, and
- * through which another process of the same user that runs the interposer
- * imports memory (CUDA IPC). It is a unix socket bound in a directory the
- * process can write (CUDASNAP_PARK_DIR, else /dev/shm, else /tmp) under a
- * name no other process can guess in advance; cudasnap finds it among the
- * process's own sockets (/proc/PID/net/unix) and reaches it through
- * /proc/PID/root, so that containers need nothing of it. Only root and the
- * process's own user may ask (the file is 0600, and the peer's credentials
- * are checked). One request per line, one answer per line.
+ * through which another interposed process imports memory (CUDA IPC). It
+ * is a unix socket (mode 0600) in a directory of its own (mode 0700,
+ * .cudasnap-park.PID.RANDOM) made in a directory the process can write
+ * (CUDASNAP_PARK_DIR, else /dev/shm, else /tmp) that nobody else can
+ * rename its entries in (sticky, or writable only by its owner). cudasnap
+ * finds it among the process's own sockets (/proc/PID/net/unix) and
+ * reaches it through /proc/PID/root, so that containers need nothing of
+ * it. One request per line, one answer per line (request.h).
  *
- * A park answered on a connection holds only while that connection is
- * open, until cudasnap says "commit": should cudasnap die before that, the
- * process unparks itself. */
+ * Who may ask what:
+ * - park and unpark carry the process's key (a memfd the process keeps
+ *   open, park_find.h): reading it through /proc/PID/fd takes ptrace read
+ *   access to the process, as stopping its work does anyway (commit only
+ *   keeps the park its own connection made);
+ * - status, and a peer's CUDA IPC requests, need the key or a peer that is
+ *   root or the process's own user as its user namespace maps them (never
+ *   the overflow uid, which stands for every user it does not map); the
+ *   IPC requests then prove the handle's secret (proof.c) on top.
+ *
+ * A park answered on a connection holds while that connection is open (its
+ * lease: no read timeout while it holds one), until cudasnap says
+ * "commit": should cudasnap die before that, the kernel closes the
+ * connection and the process unparks itself. A committed park has no
+ * holder: it lasts until an unpark (cudasnap restore), and cudasnap ps
+ * names a process that is parked while the driver says it runs. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "park.h"
+#include "park_find.h"
+
+_Static_assert(PARK_REQ_KEY_LEN == PARK_KEY_LEN, "one key length");
+
+#define CONNS_MAX 64
 
 static pthread_once_t started = PTHREAD_ONCE_INIT;
-static char sock_path[108];
-static int listen_fd = -1;
+static atomic_uint holding; /* connections that hold a park */
+static char sock_dir[108], sock_path[108];
+static int listen_fd = -1, key_fd = -1;
+static uint8_t key[PARK_KEY_LEN];
 
-/* A child forked without exec has no control thread, and must not hold its
- * parent's socket: cudasnap would find the parent's answers there. */
+/* The connections being served. A child forked without exec gets a copy
+ * of each, which would keep cudasnap from seeing the end of its
+ * connection (and CRIU from dumping the child): the child closes them. */
+static pthread_mutex_t conns_mu = PTHREAD_MUTEX_INITIALIZER;
+static int conns[CONNS_MAX];
+static size_t nconns;
+
+static void conns_lock(void)
+{
+	pthread_mutex_lock(&conns_mu);
+}
+
+static void conns_unlock(void)
+{
+	pthread_mutex_unlock(&conns_mu);
+}
+
+/* A child forked without exec has no control thread, and must hold nothing
+ * of its parent's socket: cudasnap would find the parent's answers there. */
 static void forget_in_child(void)
 {
+	for (size_t i = 0; i < nconns; i++)
+		close(conns[i]);
+	nconns = 0;
+	conns_unlock();
 	if (listen_fd >= 0)
 		close(listen_fd);
-	listen_fd = -1;
-	sock_path[0] = 0;
+	if (key_fd >= 0)
+		close(key_fd);
+	listen_fd = key_fd = -1;
+	sock_path[0] = sock_dir[0] = 0;
+}
+
+static bool conns_add(int conn)
+{
+	conns_lock();
+	bool room = nconns < CONNS_MAX;
+	if (room)
+		conns[nconns++] = conn;
+	conns_unlock();
+	return room;
+}
+
+/* Ends conn for everyone who holds a copy (a forked child), then closes it. */
+static void conns_end(int conn)
+{
+	shutdown(conn, SHUT_RDWR);
+	conns_lock();
+	for (size_t i = 0; i < nconns; i++)
+		if (conns[i] == conn) {
+			conns[i] = conns[--nconns];
+			break;
+		}
+	close(conn);
+	conns_unlock();
 }
 
 static void remove_socket(void)
 {
 	if (sock_path[0])
 		unlink(sock_path);
+	if (sock_dir[0])
+		rmdir(sock_dir);
 }
 
-static int bind_in(int fd, const char *dir)
+/* A directory where nobody else can replace what the process makes in it:
+ * owned by root or the process's user, and writable by nobody else or
+ * sticky. */
+static bool safe_base(const char *dir)
+{
+	struct stat st;
+	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_uid == 0 || st.st_uid == geteuid()) &&
+		(!(st.st_mode & (S_IWGRP | S_IWOTH)) || (st.st_mode & S_ISVTX));
+}
+
+static int bind_in(int fd, const char *base)
 {
 	unsigned int rnd = 0;
-	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
-		rnd = (unsigned)(park_now() * 1e9);
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int n = snprintf(a.sun_path, sizeof(a.sun_path), "%s/.cudasnap-park.%d.%08x", dir, (int)getpid(), rnd);
-	if (n < 0 || (size_t)n >= sizeof(a.sun_path))
+	if (!safe_base(base) || getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
 		return -1;
-	/* Not umask: it is the whole process's, and the program may be creating
-	 * files meanwhile. Until the chmod, the peer check keeps others out. */
-	int rc = bind(fd, (struct sockaddr *)&a, sizeof(a));
-	if (rc == 0 && chmod(a.sun_path, 0600) != 0) {
-		unlink(a.sun_path);
+	char dir[108];
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int n = snprintf(dir, sizeof(dir), "%s/.cudasnap-park.%d.%08x", base, (int)getpid(), rnd);
+	int m = snprintf(a.sun_path, sizeof(a.sun_path), "%s/control", dir);
+	if (n < 0 || (size_t)n >= sizeof(dir) || m < 0 || (size_t)m >= sizeof(a.sun_path))
+		return -1;
+	/* The directory's mode only loses bits to the umask (the process's
+	 * own, which it may change meanwhile: never touched here), so it is
+	 * the owner's alone from its creation; so is the socket, whose mode is
+	 * set before bind creates it. */
+	if (mkdir(dir, 0700) != 0)
+		return -1;
+	if (fchmod(fd, 0600) != 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		rmdir(dir);
 		return -1;
 	}
-	if (rc == 0)
-		snprintf(sock_path, sizeof(sock_path), "%s", a.sun_path);
-	return rc;
+	snprintf(sock_dir, sizeof(sock_dir), "%s", dir);
+	snprintf(sock_path, sizeof(sock_path), "%s", a.sun_path);
+	return 0;
 }
 
-static bool peer_allowed(int conn)
+/* The key, random, in a memfd that stays open (sealed: the program cannot
+ * write it by mistake). */
+static int make_key(void)
+{
+	if (getrandom(key, sizeof(key), 0) != sizeof(key))
+		return -1;
+	int fd = memfd_create(PARK_KEY_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -1;
+	if (pwrite(fd, key, sizeof(key), 0) != sizeof(key) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static uid_t overflow_uid(void)
+{
+	static uid_t uid = (uid_t)-1;
+	if (uid == (uid_t)-1) {
+		char text[16] = "65534";
+		int fd = open("/proc/sys/kernel/overflowuid", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, text, sizeof(text) - 1);
+			text[n > 0 ? n : 0] = 0;
+			close(fd);
+		}
+		uid = (uid_t)strtoul(text, NULL, 10);
+	}
+	return uid;
+}
+
+/* Root or the process's own user, as its user namespace maps them. A peer
+ * whose uid it does not map shows as the overflow uid: whoever it is, it
+ * is not known. */
+static bool peer_known(int conn)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
-	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.uid == overflow_uid())
 		return false;
 	return cr.uid == 0 || cr.uid == getuid() || cr.uid == geteuid();
-}
-
-/* One line (without its newline) from conn; 0 at the end. */
-static ssize_t read_line(int conn, char *buf, size_t size)
-{
-	size_t n = 0;
-	while (n + 1 < size) {
-		char c;
-		ssize_t r = read(conn, &c, 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return n ? (ssize_t)n : r;
-		if (c == '\n')
-			break;
-		buf[n++] = c;
-	}
-	buf[n] = 0;
-	return (ssize_t)n + 1;
 }
 
 static void answer(int conn, const char *reply)
@@ -106,64 +211,118 @@ static void answer(int conn, const char *reply)
 	}
 }
 
-static unsigned timeout_of(const char *line)
+static bool allowed(const struct park_req *rq, bool known)
 {
-	const char *sp = strchr(line, ' ');
-	unsigned long ms = sp ? strtoul(sp + 1, NULL, 10) : 0;
-	return ms ? (ms > 600000 ? 600000 : (unsigned)ms) : 10000;
+	bool owner = rq->has_key && park_same(rq->key, key, sizeof(key));
+	switch (rq->verb) {
+	case PARK_REQ_PARK:
+	case PARK_REQ_UNPARK: return owner;
+	case PARK_REQ_COMMIT: return true; /* it keeps only this connection's own park */
+	case PARK_REQ_STATUS: return owner || known;
+	default: return known;
+	}
+}
+
+/* How long a connection that holds no park may stay silent before it is
+ * let go (CUDASNAP_PARK_IDLE_S, 600 s): a peer must not keep a thread for
+ * ever. */
+static time_t idle_s(void)
+{
+	static time_t s = -1;
+	if (s < 0) {
+		const char *e = getenv("CUDASNAP_PARK_IDLE_S");
+		unsigned long v = e && e[0] ? strtoul(e, NULL, 10) : 0;
+		s = v > 0 && v <= 86400 ? (time_t)v : 600;
+	}
+	return s;
+}
+
+/* While a park is held by this connection it has no read timeout: the
+ * connection's end is the holder's death, which the kernel tells at once. */
+static void lease(int conn, bool held)
+{
+	struct timeval tv = { .tv_sec = held ? 0 : idle_s() };
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+unsigned park_control_held(void)
+{
+	return atomic_load(&holding);
+}
+
+/* One request of the owner's; whether this connection holds a park after it. */
+static bool owner_request(int conn, const struct park_req *rq, bool held)
+{
+	char reply[1024];
+	unsigned ms = rq->timeout_ms ? rq->timeout_ms : 10000;
+	if (rq->verb == PARK_REQ_PARK) {
+		bool was = park_is_parked();
+		held = (park_park(ms, rq->unpin, reply, sizeof(reply)) == 0 && !was) || held;
+		answer(conn, reply);
+	} else if (rq->verb == PARK_REQ_UNPARK) {
+		int rc = park_unpark(ms, reply, sizeof(reply));
+		answer(conn, reply);
+		if (rc == 0)
+			park_drop_host_copy();
+		held = held && rc != 0;
+	} else {
+		held = false;
+		answer(conn, "ok committed=1\n");
+	}
+	return held;
 }
 
 /* Serves one connection; a park it made and did not commit is undone when
  * it ends. */
-static void serve(int conn)
+static void serve(int conn, bool known)
 {
-	char line[256], reply[1024];
+	char line[PARK_LINE_MAX], reply[1024];
 	bool held = false;
 	ssize_t n;
-	while ((n = read_line(conn, line, sizeof(line))) > 0) {
-		if (strcmp(line, "status") == 0) {
-			park_status(reply, sizeof(reply));
-		} else if (strncmp(line, "park", 4) == 0 && (line[4] == 0 || line[4] == ' ')) {
-			bool was = park_is_parked();
-			held = park_park(timeout_of(line), strstr(line, " unpin") != NULL, reply, sizeof(reply)) == 0 &&
-				!was;
-		} else if (strncmp(line, "unpark", 6) == 0 && (line[6] == 0 || line[6] == ' ')) {
-			int rc = park_unpark(timeout_of(line), reply, sizeof(reply));
+	while ((n = park_read_line(conn, line, sizeof(line))) > 0) {
+		struct park_req rq;
+		park_req_parse(line, (size_t)n - 1, &rq);
+		if (rq.verb == PARK_REQ_BAD || rq.verb == PARK_REQ_PROOF) {
+			answer(conn, "error code=0 stage=request\n");
+		} else if (!allowed(&rq, known)) {
+			snprintf(reply, sizeof(reply), "error code=%d stage=access\n", CU_ERR_NOT_PERMITTED);
 			answer(conn, reply);
-			if (rc == 0)
-				park_drop_host_copy();
-			held = held && rc != 0;
-			continue;
-		} else if (strcmp(line, "commit") == 0) {
-			held = false;
-			snprintf(reply, sizeof(reply), "ok committed=1\n");
-		} else if (strncmp(line, "fd ", 3) == 0 || strncmp(line, "detach ", 7) == 0) {
-			park_ipc_serve(conn, line);
-			continue;
-		} else if (line[0] == 'v') {
-			park_vmm_serve(conn, line);
-			continue;
+		} else if (rq.verb == PARK_REQ_STATUS) {
+			park_status(reply, sizeof(reply));
+			answer(conn, reply);
+		} else if (rq.verb == PARK_REQ_FD || rq.verb == PARK_REQ_DETACH) {
+			park_ipc_serve(conn, &rq);
+		} else if (rq.verb >= PARK_REQ_VCLAIM) {
+			park_vmm_serve(conn, &rq);
 		} else {
-			snprintf(reply, sizeof(reply), "error code=0 stage=request\n");
+			bool was = held;
+			held = owner_request(conn, &rq, held);
+			if (held != was) {
+				if (held)
+					atomic_fetch_add(&holding, 1);
+				else
+					atomic_fetch_sub(&holding, 1);
+				lease(conn, held);
+			}
 		}
-		answer(conn, reply);
 	}
 	if (held && park_unpark(0, reply, sizeof(reply)) == 0)
 		park_drop_host_copy();
+	if (held)
+		atomic_fetch_sub(&holding, 1);
 }
 
 static void *one(void *arg)
 {
 	int conn = (int)(intptr_t)arg;
-	if (peer_allowed(conn))
-		serve(conn);
-	close(conn);
+	serve(conn, peer_known(conn));
+	conns_end(conn);
 	return NULL;
 }
 
 /* Each connection has a thread of its own: cudasnap holds its park's
  * connection open through its whole command, and asks other things
- * meanwhile. */
+ * meanwhile. At most CONNS_MAX at once. */
 static void *server(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
@@ -178,14 +337,26 @@ static void *server(void *arg)
 			usleep(100000);
 			continue;
 		}
-		/* A request that never ends must not hold the next one for ever. */
-		struct timeval tv = { .tv_sec = 600 };
-		setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (!conns_add(conn)) {
+			close(conn);
+			continue;
+		}
+		lease(conn, false);
 		pthread_t t;
 		if (pthread_create(&t, &at, one, (void *)(intptr_t)conn) != 0)
-			close(conn);
+			conns_end(conn);
 	}
 	return NULL;
+}
+
+static bool listen_somewhere(int fd)
+{
+	const char *env = getenv("CUDASNAP_PARK_DIR");
+	const char *dirs[] = { env && env[0] ? env : "/dev/shm", "/dev/shm", "/tmp" };
+	for (size_t i = 0; i < 3; i++)
+		if (bind_in(fd, dirs[i]) == 0)
+			return listen(fd, 16) == 0;
+	return false;
 }
 
 static void start(void)
@@ -193,19 +364,21 @@ static void start(void)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return;
-	const char *env = getenv("CUDASNAP_PARK_DIR");
-	const char *dirs[] = { env && env[0] ? env : "/dev/shm", "/dev/shm", "/tmp" };
-	bool bound = false;
-	for (size_t i = 0; i < 3 && !bound; i++)
-		bound = bind_in(fd, dirs[i]) == 0;
-	if (!bound || listen(fd, 16) != 0) {
+	if ((key_fd = make_key()) < 0) {
 		close(fd);
+		park_mark_unparkable("it could not make the key of its control socket (memfd_create)");
+		return;
+	}
+	if (!listen_somewhere(fd)) {
+		close(fd);
+		remove_socket();
 		park_mark_unparkable("no directory to place its control socket in (CUDASNAP_PARK_DIR)");
 		return;
 	}
 	atexit(remove_socket);
 	listen_fd = fd;
-	pthread_atfork(NULL, NULL, forget_in_child);
+	idle_s(); /* read here, before any thread of ours: getenv is not thread-safe */
+	pthread_atfork(conns_lock, conns_unlock, forget_in_child);
 	/* The thread must take no signal meant for the program. */
 	sigset_t all, old;
 	sigfillset(&all);

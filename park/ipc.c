@@ -1,9 +1,18 @@
 /* Legacy CUDA IPC (cuIpcGetMemHandle / cuIpcOpenMemHandle) on memory the
  * interposer backs with VMM, which the driver's legacy IPC refuses. The
- * handle names the exporting process and the allocation; the importer asks
- * the exporter's control socket for a file descriptor of the physical
- * memory (cuMemExportToShareableHandle, passed with SCM_RIGHTS) and maps it
- * at an address of its own, as cuIpcOpenMemHandle does.
+ * handle names the exporting process beyond doubt (its pid, its PID
+ * namespace, and a secret of the allocation's that only the handle
+ * carries) and the allocation; the importer asks the exporter's control
+ * socket for a file descriptor of the physical memory
+ * (cuMemExportToShareableHandle, passed with SCM_RIGHTS) and maps it at an
+ * address of its own, as cuIpcOpenMemHandle does. The two prove to each
+ * other that they hold the secret without sending it (proof.c): a process
+ * that is not the exporter (the pid means another process in the
+ * importer's PID namespace, or was reused) cannot pass for it, and a peer
+ * without the handle gets nothing, not even an allocation's existence.
+ * An open that cannot reach the exporter fails as the driver's does,
+ * CUDA_ERROR_INVALID_VALUE: the driver cannot open a handle of a process in
+ * another PID namespace either.
  *
  * Parking a pair: an importer parks by detaching (unmap and release, the
  * address kept) before its exporter parks, which the exporter checks (it
@@ -16,31 +25,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "park.h"
 #include "park_find.h"
 
 #define MAGIC 0x4b505343u /* "CSPK" */
+#define VERSION 2
 
-struct handle_v1 {
+struct handle_v2 {
 	uint32_t magic;
 	uint32_t version;
 	int32_t pid; /* the exporter, in its PID namespace */
 	uint32_t reserved;
+	uint64_t pidns; /* that namespace's inode */
 	uint64_t va;
 	uint64_t size;
-	char pad[32];
+	uint8_t secret[PARK_SECRET_LEN];
+	char pad[8];
 };
-_Static_assert(sizeof(struct handle_v1) == CU_IPC_HANDLE_SIZE, "an IPC handle");
+_Static_assert(sizeof(struct handle_v2) == CU_IPC_HANDLE_SIZE, "an IPC handle");
 
 struct import {
 	CUdeviceptr va;
 	size_t size;
 	CUmemGenericAllocationHandle h; /* 0 while detached */
 	CUcontext ctx; /* current when it was imported */
-	struct handle_v1 from;
+	struct handle_v2 from;
 };
 
 static pthread_mutex_t imp_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -87,19 +101,28 @@ unsigned park_ipc_attached(pid_t *first)
 	return n;
 }
 
+/* The inode of this process's PID namespace, 0 when it cannot be read. */
+static uint64_t pidns_self(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
 CUresult park_ipc_get(CUipcMemHandle *out, CUdeviceptr dptr)
 {
 	const struct park_real *r = park_real();
 	if (r == NULL || r->ipc_get == NULL)
 		return CU_ERR_NOT_INITIALIZED;
 	park_gate_enter();
+	struct handle_v2 h = { .magic = MAGIC, .version = VERSION, .pid = (int32_t)getpid(), .pidns = pidns_self() };
 	pthread_mutex_lock(&park_tab.mu);
 	struct park_alloc *a = park_find(dptr);
-	struct handle_v1 h = { .magic = MAGIC, .version = 1, .pid = (int32_t)getpid() };
-	if (a) {
+	bool secret = a && (a->exported || getrandom(a->secret, sizeof(a->secret), 0) == sizeof(a->secret));
+	if (secret) {
 		a->exported = true;
 		h.va = a->va;
 		h.size = a->size;
+		memcpy(h.secret, a->secret, sizeof(h.secret));
 	}
 	pthread_mutex_unlock(&park_tab.mu);
 	CUresult rc = CU_OK;
@@ -107,28 +130,52 @@ CUresult park_ipc_get(CUipcMemHandle *out, CUdeviceptr dptr)
 		rc = r->ipc_get(out, dptr);
 	else if (out == NULL)
 		rc = CU_ERR_INVALID_VALUE;
+	else if (!secret)
+		rc = CU_ERR_UNKNOWN;
 	else
 		memcpy(out, &h, sizeof(h));
 	park_gate_leave();
 	return rc;
 }
 
-/* The exporter's side: "fd VA" answers a line and the descriptor (and
- * notes the importer attached); "detach VA" notes it detached. */
-int park_ipc_serve(int conn, const char *line)
+/* The secret of the exported allocation at va into out; a random one (that
+ * no asker can prove) when there is none, so that the answer says nothing
+ * of what is there. */
+static bool export_secret(CUdeviceptr va, uint8_t out[PARK_SECRET_LEN])
+{
+	pthread_mutex_lock(&park_tab.mu);
+	struct park_alloc *a = park_find(va);
+	bool found = a && a->va == va && a->exported;
+	if (found)
+		memcpy(out, a->secret, PARK_SECRET_LEN);
+	pthread_mutex_unlock(&park_tab.mu);
+	if (!found && getrandom(out, PARK_SECRET_LEN, 0) != PARK_SECRET_LEN)
+		memset(out, 0xa5, PARK_SECRET_LEN); /* still no asker's: it knows no secret of ours */
+	return found;
+}
+
+/* The exporter's side: "fd VA N", once the asker proved the handle's
+ * secret, answers a line and the descriptor (and notes the importer
+ * attached); "detach VA" notes it detached (a peer detaches only itself). */
+int park_ipc_serve(int conn, const struct park_req *rq)
 {
 	const struct park_real *r = park_real();
-	if (strncmp(line, "detach ", 7) == 0) {
-		park_ipc_note(strtoull(line + 7, NULL, 16), park_peer_pid(conn), false);
-		ssize_t w = send(conn, "ok\n", 3, MSG_NOSIGNAL);
-		return w == 3 ? 0 : -1;
+	pid_t peer = park_peer_pid(conn);
+	if (rq->verb == PARK_REQ_DETACH) {
+		park_ipc_note(rq->id, peer, false);
+		return park_send_fd(conn, "ok\n", 3, -1);
 	}
-	CUdeviceptr va = strtoull(line + 3, NULL, 16);
+	uint8_t secret[PARK_SECRET_LEN];
+	bool found = export_secret(rq->id, secret);
+	/* an importer this process cannot name (another PID namespace) could
+	 * never be waited for at a park */
+	if (!park_proof_check(conn, rq, secret) || !found || peer <= 0)
+		return park_send_fd(conn, "error code=1 stage=proof\n", 25, -1);
 	int fd = -1;
 	CUresult rc = CU_ERR_INVALID_HANDLE;
 	pthread_mutex_lock(&park_tab.mu);
-	struct park_alloc *a = park_find(va);
-	if (r && a && a->va == va && a->handle)
+	struct park_alloc *a = park_find(rq->id);
+	if (r && a && a->va == rq->id && a->exported && park_same(a->secret, secret, sizeof(secret)) && a->handle)
 		rc = r->export_handle(&fd, a->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 	pthread_mutex_unlock(&park_tab.mu);
 	char reply[64];
@@ -137,12 +184,12 @@ int park_ipc_serve(int conn, const char *line)
 	if (fd >= 0)
 		close(fd);
 	if (w == 0 && rc == CU_OK)
-		park_ipc_note(va, park_peer_pid(conn), true);
+		park_ipc_note(rq->id, peer, true);
 	return w;
 }
 
 /* The importer's side: tells the exporter it detached. */
-static void tell_detached(const struct handle_v1 *h)
+static void tell_detached(const struct handle_v2 *h)
 {
 	int conn = park_find_connect(h->pid, "/proc", 5000);
 	if (conn < 0)
@@ -154,34 +201,40 @@ static void tell_detached(const struct handle_v1 *h)
 	close(conn);
 }
 
-/* The importer's side: the exporter's descriptor of the allocation. */
-static int fetch_fd(const struct handle_v1 *h)
+/* The importer's side: the exporter's descriptor of the allocation into
+ * *fd. CUDA_ERROR_INVALID_VALUE when the exporter cannot be reached or is
+ * not the process that made the handle (its proof fails);
+ * CUDA_ERROR_INVALID_HANDLE when it is but has no memory to give (parked,
+ * or freed). */
+static CUresult fetch_fd(const struct handle_v2 *h, int *fd)
 {
+	*fd = -1;
 	int conn = park_find_connect(h->pid, "/proc", 5000);
 	if (conn < 0)
-		return -1;
-	char req[64], reply[64];
-	int len = snprintf(req, sizeof(req), "fd %llx\n", (unsigned long long)h->va);
-	int fd = -1;
-	if (send(conn, req, (size_t)len, MSG_NOSIGNAL) == len) {
-		ssize_t n = park_recv_fd(conn, reply, sizeof(reply) - 1, &fd);
-		if (fd >= 0 && (n < 2 || strncmp(reply, "ok", 2) != 0)) {
-			close(fd);
-			fd = -1;
-		}
+		return CU_ERR_INVALID_VALUE;
+	CUresult rc = CU_ERR_INVALID_VALUE;
+	if (park_proof_ask(conn, PARK_REQ_FD, h->va, h->secret)) {
+		char reply[64];
+		ssize_t n = park_recv_fd(conn, reply, sizeof(reply) - 1, fd);
+		bool ok = n >= 2 && strncmp(reply, "ok", 2) == 0 && *fd >= 0;
+		if (!ok && *fd >= 0)
+			close(*fd);
+		*fd = ok ? *fd : -1;
+		rc = ok ? CU_OK : CU_ERR_INVALID_HANDLE;
 	}
 	close(conn);
-	return fd;
+	return rc;
 }
 
 /* Maps the exporter's memory at im->va (reserved), readable and writable
  * by the current device; fills im->h. */
 static CUresult attach_at(const struct park_real *r, struct import *im)
 {
-	int fd = fetch_fd(&im->from);
-	if (fd < 0)
-		return CU_ERR_INVALID_HANDLE;
-	CUresult rc = r->import_handle(&im->h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	int fd;
+	CUresult rc = fetch_fd(&im->from, &fd);
+	if (rc != CU_OK)
+		return rc;
+	rc = r->import_handle(&im->h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 	close(fd);
 	if (rc != CU_OK)
 		return rc;
@@ -198,7 +251,7 @@ static CUresult attach_at(const struct park_real *r, struct import *im)
 	return rc;
 }
 
-static CUresult import_mapped(const struct park_real *r, const struct handle_v1 *h, CUdeviceptr *dptr)
+static CUresult import_mapped(const struct park_real *r, const struct handle_v2 *h, CUdeviceptr *dptr)
 {
 	struct import im = { .size = h->size, .from = *h };
 	r->ctx_get(&im.ctx);
@@ -251,7 +304,7 @@ CUresult park_ipc_detach_all(const struct park_real *r)
 		r->mem_release(im->h);
 		im->h = 0;
 	}
-	struct handle_v1 *told = calloc(nimps ? nimps : 1, sizeof(*told));
+	struct handle_v2 *told = calloc(nimps ? nimps : 1, sizeof(*told));
 	size_t ntold = 0;
 	for (size_t i = 0; told && i < nimps; i++)
 		if (imps[i].h == 0)
@@ -264,8 +317,9 @@ CUresult park_ipc_detach_all(const struct park_real *r)
 }
 
 /* Unpark: every detached import mapped again at its address. An exporter
- * still parked has nothing to give yet: asked again for up to wait_ms (when
- * each process unparks on its own, exporters and importers at once). */
+ * still parked has nothing to give yet, and one CRIU restores may not
+ * listen yet: asked again for up to wait_ms (when each process unparks on
+ * its own, exporters and importers at once). */
 CUresult park_ipc_attach_all(const struct park_real *r, unsigned wait_ms)
 {
 	double until = park_now() + wait_ms / 1000.0;
@@ -274,11 +328,27 @@ CUresult park_ipc_attach_all(const struct park_real *r, unsigned wait_ms)
 	for (size_t i = 0; i < nimps && rc == CU_OK; i++) {
 		if (imps[i].h != 0 || (rc = r->ctx_set(imps[i].ctx)) != CU_OK)
 			continue;
-		while ((rc = attach_at(r, &imps[i])) == CU_ERR_INVALID_HANDLE && park_now() < until)
+		while (((rc = attach_at(r, &imps[i])) == CU_ERR_INVALID_HANDLE || rc == CU_ERR_INVALID_VALUE) &&
+		       park_now() < until)
 			usleep(20000);
 	}
 	pthread_mutex_unlock(&imp_mu);
 	return rc;
+}
+
+/* What the driver answers for a handle of ours that it cannot open here:
+ * of another PID namespace (no pid of ours names the exporter; the driver
+ * answers so for its own handles: CUDA_ERROR_INVALID_VALUE), or this
+ * process's own (CUDA_ERROR_INVALID_CONTEXT); CU_OK to go on. */
+static CUresult openable(const struct handle_v2 *h, const CUdeviceptr *dptr)
+{
+	if (dptr == NULL || h->version != VERSION || h->size == 0 || !park_vmm())
+		return CU_ERR_INVALID_VALUE;
+	if (h->pidns != pidns_self() || h->pidns == 0)
+		return CU_ERR_INVALID_VALUE;
+	if (h->pid == (int32_t)getpid())
+		return CU_ERR_INVALID_CONTEXT;
+	return CU_OK;
 }
 
 CUresult park_ipc_open(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned flags)
@@ -286,20 +356,18 @@ CUresult park_ipc_open(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned flags)
 	const struct park_real *r = park_real();
 	if (r == NULL || r->ipc_open == NULL)
 		return CU_ERR_NOT_INITIALIZED;
-	struct handle_v1 h;
+	struct handle_v2 h;
 	memcpy(&h, &handle, sizeof(h));
 	park_gate_enter();
 	CUresult rc;
-	if (h.magic != MAGIC || h.version != 1) {
+	if (h.magic != MAGIC) {
 		rc = r->ipc_open(dptr, handle, flags);
 		if (rc == CU_OK) {
 			pthread_mutex_lock(&park_tab.mu);
 			park_tab.legacy_imports++;
 			pthread_mutex_unlock(&park_tab.mu);
 		}
-	} else if (dptr == NULL || h.size == 0 || !park_vmm()) {
-		rc = CU_ERR_INVALID_VALUE;
-	} else {
+	} else if ((rc = openable(&h, dptr)) == CU_OK) {
 		rc = import_mapped(r, &h, dptr);
 	}
 	park_gate_leave();

@@ -381,6 +381,9 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 			 (int)importer, why);
 		return -1;
 	}
+	/* No device file of its own may be open at the checkpoint that follows
+	 * (vmm_export.c). */
+	park_vmm_close_unclaimed();
 	CUresult rc = sync_all(r);
 	/* What it maps of others goes first: their exporters park after it. */
 	pid_t lost = 0;
@@ -515,10 +518,11 @@ void park_status(char *reply, size_t size)
 	why = why ? why : "";
 	int len = snprintf(reply, size,
 			   "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "
-			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u",
+			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u held=%u unclaimed=%u",
 			   (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes,
 			   park_tab.n, park_gate_closed() ? "closed" : "open", exported, park_ipc_attached(NULL),
-			   park_ipc_imports() + park_vmm_carried(), park_tab.legacy_imports, park_vmm_imports());
+			   park_ipc_imports() + park_vmm_carried(), park_tab.legacy_imports, park_vmm_imports(),
+			   park_control_held(), park_vmm_unclaimed());
 	/* the reason last, to the end of the line */
 	if (len >= 0 && (size_t)len < size)
 		snprintf(reply + len, size - (size_t)len, "%s%s\n", why[0] ? " why=" : "", why);

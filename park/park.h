@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "cuda_vmm_abi.h"
+#include "request.h"
 
 #define PARK_EXPORT __attribute__((visibility("default")))
 
@@ -86,6 +87,7 @@ struct park_alloc {
 	CUmemGenericAllocationHandle handle; /* 0 while parked */
 	size_t host_off; /* where its copy sits while parked */
 	bool exported; /* shared with another process (IPC) */
+	uint8_t secret[PARK_SECRET_LEN]; /* its IPC handle's, once exported */
 };
 
 struct park_table {
@@ -121,6 +123,18 @@ void park_status(char *reply, size_t size);
 /* After an unpark's answer: the host copy is given back. */
 void park_drop_host_copy(void);
 
+/* proof.c: one line from conn without its newline, terminated: its length
+ * + 1; 0 at the end, -1 on an error. A line longer than size is read
+ * whole and given as an empty one. */
+ssize_t park_read_line(int conn, char *buf, size_t size);
+/* The proof exchange (proof.c): the asker sends "VERB ID NONCE" and
+ * true means the other side proved it holds secret (and this side's
+ * proof was sent: the answer to the request follows). */
+bool park_proof_ask(int conn, enum park_verb verb, uint64_t id, const uint8_t secret[PARK_SECRET_LEN]);
+/* The holder's side, for rq (which carries the asker's nonce): true when
+ * the asker proved it holds secret. */
+bool park_proof_check(int conn, const struct park_req *rq, const uint8_t secret[PARK_SECRET_LEN]);
+
 /* fdpass.c: a message and, when fd >= 0, a descriptor with it: 0 or -1;
  * received: the bytes read, *fd the descriptor or -1 (the caller closes it). */
 int park_send_fd(int conn, const void *msg, size_t len, int fd);
@@ -131,13 +145,16 @@ pid_t park_peer_pid(int conn);
 /* control.c: the socket cudasnap asks; started with the first backed
  * allocation. */
 void park_control_start(void);
+/* Connections that hold a park now (it lasts while they live). */
+unsigned park_control_held(void);
 
 /* ipc.c: legacy CUDA IPC on memory the interposer backs */
 CUresult park_ipc_get(CUipcMemHandle *h, CUdeviceptr dptr);
 CUresult park_ipc_open(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags);
 CUresult park_ipc_close(CUdeviceptr dptr);
-/* control.c answers a peer's request for an allocation's file descriptor */
-int park_ipc_serve(int conn, const char *line);
+/* control.c answers a peer's request for an allocation's file descriptor
+ * ("fd", after a proof of the handle's secret) or its detach */
+int park_ipc_serve(int conn, const struct park_req *rq);
 /* The exporter's side: pid (in this PID namespace) attached to (on) or
  * detached from what key names: a legacy export's address, or
  * PARK_VMM_KEY of a VMM export's serial. */
@@ -201,7 +218,13 @@ bool park_vmm_exported(CUmemGenericAllocationHandle h, int fd);
 /* The mark fd carries: its exporter (in this PID namespace) and serial. */
 bool park_vmm_mark(int fd, pid_t *pid, uint64_t *serial);
 /* control.c: a peer's request about a VMM export */
-int park_vmm_serve(int conn, const char *line);
+int park_vmm_serve(int conn, const struct park_req *rq);
+/* Exports whose descriptor the exporter still keeps a copy of, to tell its
+ * first importer's claim from a forged one. */
+unsigned park_vmm_unclaimed(void);
+/* Before a checkpoint: those copies (device files) are closed, and exports
+ * not claimed by then are not carried. */
+void park_vmm_close_unclaimed(void);
 
 double park_now(void);
 

@@ -13,7 +13,18 @@
  * ask for the memory again: before a checkpoint it releases its import,
  * after the restore it asks the exporter for a new descriptor and maps it
  * where it was. The exporter's memory itself stays the driver's (it
- * checkpoints and restores such memory with its handle unchanged). */
+ * checkpoints and restores such memory with its handle unchanged).
+ *
+ * The mark only finds the exporter: anyone can read its offset in
+ * /proc/locks and put the same lock on a descriptor of their own. So the
+ * exporter keeps a copy of each export's descriptor until its first
+ * importer claims it, and takes the claim only for that very open file
+ * description (a lock the copy takes is the received descriptor's own:
+ * same_description); the claimant then gets a secret of the claim's, which
+ * each later request proves (proof.c). The copy is a device file, which a
+ * checkpoint must not find open: it is closed at the first claim, when the
+ * handle goes, and at a park (cudasnap parks such an exporter first); an
+ * export not claimed by then is not carried. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -22,6 +33,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "park.h"
@@ -44,12 +56,15 @@ struct export
 {
 	uint64_t serial;
 	CUmemGenericAllocationHandle h;
+	int dup; /* a copy of its descriptor until it is claimed, else -1 */
+	bool claimed;
 };
 
-/* An importer that proved it holds an export's descriptor. */
+/* The importer that proved it holds an export's descriptor (one for each). */
 struct claim {
 	uint64_t serial;
 	pid_t pid; /* in this process's PID namespace (SO_PEERCRED) */
+	uint8_t secret[PARK_SECRET_LEN]; /* what its later requests prove */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -86,10 +101,13 @@ static void settle(struct made *m)
 	if (!m->released || m->maps)
 		return;
 	for (size_t i = 0; i < nexps;) {
-		if (exps[i].h == m->h)
-			exps[i] = exps[--nexps];
-		else
+		if (exps[i].h != m->h) {
 			i++;
+			continue;
+		}
+		if (exps[i].dup >= 0)
+			close(exps[i].dup);
+		exps[i] = exps[--nexps];
 	}
 	*m = mades[--nmades];
 }
@@ -171,11 +189,62 @@ bool park_vmm_exported(CUmemGenericAllocationHandle h, int fd)
 	uint64_t serial = next_serial++ & ~PARK_TAG_MASK;
 	if (serial == 0)
 		serial = next_serial++ & ~PARK_TAG_MASK;
-	bool ok = made_of(h) && park_grow((void **)&exps, nexps, &capexps, sizeof(*exps)) && tag(fd, serial);
+	int dup = made_of(h) && park_grow((void **)&exps, nexps, &capexps, sizeof(*exps)) ?
+		fcntl(fd, F_DUPFD_CLOEXEC, 0) :
+		-1;
+	bool ok = dup >= 0 && tag(fd, serial);
 	if (ok)
-		exps[nexps++] = (struct export){ serial, h };
+		exps[nexps++] = (struct export){ serial, h, dup, false };
+	else if (dup >= 0)
+		close(dup);
 	pthread_mutex_unlock(&mu);
 	return ok;
+}
+
+unsigned park_vmm_unclaimed(void)
+{
+	pthread_mutex_lock(&mu);
+	unsigned n = 0;
+	for (size_t i = 0; i < nexps; i++)
+		n += exps[i].dup >= 0;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+void park_vmm_close_unclaimed(void)
+{
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < nexps; i++)
+		if (exps[i].dup >= 0) {
+			close(exps[i].dup);
+			exps[i].dup = -1;
+		}
+	pthread_mutex_unlock(&mu);
+}
+
+/* Whether received is the open file description that dup is a copy of: the
+ * same file, and a lock that dup's description takes does not stand in the
+ * way of received (an OFD lock never conflicts with its own description's
+ * locks; another description of the same file meets it). Neither needs a
+ * privilege (kcmp(2) would, under the usual seccomp profiles). */
+static bool same_description(int dup, int received)
+{
+	struct stat a, b;
+	uint64_t rnd = 0;
+	if (fstat(dup, &a) != 0 || fstat(received, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino ||
+	    a.st_rdev != b.st_rdev || getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return false;
+	/* an offset of its own, below the marks' (read locks: the copy may be
+	 * read-only) */
+	off_t at = (off_t)(PARK_PROBE_BASE | (rnd & ~PARK_TAG_MASK));
+	struct flock held = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+	if (fcntl(dup, F_OFD_SETLK, &held) != 0)
+		return false;
+	struct flock probe = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+	bool own = fcntl(received, F_OFD_GETLK, &probe) == 0 && probe.l_type == F_UNLCK;
+	held.l_type = F_UNLCK;
+	fcntl(dup, F_OFD_SETLK, &held);
+	return own;
 }
 
 /* The serial an imported descriptor was marked with, and its exporter (in
@@ -209,8 +278,10 @@ static struct claim *claim_of(uint64_t serial, pid_t pid)
 }
 
 /* "vclaim S" and, in a message of its own, the descriptor: the peer holds
- * export S when the descriptor carries this process's mark S. */
-static bool claim(int conn, uint64_t serial, pid_t pid)
+ * export S when that descriptor is the export's own open file description
+ * (not one marked alike) and nobody claimed it before. out gets the
+ * claim's secret. */
+static bool claim(int conn, uint64_t serial, pid_t pid, uint8_t out[PARK_SECRET_LEN])
 {
 	char byte;
 	int fd;
@@ -221,12 +292,7 @@ static bool claim(int conn, uint64_t serial, pid_t pid)
 	}
 	pid_t owner = 0;
 	uint64_t marked = 0;
-	bool ok = park_vmm_mark(fd, &owner, &marked) && owner == getpid() && marked == serial;
-	/* Claimed, the mark has served: a lock left on a descriptor the
-	 * program keeps open would fail a CRIU dump of it ("file locks"). */
-	if (ok)
-		mark_lock(fd, F_UNLCK, serial);
-	close(fd);
+	bool ok = park_vmm_mark(fd, &owner, &marked) && owner == getpid() && marked == serial && pid > 0;
 	pthread_mutex_lock(&mu);
 	for (size_t i = 0; i < nclaims;) { /* claimants that died claim nothing */
 		if (kill(claims[i].pid, 0) != 0 && errno == ESRCH)
@@ -234,12 +300,39 @@ static bool claim(int conn, uint64_t serial, pid_t pid)
 		else
 			i++;
 	}
-	ok = ok && export_of(serial) &&
-		(claim_of(serial, pid) || park_grow((void **)&claims, nclaims, &capclaims, sizeof(*claims)));
-	if (ok && !claim_of(serial, pid))
-		claims[nclaims++] = (struct claim){ serial, pid };
+	struct export *x = ok ? export_of(serial) : NULL;
+	ok = x && x->dup >= 0 && same_description(x->dup, fd) &&
+		getrandom(out, PARK_SECRET_LEN, 0) == PARK_SECRET_LEN &&
+		park_grow((void **)&claims, nclaims, &capclaims, sizeof(*claims));
+	if (ok) {
+		claims[nclaims] = (struct claim){ .serial = serial, .pid = pid };
+		memcpy(claims[nclaims++].secret, out, PARK_SECRET_LEN);
+		close(x->dup);
+		x->dup = -1;
+		/* Claimed, the mark has served: a lock left on a descriptor the
+		 * program keeps open would fail a CRIU dump of it ("file locks"). */
+		mark_lock(fd, F_UNLCK, serial);
+	}
 	pthread_mutex_unlock(&mu);
+	close(fd);
 	return ok;
+}
+
+/* The claim's secret of export serial into out, true; a random one (which
+ * no asker can prove) when there is none. */
+static bool claim_secret(uint64_t serial, uint8_t out[PARK_SECRET_LEN])
+{
+	pthread_mutex_lock(&mu);
+	struct claim *c = NULL;
+	for (size_t i = 0; i < nclaims && c == NULL; i++)
+		if (claims[i].serial == serial)
+			c = &claims[i];
+	if (c)
+		memcpy(out, c->secret, PARK_SECRET_LEN);
+	pthread_mutex_unlock(&mu);
+	if (!c && getrandom(out, PARK_SECRET_LEN, 0) != PARK_SECRET_LEN)
+		memset(out, 0xa5, PARK_SECRET_LEN);
+	return c != NULL;
 }
 
 /* Where h is mapped (one of its mappings), 0 when nowhere; mu held. */
@@ -251,15 +344,15 @@ static CUdeviceptr mapped_at(CUmemGenericAllocationHandle h)
 	return 0;
 }
 
-/* A new descriptor of export serial's memory for a claimant, -1 when it
- * is gone (or its claimant is not one). */
-static int export_again(uint64_t serial, pid_t pid, CUresult *rc)
+/* A new descriptor of export serial's memory for its claimant, -1 when it
+ * is gone. */
+static int export_again(uint64_t serial, CUresult *rc)
 {
 	const struct park_real *r = park_real();
 	int fd = -1;
 	*rc = CU_ERR_INVALID_HANDLE;
 	pthread_mutex_lock(&mu);
-	struct export *x = claim_of(serial, pid) ? export_of(serial) : NULL;
+	struct export *x = export_of(serial);
 	struct made *m = x ? made_of(x->h) : NULL;
 	if (r && m && !m->released) {
 		*rc = r->export_handle(&fd, m->h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
@@ -289,48 +382,60 @@ static void forget(uint64_t serial, pid_t pid)
 	pthread_mutex_unlock(&mu);
 }
 
-/* The exporter's side: "vclaim S" (then the descriptor), "vlive S",
- * "vfd S" (answered with a new descriptor), "vdetach S" and "vdrop S"
- * (the importer detached for a park, or let the import go). */
-int park_vmm_serve(int conn, const char *line)
+static bool live(uint64_t serial)
 {
-	char verb[16];
-	unsigned long long serial = 0;
-	if (sscanf(line, "%15s %llx", verb, &serial) != 2)
-		return send_fd(conn, "error code=0 stage=request\n", -1);
+	pthread_mutex_lock(&mu);
+	struct export *x = export_of(serial);
+	struct made *m = x ? made_of(x->h) : NULL;
+	bool yes = m && (!m->released || m->maps);
+	pthread_mutex_unlock(&mu);
+	return yes;
+}
+
+/* "vlive S N" and "vfd S N", once the asker proved the claim's secret:
+ * whether the export's memory is still there, or a new descriptor of it. */
+static int serve_proven(int conn, const struct park_req *rq, pid_t pid)
+{
+	uint8_t secret[PARK_SECRET_LEN];
+	bool found = claim_secret(rq->id, secret);
+	if (!park_proof_check(conn, rq, secret) || !found)
+		return send_fd(conn, "error code=1 stage=proof\n", -1);
+	if (rq->verb == PARK_REQ_VLIVE)
+		return send_fd(conn, live(rq->id) ? "ok\n" : "error code=400 stage=live\n", -1);
+	CUresult rc;
+	int fd = export_again(rq->id, &rc);
+	char reply[64];
+	snprintf(reply, sizeof(reply), fd >= 0 ? "ok\n" : "error code=%d stage=export\n", rc);
+	int w = send_fd(conn, reply, fd);
+	if (fd >= 0)
+		close(fd);
+	if (w == 0 && fd >= 0)
+		park_ipc_note(PARK_VMM_KEY(rq->id), pid, true);
+	return w;
+}
+
+/* The exporter's side: "vclaim S" (then the descriptor; answered with the
+ * claim's secret), "vlive S N", "vfd S N" (proven; answered with a new
+ * descriptor), "vdetach S" and "vdrop S" (the importer detached for a
+ * park, or let the import go: a peer speaks only for itself). */
+int park_vmm_serve(int conn, const struct park_req *rq)
+{
 	pid_t pid = park_peer_pid(conn);
-	uint64_t key = PARK_VMM_KEY(serial);
-	if (strcmp(verb, "vclaim") == 0) {
-		bool ok = claim(conn, serial, pid);
-		if (ok)
-			park_ipc_note(key, pid, true);
-		return send_fd(conn, ok ? "ok\n" : "error code=400 stage=claim\n", -1);
+	uint64_t key = PARK_VMM_KEY(rq->id);
+	if (rq->verb == PARK_REQ_VCLAIM) {
+		uint8_t secret[PARK_SECRET_LEN];
+		char reply[64], hex[2 * PARK_SECRET_LEN + 1];
+		if (!claim(conn, rq->id, pid, secret))
+			return send_fd(conn, "error code=400 stage=claim\n", -1);
+		park_ipc_note(key, pid, true);
+		park_hex(secret, sizeof(secret), hex);
+		snprintf(reply, sizeof(reply), "ok %s\n", hex);
+		return send_fd(conn, reply, -1);
 	}
-	if (strcmp(verb, "vlive") == 0) {
-		pthread_mutex_lock(&mu);
-		struct export *x = claim_of(serial, pid) ? export_of(serial) : NULL;
-		struct made *m = x ? made_of(x->h) : NULL;
-		bool live = m && (!m->released || m->maps);
-		pthread_mutex_unlock(&mu);
-		return send_fd(conn, live ? "ok\n" : "error code=400 stage=live\n", -1);
-	}
-	if (strcmp(verb, "vfd") == 0) {
-		CUresult rc;
-		int fd = export_again(serial, pid, &rc);
-		char reply[64];
-		snprintf(reply, sizeof(reply), fd >= 0 ? "ok\n" : "error code=%d stage=export\n", rc);
-		int w = send_fd(conn, reply, fd);
-		if (fd >= 0)
-			close(fd);
-		if (w == 0 && fd >= 0)
-			park_ipc_note(key, pid, true);
-		return w;
-	}
-	if (strcmp(verb, "vdetach") == 0 || strcmp(verb, "vdrop") == 0) {
-		park_ipc_note(key, pid, false);
-		if (strcmp(verb, "vdrop") == 0)
-			forget(serial, pid);
-		return send_fd(conn, "ok\n", -1);
-	}
-	return send_fd(conn, "error code=0 stage=request\n", -1);
+	if (rq->verb == PARK_REQ_VLIVE || rq->verb == PARK_REQ_VFD)
+		return serve_proven(conn, rq, pid);
+	park_ipc_note(key, pid, false);
+	if (rq->verb == PARK_REQ_VDROP)
+		forget(rq->id, pid);
+	return send_fd(conn, "ok\n", -1);
 }

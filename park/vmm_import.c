@@ -43,6 +43,7 @@ struct vimport {
 	pid_t from; /* its exporter (claimed), 0 when unknown */
 	bool lost; /* something of it the interposer could not note: not carried */
 	uint64_t serial;
+	uint8_t secret[PARK_SECRET_LEN]; /* its claim's, which its requests prove */
 	CUcontext ctx;
 };
 
@@ -137,20 +138,13 @@ CUresult park_import_fresh(const struct park_real *r, CUmemGenericAllocationHand
 	return rc;
 }
 
-/* One request to an exporter; its answer's first line into reply. With
- * fd >= 0, the descriptor goes along in a message of its own. */
-static int ask(pid_t from, const char *verb, uint64_t serial, int fd, char *reply, size_t size, int *got)
+/* The answer to a request sent on conn: its first line into reply (and a
+ * descriptor that comes with it into *got, when got is not NULL): 0 for
+ * "ok", -1 otherwise. */
+static int answer_of(int conn, char *reply, size_t size, int *got)
 {
-	int conn = park_find_connect(from, "/proc", 5000);
-	if (conn < 0)
-		return -1;
-	char req[64];
-	int len = snprintf(req, sizeof(req), "%s %llx\n", verb, (unsigned long long)serial);
-	bool sent = send(conn, req, (size_t)len, MSG_NOSIGNAL) == len;
-	if (sent && fd >= 0)
-		sent = park_send_fd(conn, "f", 1, fd) == 0;
-	int rc = -1, in = -1;
-	ssize_t n = sent ? park_recv_fd(conn, reply, size - 1, &in) : -1;
+	int in = -1, rc = -1;
+	ssize_t n = park_recv_fd(conn, reply, size - 1, &in);
 	if (n > 0) {
 		reply[n] = 0;
 		rc = strncmp(reply, "ok", 2) == 0 ? 0 : -1;
@@ -159,14 +153,48 @@ static int ask(pid_t from, const char *verb, uint64_t serial, int fd, char *repl
 		*got = in;
 	else if (in >= 0)
 		close(in);
+	return rc;
+}
+
+/* One request to an exporter, about export serial: "vlive" and "vfd" are
+ * proven with the claim's secret; "vclaim" sends fd with it. 0 when it
+ * answered ok (its first line in reply, a descriptor in *got). */
+static int ask(pid_t from, enum park_verb verb, uint64_t serial, const uint8_t *secret, int fd, char *reply,
+	       size_t size, int *got)
+{
+	int conn = park_find_connect(from, "/proc", 5000);
+	if (conn < 0)
+		return -1;
+	bool sent;
+	if (verb == PARK_REQ_VLIVE || verb == PARK_REQ_VFD) {
+		sent = park_proof_ask(conn, verb, serial, secret);
+	} else {
+		char req[64];
+		int len = snprintf(req, sizeof(req), "%s %llx\n", park_req_word(verb), (unsigned long long)serial);
+		sent = send(conn, req, (size_t)len, MSG_NOSIGNAL) == len;
+	}
+	if (sent && fd >= 0)
+		sent = park_send_fd(conn, "f", 1, fd) == 0;
+	int rc = sent ? answer_of(conn, reply, size, got) : -1;
 	close(conn);
 	return rc;
 }
 
-static int tell(pid_t from, const char *verb, uint64_t serial)
+static int tell(pid_t from, enum park_verb verb, uint64_t serial, const uint8_t *secret)
 {
 	char reply[64];
-	return ask(from, verb, serial, -1, reply, sizeof(reply), NULL);
+	return ask(from, verb, serial, secret, -1, reply, sizeof(reply), NULL);
+}
+
+/* Claims export serial of from with fd, the descriptor the program
+ * imported: 0 with the claim's secret in secret. */
+static int claim(pid_t from, uint64_t serial, int fd, uint8_t secret[PARK_SECRET_LEN])
+{
+	char reply[128];
+	if (ask(from, PARK_REQ_VCLAIM, serial, NULL, fd, reply, sizeof(reply), NULL) != 0)
+		return -1;
+	size_t len = strcspn(reply, "\n");
+	return len == 3 + 2 * PARK_SECRET_LEN && park_unhex(reply + 3, len - 3, secret, PARK_SECRET_LEN) ? 0 : -1;
 }
 
 /* An import the program let go of (no handle, nothing mapped); mu held.
@@ -190,7 +218,7 @@ static void let_go(CUmemGenericAllocationHandle drop, bool told, pid_t from, uin
 	if (drop && r)
 		r->mem_release(drop);
 	if (told)
-		tell(from, "vdrop", serial);
+		tell(from, PARK_REQ_VDROP, serial, NULL);
 }
 
 CUmemGenericAllocationHandle park_vmm_real(CUmemGenericAllocationHandle h)
@@ -206,9 +234,8 @@ void park_vmm_imported(CUmemGenericAllocationHandle h, int fd)
 {
 	pid_t from = 0;
 	uint64_t serial = 0;
-	char reply[64];
-	if (fd >= 0 && park_vmm_mark(fd, &from, &serial) &&
-	    ask(from, "vclaim", serial, fd, reply, sizeof(reply), NULL) != 0)
+	uint8_t secret[PARK_SECRET_LEN] = { 0 };
+	if (fd >= 0 && park_vmm_mark(fd, &from, &serial) && claim(from, serial, fd, secret) != 0)
 		from = 0;
 	const struct park_real *r = park_real();
 	CUcontext ctx = NULL;
@@ -216,15 +243,17 @@ void park_vmm_imported(CUmemGenericAllocationHandle h, int fd)
 		r->ctx_get(&ctx);
 	pthread_mutex_lock(&mu);
 	bool ok = park_grow((void **)&imps, nimps, &capimps, sizeof(*imps));
-	if (ok)
-		imps[nimps++] = (struct vimport){ .id = next_id++,
-						  .prog = h,
-						  .real = h,
-						  .refs = 1,
-						  .attached = true,
-						  .from = from,
-						  .serial = serial,
-						  .ctx = ctx };
+	if (ok) {
+		imps[nimps] = (struct vimport){ .id = next_id++,
+						.prog = h,
+						.real = h,
+						.refs = 1,
+						.attached = true,
+						.from = from,
+						.serial = serial,
+						.ctx = ctx };
+		memcpy(imps[nimps++].secret, secret, sizeof(secret));
+	}
 	pthread_mutex_unlock(&mu);
 	if (!ok)
 		park_mark_unparkable("out of memory tracking its imports");
@@ -384,7 +413,7 @@ CUresult park_vmm_detach_all(const struct park_real *r, pid_t *lost)
 	pthread_mutex_lock(&mu);
 	CUresult rc = CU_OK;
 	for (size_t i = 0; i < nimps && rc == CU_OK; i++) {
-		if (imps[i].attached && tell(imps[i].from, "vlive", imps[i].serial) != 0) {
+		if (imps[i].attached && tell(imps[i].from, PARK_REQ_VLIVE, imps[i].serial, imps[i].secret) != 0) {
 			*lost = imps[i].from;
 			rc = CU_ERR_NOT_FOUND;
 		}
@@ -417,7 +446,7 @@ CUresult park_vmm_detach_all(const struct park_real *r, pid_t *lost)
 		}
 	pthread_mutex_unlock(&mu);
 	for (size_t i = 0; i < n; i++)
-		tell(who[i], "vdetach", serials[i]);
+		tell(who[i], PARK_REQ_VDETACH, serials[i], NULL);
 	free(who);
 	free(serials);
 	return rc;
@@ -430,7 +459,7 @@ static int fetch(const struct vimport *x, double until)
 	for (;;) {
 		char reply[64];
 		int fd = -1;
-		if (ask(x->from, "vfd", x->serial, -1, reply, sizeof(reply), &fd) == 0 && fd >= 0)
+		if (ask(x->from, PARK_REQ_VFD, x->serial, x->secret, -1, reply, sizeof(reply), &fd) == 0 && fd >= 0)
 			return fd;
 		if (park_now() >= until)
 			return -1;

@@ -45,11 +45,15 @@ static void usage(FILE *f)
 		"\n"
 		"In a container, preload the library yourself: LD_PRELOAD=%s\n"
 		"(copied or mounted into the image). Inside, the program places a control\n"
-		"socket in CUDASNAP_PARK_DIR (default /dev/shm, else /tmp), which only root and\n"
-		"its own user may use.\n"
+		"socket in a directory of its own (mode 0700) in CUDASNAP_PARK_DIR (default\n"
+		"/dev/shm, else /tmp). A park or an unpark needs the process's key, which only\n"
+		"a caller with ptrace access to it can read (/proc/PID/fd): root, or the\n"
+		"program's own user. CUDA IPC handles name their exporter and a secret; one\n"
+		"opened in another PID namespace fails as the driver's own do.\n"
 		"\n"
 		"Environment: CUDASNAP_PARK_LIB (the library to preload), CUDASNAP_PARK=0 (no\n"
-		"backing: the program runs as without the interposer).\n"
+		"backing: the program runs as without the interposer), CUDASNAP_PARK_DIR,\n"
+		"CUDASNAP_PARK_IDLE_S (see cudasnap(1)).\n"
 		"Exit status: the program's; 2 when it cannot be started.\n",
 		cs_prog, CUDASNAP_PARK_LIB);
 }

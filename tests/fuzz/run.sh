@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cc=${CC:-clang}
 work=${WORK:-$root/build-fuzz}
-targets=${TARGETS:-"stat sanitize status maps maps_file environ parse_long cgroup txncli devmap manifest halt config memcg inventory ckptmeta archive history park gpubook"}
+targets=${TARGETS:-"stat sanitize status maps maps_file environ parse_long cgroup txncli devmap manifest halt config memcg inventory ckptmeta archive history park gpubook park_request"}
 
 case $secs in
 ''|*[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
@@ -32,6 +32,8 @@ for t in $targets; do
 	extra=""
 	# The option parser lives in src/; a stub stands in for src/main.c.
 	[ "$t" = txncli ] && extra="$root/src/txncli.c $here/cli_stub.c"
+	# The interposer's request parser (park/request.c) needs nothing else.
+	[ "$t" = park_request ] && extra="$root/park/request.c"
 	"$cc" $cflags -o "$work/fuzz_$t" "$here/fuzz_$t.c" $extra "$work"/obj/*.o $jsonc_libs -ldl -lpthread
 done
 

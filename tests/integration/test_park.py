@@ -23,22 +23,28 @@ MODE = "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE"
 class App:
     """A fakecuda-cuapp process and its output lines."""
 
-    def __init__(self, case, args, park=True):
-        argv = [BIN, "run", "--", CUAPP, *args] if park else [CUAPP, *args]
+    def __init__(self, case, args, park=True, wrap=(), env_more=None, umask=None):
+        """wrap: a command that ends by running its arguments (the program's
+        pid is then the one its ready line says); env_more: more variables;
+        umask: the program's."""
+        argv = [*wrap, *([BIN, "run", "--"] if park else []), CUAPP, *args]
         env = dict(case.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=case.tmp)
+        env.update(env_more or {})
         # in the sanitizer build the preloaded interposer comes before
         # libasan, which the program itself also links
         asan = env.get("ASAN_OPTIONS", "")
         env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
         self.p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  start_new_session=True)
+                                  start_new_session=True, umask=-1 if umask is None else umask)
         case.apps.append(self.p)
         self.pid = self.p.pid
         self.buf = b""
         self.ready = self.line("ready", 20)
         if self.ready is None:
             case.fail(f"{argv}: not ready: {self.p.stderr.read1(4096) if self.p.poll() is not None else ''}")
-        self.bytes = int(dict(kv.split("=", 1) for kv in self.ready.split()[1:])["bytes"])
+        fields = dict(kv.split("=", 1) for kv in self.ready.split()[1:])
+        self.bytes = int(fields["bytes"])
+        self.pid = int(fields["pid"]) if wrap else self.pid
 
     def line(self, prefix, timeout):
         deadline = time.monotonic() + timeout
@@ -60,9 +66,21 @@ class App:
         return self.line("verify", 20)
 
 
-def control(pid, request, keep=None):
-    """One request to pid's control socket, found as cudasnap finds it;
-    returns the answer (and leaves the connection in keep, a list, open)."""
+def key_of(pid):
+    """The key of pid's interposer, read as cudasnap reads it (through
+    /proc/PID/fd, which takes ptrace access to the process), in hex."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/memfd:cudasnap-park-key (deleted)":
+                with open(f"/proc/{pid}/fd/{fd}", "rb") as f:
+                    return f.read().hex()
+        except OSError:
+            continue
+    raise AssertionError(f"no key file in /proc/{pid}/fd")
+
+
+def socket_path(pid):
+    """The path pid's control socket was bound to (its /proc/PID/net/unix)."""
     inodes = set()
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
@@ -78,6 +96,16 @@ def control(pid, request, keep=None):
             if len(parts) >= 8 and int(parts[6]) in inodes and "/.cudasnap-park." in parts[7]:
                 path = parts[7]
     assert path, f"no control socket for {pid}"
+    return path
+
+
+def control(pid, request, keep=None, key=False):
+    """One request to pid's control socket, found as cudasnap finds it (with
+    the process's key, when key); returns the answer and the socket's path
+    (and leaves the connection in keep, a list, open)."""
+    path = socket_path(pid)
+    if key:
+        request += f" key={key_of(pid)}"
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(20)
     s.connect(f"/proc/{pid}/root{path}")
@@ -252,7 +280,7 @@ class Park(ParkCase):
     def test_a_park_cudasnap_does_not_see_through_is_undone(self):
         a = self.app()
         held = []
-        answer, _ = control(a.pid, "park 5000", keep=held)
+        answer, _ = control(a.pid, "park 5000", keep=held, key=True)
         self.assertTrue(answer.startswith("ok parked=1"), answer)
         self.assertEqual(status(a.pid)["gate"], "closed")
         held[0].close()  # as if cudasnap died before its commit

@@ -1,0 +1,445 @@
+"""Who may reach a program's parking interposer (park/control.c), tried as an
+attacker would: a process that swaps its own control socket for a link to
+another's, a peer without the process's key, a peer whose uid the process's
+user namespace does not map, requests for memory the program never exported
+or without its handle's secret, a forged VMM export mark, a CUDA IPC handle
+opened in another PID namespace, hostile bytes on the socket. And what the
+interposer must hold to: a forked child keeps no connection, and a held park
+lasts as long as its connection."""
+import array
+import fcntl
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from harness import BIN, LIBCUDA
+from test_hostile import sanitizer_preload
+from test_park import CUAPP, PARK_LIB, App, ParkCase, control, socket_path, status
+
+F_OFD_SETLK, F_SETOWN_EX, F_OWNER_PID = 37, 15, 1
+TAG_BASE = 0x4353000000000000
+
+# A process that poses as an interposed CUDA program (it initializes the
+# driver double and maps a file named like the interposer), answers
+# cudasnap's status as the real one would, and after the status a checkpoint
+# asks last before it parks (argv[6]: the how-manyth) swaps its socket file
+# for a symbolic link to another process's socket (argv[4]): the checkpoint
+# must never reach that other process.
+FAKE_INTERPOSER = r"""
+import ctypes, mmap, os, socket, sys, time
+libcuda, libfile, sockdir, victim, ready, swap_after = sys.argv[1:7]
+assert ctypes.CDLL(libcuda).cuInit(0) == 0
+with open(libfile, "wb") as f:
+    f.write(b"\0" * mmap.PAGESIZE)
+with open(libfile, "rb") as f:
+    keep = mmap.mmap(f.fileno(), mmap.PAGESIZE, prot=mmap.PROT_READ)
+os.makedirs(sockdir, mode=0o700)
+path = os.path.join(sockdir, "control")
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+s.listen(8)
+open(ready, "w").close()
+swapped, statuses = False, 0
+while True:
+    c, _ = s.accept()
+    line = c.makefile("rb").readline()
+    if line.startswith(b"status"):
+        statuses += 1
+        c.sendall(b"ok version=1 pid=%d parked=0 parkable=1 bytes=8388608 allocs=1 gate=open ipc_exports=0 "
+                  b"ipc_attached=0 ipc_imports=0 legacy_imports=0 vmm_imports=0 held=0 unclaimed=0\n" % os.getpid())
+    c.close()
+    if not swapped and statuses == int(swap_after):
+        os.unlink(path)
+        os.symlink(victim, path)
+        swapped = True
+"""
+
+# Runs argv[3:] as uid argv[2] (and its gid) of a new user namespace that
+# maps it, and nothing else, to host uid argv[1]: the program then sees
+# every other user (root included) as the overflow uid.
+USERNS_AS = r"""
+import ctypes, os, sys
+outer, inner, cmd = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+libc = ctypes.CDLL(None, use_errno=True)
+go_r, go_w = os.pipe()
+done_r, done_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(go_w)
+    os.close(done_r)
+    if libc.unshare(0x10000000) != 0:
+        os._exit(90)
+    os.write(done_w, b"u")
+    os.read(go_r, 1)
+    os.setresgid(inner, inner, inner)
+    os.setresuid(inner, inner, inner)
+    os.execvp(cmd[0], cmd)
+os.close(go_r)
+os.close(done_w)
+os.read(done_r, 1)
+for name, text in (("setgroups", "deny"), ("uid_map", f"{inner} {outer} 1"), ("gid_map", f"{inner} {outer} 1")):
+    with open(f"/proc/{pid}/{name}", "w") as f:
+        f.write(text)
+os.write(go_w, b"g")
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def connect(path, timeout=10):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(path)
+    return s
+
+
+def read_lines(s, n=1):
+    """Up to n answer lines from s (fewer when it ends first)."""
+    buf = b""
+    while buf.count(b"\n") < n:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf.decode(errors="replace").splitlines()
+
+
+def recv_with_fds(s):
+    """One message from s and the descriptors that came with it (closed)."""
+    fds = array.array("i")
+    msg, anc, _, _ = s.recvmsg(256, socket.CMSG_SPACE(4 * fds.itemsize))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+    for fd in fds:
+        os.close(fd)
+    return msg.decode(errors="replace"), len(fds)
+
+
+def via_root(pid):
+    return f"/proc/{pid}/root{socket_path(pid)}"
+
+
+@unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
+class Access(ParkCase):
+    """Who may ask the interposer what."""
+
+    def app(self, *args, **kw):
+        return App(self, ["--alloc-mib", "8", "--interval-ms", "20", *args], **kw)
+
+    def test_a_socket_swapped_for_a_link_never_reaches_another_process(self):
+        # The attacker answers cudasnap's status as an interposed program
+        # would, then points its socket's path at the victim's socket:
+        # cudasnap's park must reach nobody, not the victim. A checkpoint
+        # asks for the status twice (its plan, then its transaction) before
+        # it parks.
+        victim = self.app()
+        ready = os.path.join(self.tmp, "fake.ready")
+        fake = subprocess.Popen([sys.executable, "-c", FAKE_INTERPOSER, LIBCUDA,
+                                 os.path.join(self.tmp, "libcudasnap-park.so"),
+                                 os.path.join(self.tmp, ".cudasnap-park.fake"), socket_path(victim.pid), ready,
+                                 "2"],
+                                env=dict(self.env, **sanitizer_preload(LIBCUDA)), start_new_session=True)
+        self.apps.append(fake)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(ready) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertTrue(os.path.exists(ready))
+        self.cs("checkpoint", "--pid", fake.pid, "--json")
+        self.cs("restore", "--pid", fake.pid)
+        self.assertEqual(status(victim.pid)["parked"], "0")
+        self.assertEqual(status(victim.pid)["gate"], "open")
+        self.assertEqual(self.states([victim.pid]), {victim.pid: "running"})
+        self.assertEqual(victim.verify(), f"verify ok bytes={victim.bytes}")
+
+    def test_park_and_unpark_take_the_process_key(self):
+        a = self.app()
+        path = via_root(a.pid)
+        # root without the key: status yes, park and unpark no
+        self.assertTrue(control(a.pid, "status")[0].startswith("ok "))
+        for request in ("park 2000", "park 2000 key=" + "00" * 32, "unpark 2000"):
+            with self.subTest(request):
+                with connect(path) as s:
+                    s.sendall(request.encode() + b"\n")
+                    self.assertEqual(read_lines(s), ["error code=800 stage=access"])
+                self.assertEqual(status(a.pid)["parked"], "0")
+        # with the key that /proc/PID/fd shows to whoever may ptrace it
+        held = []
+        answer, _ = control(a.pid, "park 2000", keep=held, key=True)
+        self.assertTrue(answer.startswith("ok parked=1"), answer)
+        answer, _ = control(a.pid, "unpark 2000", key=True)
+        self.assertTrue(answer.startswith("ok parked=0"), answer)
+        held[0].close()
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_peer_the_user_namespace_does_not_map_is_refused(self):
+        # The program runs as uid 65534 of a user namespace that maps only
+        # that uid (to host uid 1000): every other user, root of the host
+        # too, reaches it as the overflow uid 65534, which is the program's
+        # own uid in its namespace but stands for anyone. Only the key
+        # (which takes ptrace access to read) lets such a peer in.
+        shared = tempfile.mkdtemp(prefix="cudasnap-userns-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", shared])
+        os.chmod(shared, 0o755)
+        dev, park_dir = os.path.join(shared, "dev"), os.path.join(shared, "park")
+        os.makedirs(dev)
+        os.makedirs(park_dir)
+        os.chown(park_dir, 1000, 1000)
+        for name in ("nvidiactl", "nvidia0", "nvidia-uvm"):
+            with open(os.path.join(dev, name), "w"):
+                pass
+            os.chmod(os.path.join(dev, name), 0o666)
+        a = App(self, ["--alloc-mib", "8", "--interval-ms", "20"],
+                wrap=[sys.executable, "-c", USERNS_AS, "1000", "65534"],
+                env_more={"CUDASNAP_DEV_DIR": dev, "CUDASNAP_PARK_DIR": park_dir, "FAKECUDA_FAULTS": "/nonexistent"})
+        with open(f"/proc/{a.pid}/status") as f:
+            self.assertIn("\nUid:\t1000\t1000\t1000\t1000\n", f.read())
+        with connect(via_root(a.pid)) as s:
+            s.sendall(b"status\n")
+            self.assertEqual(read_lines(s), ["error code=800 stage=access"])
+        answer, _ = control(a.pid, "status", key=True)
+        self.assertTrue(answer.startswith("ok "), answer)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_memory_is_served_only_as_exported_and_to_the_handle_holder(self):
+        handle = os.path.join(self.tmp, "handle")
+        e = App(self, ["--alloc-mib", "8", "--alloc-mib", "4", "--seed", "7", "--ipc-export", handle])
+        addrs = [int(x, 16) for x in dict(kv.split("=", 1) for kv in e.ready.split()[1:])["addrs"].split(",")]
+        path = via_root(e.pid)
+        # the request an importer sent before (no proof), for the exported
+        # allocation and the one never exported; then a made-up proof
+        for va in addrs:
+            with self.subTest(va=hex(va)):
+                with connect(path) as s:
+                    s.sendall(b"fd %x\n" % va)
+                    msg, nfds = recv_with_fds(s)
+                    self.assertEqual(nfds, 0, msg)
+                    self.assertTrue(msg.startswith("error"), msg)
+                with connect(path) as s:
+                    s.sendall(b"fd %x %s\n" % (va, b"11" * 16))
+                    chal = read_lines(s)[0]
+                    self.assertRegex(chal, r"^chal [0-9a-f]{32} [0-9a-f]{16}$")
+                    s.sendall(b"proof 0123456789abcdef\n")
+                    msg, nfds = recv_with_fds(s)
+                    self.assertEqual((msg, nfds), ("error code=1 stage=proof\n", 0))
+        self.assertEqual(status(e.pid)["ipc_attached"], "0")
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
+    def test_a_forged_vmm_export_mark_gets_nothing(self):
+        # Anyone can read an export's mark (its lock's offset) in
+        # /proc/locks and put it on a descriptor of their own, here of the
+        # very same file: the exporter gives the claim to its export's own
+        # descriptor only, and nothing to a claimant that did not make it.
+        share = os.path.join(self.tmp, "vmmfd")
+        e = App(self, ["--vmm-mib", "4", "--seed", "7", "--vmm-share", share])
+        with open(share) as f:
+            pid, fd = map(int, f.read().split())
+        with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+            marks = [int(ln.split()[-1]) for ln in f if ln.startswith("lock:") and "OFDLCK" in ln]
+        self.assertEqual(len(marks), 1, marks)
+        serial = marks[0] - TAG_BASE
+        forged = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY)  # a new open of the same file
+        self.addCleanup(os.close, forged)
+        fcntl.fcntl(forged, F_OFD_SETLK, struct.pack("@hhqqi4x", fcntl.F_RDLCK, 0, marks[0], 1, 0))
+        fcntl.fcntl(forged, F_SETOWN_EX, struct.pack("@ii", F_OWNER_PID, pid))
+        path = via_root(e.pid)
+        with connect(path) as s:
+            s.sendall(b"vclaim %x\n" % serial)
+            socket.send_fds(s, [b"f"], [forged])
+            msg, nfds = recv_with_fds(s)
+            self.assertEqual((msg, nfds), ("error code=400 stage=claim\n", 0))
+        for request in (b"vfd %x" % serial, b"vfd %x %s" % (serial, b"22" * 16)):
+            with self.subTest(request):
+                with connect(path) as s:
+                    s.sendall(request + b"\n")
+                    first = read_lines(s)[0]
+                    if first.startswith("chal "):
+                        s.sendall(b"proof 0123456789abcdef\n")
+                        first, nfds = recv_with_fds(s)
+                        self.assertEqual(nfds, 0)
+                    self.assertTrue(first.startswith("error"), first)
+        self.assertEqual(status(e.pid)["ipc_attached"], "0")
+        # the refused claim changed nothing: the export's own descriptor
+        # is still claimed by a real importer, and the pair comes back
+        self.assertEqual(status(e.pid)["unclaimed"], "1")
+        i = App(self, ["--vmm-mib", "4", "--vmm-import", share, "--peer-seed", "7"])
+        self.assertEqual((status(i.pid)["vmm_imports"], status(i.pid)["ipc_imports"]), ("0", "1"))
+        self.assertEqual((status(e.pid)["unclaimed"], status(e.pid)["ipc_attached"]), ("0", "1"))
+        self.assertEqual(self.cs("checkpoint", "--pid", e.pid, "--pid", i.pid).rc, 0)
+        self.assertEqual(self.cs("restore", "--pid", e.pid, "--pid", i.pid).rc, 0)
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
+    def test_an_export_not_claimed_by_a_checkpoint_is_no_longer_carried(self):
+        # the exporter keeps a copy of the export's descriptor (a device
+        # file) for its first claim; a checkpoint must not find it open, so
+        # cudasnap parks such an exporter first, which closes it
+        share = os.path.join(self.tmp, "vmmfd")
+        e = App(self, ["--vmm-mib", "4", "--seed", "7", "--vmm-share", share])
+        with open(share) as f:
+            pid, fd = map(int, f.read().split())
+
+        def opens():  # of the exported memory's file (the double's memfd)
+            return sorted(n for n in os.listdir(f"/proc/{pid}/fd")
+                          if os.path.samestat(os.stat(f"/proc/{pid}/fd/{n}"), os.stat(f"/proc/{pid}/fd/{fd}")))
+        before = opens()
+        self.assertEqual(status(e.pid)["unclaimed"], "1")
+        r = self.cs("checkpoint", "--pid", e.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(status(e.pid)["unclaimed"], "0")
+        # the checkpoint dropped the driver's own (the double's memfd), the
+        # park the copy: the program's descriptor alone is left
+        self.assertEqual(opens(), [str(fd)], before)
+        self.assertEqual(self.cs("restore", "--pid", e.pid).rc, 0)
+        i = App(self, ["--vmm-mib", "4", "--vmm-import", share, "--peer-seed", "7"])
+        self.assertEqual(status(i.pid)["vmm_imports"], "1")  # not carried: refused at checkpoint
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
+    def test_hostile_bytes_change_nothing(self):
+        a = self.app()
+        path = via_root(a.pid)
+        rnd = random.Random(36)
+        words = [b"status", b"park", b"unpark", b"commit", b"fd", b"detach", b"vclaim", b"vlive", b"vfd",
+                 b"vdetach", b"vdrop", b"proof", b"key=", b"unpin", b"0", b"ffffffffffffffffff", b" ", b"\0",
+                 b"\xff", b"-1", b"99999999999999999999"]
+        for _ in range(300):
+            line = b" ".join(rnd.choice(words) + bytes(rnd.randrange(256) for _ in range(rnd.randrange(4)))
+                             for _ in range(rnd.randrange(1, 6)))
+            with connect(path) as s:
+                s.sendall(line[:400] + b"\n")
+                got = read_lines(s)
+                self.assertTrue(got and got[0].split()[0] in ("ok", "error", "chal"), (line, got))
+        # a line too long is refused whole: its tail is no request of its own
+        with connect(path) as s:
+            s.sendall(b"x" * 300 + b" status\n" + b"status\n")
+            got = read_lines(s, 2)
+            self.assertEqual(got[0], "error code=0 stage=request")
+            self.assertTrue(got[1].startswith("ok version=1"), got)
+        # no newline at all, then the end; many connections at once
+        with connect(path) as s:
+            s.sendall(b"park" * 1000)
+        held = [connect(path, timeout=None) for _ in range(80)]  # waits for room in the queue
+        for s in held:
+            s.close()
+        # beyond 64 at once a connection is closed unanswered; the others end
+        answer, deadline = [], time.monotonic() + 20
+        while not answer and time.monotonic() < deadline:
+            try:
+                with connect(path, timeout=None) as s:  # waits for room in the queue
+                    s.sendall(b"status\n")
+                    answer = read_lines(s)
+            except OSError:
+                time.sleep(0.05)
+        self.assertTrue(answer and answer[0].startswith("ok version=1"), answer)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(status(a.pid)["gate"], "open")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_the_socket_is_the_owners_alone_whatever_the_umask(self):
+        # made in a world-writable sticky directory with umask 0: its own
+        # directory is 0700 and the socket 0600 from the start
+        shared = tempfile.mkdtemp(prefix="cudasnap-shm-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", shared])
+        os.chmod(shared, 0o1777)
+        a = self.app(env_more={"CUDASNAP_PARK_DIR": shared}, umask=0)
+        path = socket_path(a.pid)
+        self.assertTrue(path.startswith(shared + "/.cudasnap-park."), path)
+        st = os.stat(os.path.dirname(path))
+        self.assertEqual((oct(st.st_mode & 0o7777), st.st_uid), ("0o700", os.geteuid()))
+        self.assertEqual(oct(os.stat(path).st_mode & 0o777), "0o600")
+        # a directory others may rename entries in is not used
+        loose = tempfile.mkdtemp(prefix="cudasnap-loose-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", loose])
+        os.chmod(loose, 0o777)
+        b = self.app(env_more={"CUDASNAP_PARK_DIR": loose})
+        self.assertFalse(socket_path(b.pid).startswith(loose), socket_path(b.pid))
+        self.assertTrue(status(b.pid)["parkable"], "1")
+
+
+@unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
+class Ipc(ParkCase):
+    def test_a_handle_opened_in_another_pid_namespace_fails_as_the_drivers(self):
+        # The importer runs in a PID namespace of its own, where it has the
+        # pid the exporter has in the test's (ns_last_pid), and the same
+        # first allocation's address: resolved in its own /proc the handle
+        # names the importer itself. It must fail, as the driver fails a
+        # handle of a process it cannot reach (CUDA_ERROR_INVALID_VALUE),
+        # not map the importer's own memory.
+        handle = os.path.join(self.tmp, "handle")
+        e = App(self, ["--alloc-mib", "8", "--seed", "7", "--ipc-export", handle])
+        env = dict(self.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=self.tmp)
+        asan = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+        script = (f"echo {e.pid - 1} > /proc/sys/kernel/ns_last_pid; "
+                  f"{BIN} run -- {CUAPP} --alloc-mib 8 --seed 9 --ipc-import {handle} --peer-seed 7 "
+                  "--interval-ms 20 & wait $!")
+        p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.apps.append(p)
+        try:
+            out, err = p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+        self.assertIn("cuIpcOpenMemHandle -> 1 (CUDA_ERROR_INVALID_VALUE)", err, (out, err))
+        self.assertNotIn("ready", out, err)
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
+
+@unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
+class Leases(ParkCase):
+    def app(self, *args, **kw):
+        return App(self, ["--alloc-mib", "8", "--interval-ms", "20", *args], **kw)
+
+    def test_a_forked_child_keeps_no_connection_open(self):
+        # cudasnap waits for the interposer to close its end; a child the
+        # program forks meanwhile must not hold it open
+        a = self.app()
+        with connect(via_root(a.pid)) as s:
+            s.sendall(b"status\n")
+            self.assertTrue(read_lines(s)[0].startswith("ok "))
+            os.kill(a.pid, signal.SIGUSR2)  # it forks a child that sleeps
+            deadline = time.monotonic() + 10
+            children = []
+            while not children and time.monotonic() < deadline:
+                with open(f"/proc/{a.pid}/task/{a.pid}/children") as f:
+                    children = f.read().split()
+                time.sleep(0.02)
+            self.assertTrue(children, "no child forked")
+            time.sleep(0.2)
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(3)
+            t0 = time.monotonic()
+            self.assertEqual(s.recv(10), b"")
+            self.assertLess(time.monotonic() - t0, 2)
+
+    def test_a_held_park_outlasts_the_idle_limit(self):
+        # a connection that holds nothing is let go after the idle limit; one
+        # that holds a park keeps it as long as it lives
+        a = self.app(env_more={"CUDASNAP_PARK_IDLE_S": "1"})
+        with connect(via_root(a.pid)) as idle:
+            time.sleep(2.5)
+            self.assertEqual(idle.recv(10), b"")
+        held = []
+        answer, _ = control(a.pid, "park 2000", keep=held, key=True)
+        self.assertTrue(answer.startswith("ok parked=1"), answer)
+        time.sleep(2.5)
+        st = status(a.pid)
+        self.assertEqual((st["parked"], st["held"]), ("1", "1"))
+        held[0].close()
+        deadline = time.monotonic() + 10
+        while status(a.pid)["parked"] != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
