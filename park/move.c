@@ -353,7 +353,9 @@ static CUresult attach_imports(const struct park_real *r, unsigned wait_ms)
 /* What stops a park of its own, park_tab.mu held; NULL: nothing. */
 static const char *park_why_not(void)
 {
+	const char *backed = park_backed_why();
 	return park_tab.unparkable      ? park_tab.unparkable :
+		backed                  ? backed :
 		park_tab.legacy_imports ? "it imported memory through the driver's CUDA IPC" :
 		park_vmm_imports()      ? "it imported VMM memory through a file descriptor "
 					  "(cuMemImportFromShareableHandle) from a process that runs no interposer, "

@@ -88,6 +88,10 @@ struct park_alloc {
 	size_t host_off; /* where its copy sits while parked */
 	bool exported; /* shared with another process (IPC) */
 	uint8_t secret[PARK_SECRET_LEN]; /* its IPC handle's, once exported */
+	/* What the program did with its physical memory itself (backed.c) */
+	unsigned retained; /* handles of it the program holds (cuMemRetainAllocationHandle) */
+	unsigned mapped; /* mappings of it the program made (cuMemMap of such a handle) */
+	bool shared; /* exported as a shareable handle (cuMemExportToShareableHandle): for good */
 };
 
 struct park_table {
@@ -225,6 +229,21 @@ unsigned park_vmm_unclaimed(void);
 /* Before a checkpoint: those copies (device files) are closed, and exports
  * not claimed by then are not carried. */
 void park_vmm_close_unclaimed(void);
+
+/* backed.c: what the program does itself with the physical memory of the
+ * allocations the interposer backs; a park would take that memory from
+ * under it (or from a peer it exported it to). park_tab.mu is taken. */
+void park_backed_retained(CUmemGenericAllocationHandle h);
+/* The program's release of h: false when h is the handle of a backed
+ * allocation that the program holds no retained reference of (its release
+ * would drop the interposer's own: the driver would not know such a
+ * handle of cudaMalloc memory either); the count goes down otherwise. */
+bool park_backed_release(CUmemGenericAllocationHandle h);
+void park_backed_exported(CUmemGenericAllocationHandle h);
+void park_backed_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size);
+void park_backed_unmapped(CUdeviceptr va, size_t size);
+/* Why its backed memory cannot be parked now (park_tab.mu held), NULL. */
+const char *park_backed_why(void);
 
 double park_now(void);
 

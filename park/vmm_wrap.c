@@ -39,6 +39,8 @@ CUresult park_w_export(void *shareable, CUmemGenericAllocationHandle h, CUmemAll
 		return CU_ERR_NOT_INITIALIZED;
 	park_gate_enter();
 	CUresult rc = r->export_handle(shareable, park_vmm_real(h), type, flags);
+	if (rc == CU_OK)
+		park_backed_exported(h);
 	bool marked = rc == CU_OK && type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && shareable &&
 		park_vmm_exported(h, *(int *)shareable);
 	park_gate_leave();
@@ -58,6 +60,7 @@ CUresult park_w_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllo
 	if (rc == CU_OK) {
 		park_vmm_mapped(h, va, size, offset);
 		park_vmm_made_mapped(h, va, size);
+		park_backed_mapped(h, va, size);
 	}
 	park_gate_leave();
 	return rc;
@@ -73,6 +76,7 @@ CUresult park_w_unmap(CUdeviceptr va, size_t size)
 	if (rc == CU_OK) {
 		park_vmm_unmapped(va, size);
 		park_vmm_made_unmapped(va, size);
+		park_backed_unmapped(va, size);
 	}
 	park_gate_leave();
 	return rc;
@@ -86,7 +90,7 @@ CUresult park_w_release(CUmemGenericAllocationHandle h)
 	park_gate_enter();
 	CUresult rc = CU_OK;
 	if (!park_vmm_release(h)) {
-		rc = r->mem_release(h);
+		rc = park_backed_release(h) ? r->mem_release(h) : CU_ERR_INVALID_VALUE;
 		if (rc == CU_OK)
 			park_vmm_made_released(h);
 	}
@@ -101,8 +105,10 @@ CUresult park_w_retain(CUmemGenericAllocationHandle *h, void *addr)
 		return CU_ERR_NOT_INITIALIZED;
 	park_gate_enter();
 	CUresult rc = r->retain(h, addr);
-	if (rc == CU_OK && h)
+	if (rc == CU_OK && h) {
 		*h = park_vmm_retained(*h, (CUdeviceptr)(uintptr_t)addr);
+		park_backed_retained(*h);
+	}
 	park_gate_leave();
 	return rc;
 }

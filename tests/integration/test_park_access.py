@@ -4,8 +4,9 @@ another's, a peer without the process's key, a peer whose uid the process's
 user namespace does not map, requests for memory the program never exported
 or without its handle's secret, a forged VMM export mark, a CUDA IPC handle
 opened in another PID namespace, hostile bytes on the socket. And what the
-interposer must hold to: a forked child keeps no connection, and a held park
-lasts as long as its connection."""
+interposer must hold to: memory the program retained or exported itself is
+never parked away, a forked child keeps no connection, and a held park lasts
+as long as its connection."""
 import array
 import fcntl
 import os
@@ -303,6 +304,19 @@ class Access(ParkCase):
         self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
         self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
 
+    def test_a_refused_park_keeps_its_exports_claimable(self):
+        # a park refused before anything moved (here: a handle the program
+        # retained) changes nothing: the copy stays for the first importer
+        share = os.path.join(self.tmp, "vmmfd")
+        e = App(self, ["--alloc-mib", "8", "--retain", "--vmm-mib", "4", "--seed", "7", "--vmm-share", share])
+        self.assertEqual(status(e.pid)["unclaimed"], "1")
+        answer, _ = control(e.pid, "park 2000", key=True)
+        self.assertTrue(answer.startswith("error code=801 stage=check"), answer)
+        self.assertEqual((status(e.pid)["unclaimed"], status(e.pid)["parked"]), ("1", "0"))
+        i = App(self, ["--vmm-mib", "4", "--vmm-import", share, "--peer-seed", "7"])
+        self.assertEqual((status(i.pid)["vmm_imports"], status(e.pid)["unclaimed"]), ("0", "0"))  # claimed
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
     def test_hostile_bytes_change_nothing(self):
         a = self.app()
         path = via_root(a.pid)
@@ -392,6 +406,40 @@ class Ipc(ParkCase):
         self.assertIn("cuIpcOpenMemHandle -> 1 (CUDA_ERROR_INVALID_VALUE)", err, (out, err))
         self.assertNotIn("ready", out, err)
         self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
+
+@unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
+class Backed(ParkCase):
+    """Memory the program takes hold of itself is never parked from under it."""
+
+    def test_a_retained_handle_keeps_its_allocation_from_parking(self):
+        a = App(self, ["--alloc-mib", "8", "--interval-ms", "20", "--retain"])
+        st = status(a.pid)
+        self.assertEqual(st["parkable"], "0")
+        procs, _ = self.ps()
+        self.assertIn("cuMemRetainAllocationHandle", procs[a.pid]["park"]["why_not"])
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_memory_exported_to_a_peer_is_never_parked_away(self):
+        # as NCCL registers a user buffer: retain, export, release; the
+        # peer maps the memory, which a park would take from under it
+        share = os.path.join(self.tmp, "retained")
+        e = App(self, ["--alloc-mib", "8", "--seed", "7", "--interval-ms", "20", "--retain-share", share])
+        i = App(self, ["--vmm-mib", "8", "--vmm-import", share, "--peer-seed", "7", "--interval-ms", "20"],
+                park=False)
+        self.assertEqual(status(e.pid)["parkable"], "0")
+        self.assertIn("cuMemExportToShareableHandle", control(e.pid, "status")[0].split(" why=", 1)[1])
+        r = self.cs("checkpoint", "--pid", e.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(self.cs("restore", "--pid", e.pid).rc, 0)
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
 
 
 @unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
