@@ -2,6 +2,8 @@
  * once, its functions found with the real dlsym. */
 #include <dlfcn.h>
 #include <link.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "park.h"
@@ -11,8 +13,13 @@ struct park_real_all {
 	bool vmm; /* every VMM function is there */
 };
 
-static struct park_real_all real_all;
-static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+/* Published once loaded. No lock is held while loading: dlopen takes the
+ * loader's lock, and a thread that holds that one (dlopen of a library
+ * whose constructor calls the driver) may be the next to ask for the
+ * driver; behind a once-lock each would wait for the other. Threads that
+ * find nothing published load a copy each; the first copy published is
+ * kept, the others let go. */
+static _Atomic(struct park_real_all *) real_pub;
 typedef void *(*dlsym_fn)(void *, const char *);
 /* read by dlsym_x86_64.S */
 dlsym_fn park_dlsym_real __attribute__((visibility("hidden")));
@@ -37,9 +44,9 @@ void *park_real_dlsym(void *handle, const char *name)
 
 #define GET(field, name) (*(void **)&r->field = park_real_dlsym(r->lib, name))
 
-static void load(void)
+static void load(struct park_real_all *all)
 {
-	struct park_real *r = &real_all.r;
+	struct park_real *r = &all->r;
 	r->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 	if (r->lib == NULL)
 		r->lib = dlopen("libcuda.so.1", RTLD_NOW);
@@ -90,22 +97,42 @@ static void load(void)
 		"cuDeviceGetCount",
 	};
 	_Static_assert(sizeof(vmm) / sizeof(vmm[0]) == sizeof(names) / sizeof(names[0]), "one name per function");
-	real_all.vmm = r->mem_alloc && r->mem_free;
+	all->vmm = r->mem_alloc && r->mem_free;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		*vmm[i] = park_real_dlsym(r->lib, names[i]);
-		real_all.vmm &= *vmm[i] != NULL;
+		all->vmm &= *vmm[i] != NULL;
 	}
-	if (!real_all.vmm)
-		park_mark_unparkable("the driver has no virtual memory management");
+}
+
+static const struct park_real_all *real_get(void)
+{
+	struct park_real_all *cur = atomic_load_explicit(&real_pub, memory_order_acquire);
+	if (cur)
+		return cur;
+	struct park_real_all *mine = calloc(1, sizeof(*mine));
+	if (mine == NULL)
+		return NULL; /* asked again next time */
+	load(mine);
+	if (atomic_compare_exchange_strong_explicit(&real_pub, &cur, mine, memory_order_acq_rel,
+						    memory_order_acquire)) {
+		if (mine->r.lib && !mine->vmm)
+			park_mark_unparkable("the driver has no virtual memory management");
+		return mine;
+	}
+	if (mine->r.lib)
+		dlclose(mine->r.lib);
+	free(mine);
+	return cur;
 }
 
 const struct park_real *park_real(void)
 {
-	pthread_once(&real_once, load);
-	return real_all.r.lib ? &real_all.r : NULL;
+	const struct park_real_all *all = real_get();
+	return all && all->r.lib ? &all->r : NULL;
 }
 
 bool park_vmm(void)
 {
-	return park_real() && real_all.vmm;
+	const struct park_real_all *all = real_get();
+	return all && all->r.lib && all->vmm;
 }

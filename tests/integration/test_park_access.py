@@ -5,8 +5,9 @@ user namespace does not map, requests for memory the program never exported
 or without its handle's secret, a forged VMM export mark, a CUDA IPC handle
 opened in another PID namespace, hostile bytes on the socket. And what the
 interposer must hold to: memory the program retained or exported itself is
-never parked away, a forked child keeps no connection, and a held park lasts
-as long as its connection."""
+never parked away, a forked child keeps no connection, a held park lasts as
+long as its connection, and the driver is loaded without waiting on the
+loader's lock."""
 import array
 import fcntl
 import os
@@ -24,6 +25,8 @@ from harness import BIN, LIBCUDA
 from test_hostile import sanitizer_preload
 from test_park import CUAPP, PARK_LIB, App, ParkCase, control, socket_path, status
 
+PARK_LOADER = os.environ.get("PARK_LOADER", "")
+PARK_LOADER_PROBE = os.environ.get("PARK_LOADER_PROBE", "")
 F_OFD_SETLK, F_SETOWN_EX, F_OWNER_PID = 37, 15, 1
 TAG_BASE = 0x4353000000000000
 
@@ -488,6 +491,23 @@ class Leases(ParkCase):
             time.sleep(0.05)
         self.assertEqual(status(a.pid)["parked"], "0")
         self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+@unittest.skipUnless(PARK_LIB and PARK_LOADER, "the interposer is built for x86-64 only")
+class Loader(ParkCase):
+    def test_the_first_driver_call_does_not_wait_on_the_loader_lock(self):
+        env = dict(self.env, LD_PRELOAD=PARK_LIB, LD_LIBRARY_PATH=os.path.dirname(LIBCUDA))
+        asan = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+        p = subprocess.Popen([PARK_LOADER, PARK_LOADER_PROBE], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.apps.append(p)
+        try:
+            out, err = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.fail("park-loader hangs: the interposer waits for itself across the loader's lock")
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(out.strip(), "ok get=0 probe=loaded", err)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
