@@ -140,6 +140,16 @@ static bool park_of(const cs_proc *p, cs_park_info *pi)
 	return pi->seen;
 }
 
+/* A process parked while the driver says it runs, whose park no connection
+ * holds: it was committed (by a checkpoint whose driver steps never came,
+ * or whose cudasnap died), and its GPU work waits at the gate until an
+ * unpark. Nothing undoes such a park by itself: it may be what a
+ * checkpoint still in the engine's hands needs. */
+static bool park_left(const cs_proc *p, const cs_park_info *pi)
+{
+	return pi->seen && pi->parked && pi->held == 0 && p->state == CS_STATE_RUNNING;
+}
+
 static void print_park(const cs_proc *p)
 {
 	cs_park_info pi;
@@ -147,7 +157,12 @@ static void print_park(const cs_proc *p)
 	if (!park_of(p, &pi))
 		return;
 	double mib = (double)pi.bytes / (1 << 20);
-	if (pi.parked)
+	if (park_left(p, &pi))
+		printf("LEFT BEHIND: %d (%s) is running, parked: %.1f MiB of its device memory is in host memory and "
+		       "its GPU work waits, and nothing holds its park (it was committed); recover with 'cudasnap "
+		       "restore --pid %d'\n",
+		       (int)p->pid, p->comm, mib, (int)p->pid);
+	else if (pi.parked)
 		printf("parked: %d (%s) holds %.1f MiB of its device memory in host memory; cudasnap restore "
 		       "unparks it\n",
 		       (int)p->pid, p->comm, mib);
@@ -227,20 +242,33 @@ static void print_notes(const cs_ptable *t, const cs_left_behind *b, size_t nb)
 	}
 }
 
+static json_object *left_entry(pid_t pid, const char *comm, const char *holder, const char *verb)
+{
+	char cmd[96];
+	snprintf(cmd, sizeof(cmd), "cudasnap %s --pid %d", verb, (int)pid);
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "pid", json_object_new_int(pid));
+	json_object_object_add(o, "comm", json_object_new_string(comm));
+	json_object_object_add(o, "holder", json_object_new_string(holder));
+	json_object_object_add(o, "recovery", json_object_new_string(cmd));
+	return o;
+}
+
 static json_object *left_behind_json(const cs_ptable *t, const cs_left_behind *b, size_t nb)
 {
 	json_object *a = json_object_new_array();
+	for (size_t i = 0; i < t->n; i++) {
+		cs_park_info pi;
+		if (park_of(&t->procs[i], &pi) && park_left(&t->procs[i], &pi))
+			json_object_array_add(a,
+					      left_entry(t->procs[i].pid, t->procs[i].comm,
+							 "none (its park was committed)", "restore"));
+	}
 	for (size_t i = 0; i < nb; i++) {
 		const cs_proc *p = cs_ptable_find(t, b[i].pid);
-		char cmd[96];
-		snprintf(cmd, sizeof(cmd), "cudasnap %s --pid %d",
-			 p && p->state == CS_STATE_LOCKED ? "unlock" : "restore", (int)b[i].pid);
-		json_object *o = json_object_new_object();
-		json_object_object_add(o, "pid", json_object_new_int(b[i].pid));
-		json_object_object_add(o, "comm", json_object_new_string(b[i].comm));
-		json_object_object_add(o, "holder", json_object_new_string(b[i].holder));
-		json_object_object_add(o, "recovery", json_object_new_string(cmd));
-		json_object_array_add(a, o);
+		json_object_array_add(a,
+				      left_entry(b[i].pid, b[i].comm, b[i].holder,
+						 p && p->state == CS_STATE_LOCKED ? "unlock" : "restore"));
 	}
 	return a;
 }

@@ -6,8 +6,8 @@ or without its handle's secret, a forged VMM export mark, a CUDA IPC handle
 opened in another PID namespace, hostile bytes on the socket. And what the
 interposer must hold to: memory the program retained or exported itself is
 never parked away, a forked child keeps no connection, a held park lasts as
-long as its connection, and the driver is loaded without waiting on the
-loader's lock."""
+long as its connection and a committed one until cudasnap restore, and the
+driver is loaded without waiting on the loader's lock."""
 import array
 import fcntl
 import os
@@ -491,6 +491,30 @@ class Leases(ParkCase):
             time.sleep(0.05)
         self.assertEqual(status(a.pid)["parked"], "0")
         self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_committed_park_whose_holder_is_gone_is_left_behind_until_restore(self):
+        a = self.app()
+        held = []
+        answer, _ = control(a.pid, "park 2000", keep=held, key=True)
+        self.assertTrue(answer.startswith("ok parked=1"), answer)
+        held[0].sendall(b"commit\n")
+        self.assertEqual(read_lines(held[0]), ["ok committed=1"])
+        held[0].close()
+        time.sleep(0.3)
+        st = status(a.pid)
+        self.assertEqual((st["parked"], st["held"]), ("1", "0"))
+        out = self.cs("ps").out
+        self.assertIn(f"LEFT BEHIND: {a.pid} (fakecuda-cuapp) is running, parked", out)
+        self.assertIn(f"'cudasnap restore --pid {a.pid}'", out)
+        _, obj = self.ps()
+        self.assertIn({"pid": a.pid, "comm": "fakecuda-cuapp", "holder": "none (its park was committed)",
+                       "recovery": f"cudasnap restore --pid {a.pid}"}, obj["left_behind"])
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertNotIn("LEFT BEHIND", self.cs("ps").out)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
 
 @unittest.skipUnless(PARK_LIB and PARK_LOADER, "the interposer is built for x86-64 only")
 class Loader(ParkCase):
