@@ -152,11 +152,11 @@ static int open_dir(cs_claims *c, int statefd, cs_error *err)
 /* Opens and locks the record; -ESTALE when a holder let go of it (and
  * removed it) between our open and our lock: then open it again. (Not
  * -EAGAIN: that is -EWOULDBLOCK, a holder that keeps it.) */
-static int lock_file(int dirfd, const char *name, int *out)
+static int lock_file(int dirfd, const char *name, int *out, const char **why)
 {
-	_cleanup_close_ int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	_cleanup_close_ int fd = cs_state_open_file(dirfd, name, O_RDWR | O_CREAT, 0600, why);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	int r = lock_retry(fd, LOCK_EX);
 	if (r < 0)
 		return r;
@@ -237,15 +237,17 @@ static int claim_record(cs_claims *c, int statefd, cs_claim *cl, const ident *id
 	if (r < 0)
 		return r;
 	snprintf(cl->name, sizeof(cl->name), "%s", id->name);
-	for (int tries = 0; (r = lock_file(c->dirfd, cl->name, &cl->fd)) == -ESTALE && tries < 100; tries++)
+	const char *why = "";
+	for (int tries = 0; (r = lock_file(c->dirfd, cl->name, &cl->fd, &why)) == -ESTALE && tries < 100; tries++)
 		;
 	if (r == -EWOULDBLOCK) {
-		_cleanup_close_ int fd = openat(c->dirfd, cl->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		_cleanup_close_ int fd = cs_state_open_file(c->dirfd, cl->name, O_RDONLY, 0, NULL);
 		return busy(fd, fd, cl->pid, comm, err);
 	}
 	if (r < 0)
-		return cs_error_errno(err, CS_ESTATE, -r, NULL, "cannot claim process %d in %s/claims", (int)cl->pid,
-				      cs_state_dir());
+		return cs_error_errno(err, CS_ESTATE, -r, why[0] ? "Remove it: cudasnap makes it again." : NULL,
+				      "cannot claim process %d in %s/claims%s%s%s%s", (int)cl->pid, cs_state_dir(),
+				      why[0] ? ": its record " : "", why[0] ? cl->name : "", why[0] ? ": " : "", why);
 	char old[400];
 	ssize_t n = pread(cl->fd, old, sizeof(old) - 1, 0);
 	old[n > 0 ? n : 0] = '\0';
@@ -312,7 +314,7 @@ int cs_claims_add(cs_claims *c, int statefd, pid_t pid, const char *comm, const 
 			r = 0;
 		}
 		if (r < 0) {
-			int recfd = c->dirfd >= 0 ? openat(c->dirfd, id.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+			int recfd = c->dirfd >= 0 ? cs_state_open_file(c->dirfd, id.name, O_RDONLY, 0, NULL) : -1;
 			r = r == -EWOULDBLOCK ?
 				busy(pfd, recfd, pid, comm, err) :
 				cs_error_errno(err, CS_ESTATE, -r, NULL, "cannot claim process %d", (int)pid);
@@ -351,7 +353,7 @@ bool cs_claims_busy(int statefd, pid_t pid, char *who, size_t size)
 	_cleanup_close_ int recfd = -1;
 	if (statefd >= 0 && read_ident(pid, &id) == 0) {
 		_cleanup_close_ int dir = openat(statefd, "claims", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		recfd = dir >= 0 ? openat(dir, id.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		recfd = dir >= 0 ? cs_state_open_file(dir, id.name, O_RDONLY, 0, NULL) : -1;
 	}
 	int pfd = pidfs_fd(pid);
 	_cleanup_close_ int pidfd = pfd >= 0 ? pfd : -1;
@@ -405,9 +407,9 @@ static bool record_process(int fd, unsigned long long *start, char *comm, size_t
 static void look_at(int dirfd, const char *name, const cs_ptable *t, bool tidy, cs_left_behind **out, size_t *n,
 		    size_t *cap)
 {
-	_cleanup_close_ int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int fd = cs_state_open_file(dirfd, name, O_RDWR, 0, NULL);
 	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
-		return; /* gone, or its holder lives */
+		return; /* gone, not one of ours (a link, another's), or its holder lives */
 	unsigned long long start;
 	cs_left_behind e = { 0 };
 	const cs_proc *p = record_process(fd, &start, e.comm, sizeof(e.comm)) ? find_named(t, name, start) : NULL;

@@ -78,6 +78,7 @@ typedef struct cs_doctor_report {
 	/* The history of operations: those of the last 24 h, how many failed,
 	 * and the last failure (its stored JSON, malloc'd; NULL when none). */
 	size_t history_recent, history_failures;
+	size_t history_unread; /* alerts no one has read, whatever their age */
 	char *history_last;
 } cs_doctor_report;
 
@@ -100,7 +101,9 @@ void cs_doctor_add(cs_doctor_report *r, const char *name, int status, pid_t pid,
 /* Shared by the doctor's source files. */
 void cs_doctor_list_add(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int cs_doctor_check_processes(cs_doctor_report *r, cs_driver *d, const cs_doctor_opts *o, const char *root);
-/* The "history" check: the last failure of the last 24 h (lib/doctor_history.c). */
+/* The "history" check: the last failure of the last 24 h; and
+ * "history-unread", when alerts no one has read are kept
+ * (lib/doctor_history.c). */
 void cs_doctor_check_history(cs_doctor_report *r);
 
 #endif

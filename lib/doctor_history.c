@@ -5,6 +5,7 @@
 #include "json.h"
 #include "proc.h"
 #include "state.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -75,6 +76,36 @@ static void report_failure(cs_doctor_report *r, json_object *e, double now)
 		      r->history_failures, r->history_recent, when, ago, safe);
 }
 
+/* The alerts (a process LOST, UNRESTORABLE or LEFT BEHIND) no one has
+ * read, whatever their age: the history carries them across its rotation
+ * until they are read. The newest is named, and so read. */
+static void report_unread(cs_doctor_report *r, cs_history_log *l, double now)
+{
+	json_object *newest = NULL;
+	for (size_t i = 0; i < l->n; i++)
+		if (l->unread[i]) {
+			r->history_unread++;
+			newest = newest ? newest : l->e[i];
+		}
+	if (!newest)
+		return;
+	char what[700], ago[32], safe[1024];
+	what_failed(newest, what, sizeof(what));
+	age(now - cs_history_time(newest), ago, sizeof(ago));
+	cs_sanitize(safe, sizeof(safe), what, strlen(what));
+	cs_doctor_add(r, "history-unread", CS_CHECK_WARN, 0,
+		      "Read 'cudasnap history': it shows each of them, and what recovers a process left behind. The "
+		      "history keeps them across its rotation until they are read.",
+		      "%zu operation%s left a process LOST, UNRESTORABLE or LEFT BEHIND, and no one has read %s in the "
+		      "history yet; the last at %s (%s ago): %s",
+		      r->history_unread, r->history_unread == 1 ? "" : "s", r->history_unread == 1 ? "it" : "them",
+		      str(newest, "time") ? str(newest, "time") : "?", ago, safe);
+	cs_error err = { 0 };
+	_cleanup_close_ int statefd = cs_state_open_existing(&err);
+	if (statefd >= 0)
+		cs_history_mark_seen(statefd, &newest, 1);
+}
+
 void cs_doctor_check_history(cs_doctor_report *r)
 {
 	_cleanup_(cs_history_log_freep) cs_history_log l = { 0 };
@@ -103,6 +134,7 @@ void cs_doctor_check_history(cs_doctor_report *r)
 		if (!last)
 			last = l.e[i]; /* newest first */
 	}
+	report_unread(r, &l, now);
 	if (last) {
 		const char *text = json_object_to_json_string_ext(last, JSON_C_TO_STRING_PLAIN);
 		r->history_last = text ? strdup(text) : NULL;

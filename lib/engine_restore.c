@@ -24,7 +24,7 @@ static int load_record(cs_engine *e, int images)
 {
 	_cleanup_free_ char *buf = NULL;
 	cs_error err = { 0 };
-	ssize_t len = images >= 0 ? cs_state_read(images, CS_PLUGIN_RECORD, CS_MANIFEST_MAX, &buf, &err) : -1;
+	ssize_t len = images >= 0 ? cs_images_read(images, CS_PLUGIN_RECORD, CS_MANIFEST_MAX, &buf, &err) : -1;
 	if (len < 0 || !buf || cs_manifest_parse_as(buf, (size_t)len, "it", NULL, &e->record, &err) < 0) {
 		eng_log(e, CS_LOG_ERROR, "the images need the GPU plugin but its record %s cannot be read: %s",
 			CS_PLUGIN_RECORD, buf || len < 0 ? err.message : "it is missing");

@@ -16,11 +16,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-/* How long an entry waits for the state directory's lock (a manifest update
- * or another entry holds it for a moment); past that it is appended
- * without it, with one write, and without rotating. */
-#define LOCK_WAIT_S 2.0
-
 const char *cs_hist_outcome_name(int outcome)
 {
 	static const char *const n[] = {
@@ -149,6 +144,7 @@ static int target_outcome(const cs_target *t, const cs_txn_result *res, int rc)
 void cs_history_target(cs_history_proc *p, cs_op op, const cs_target *t, const cs_txn_result *res, int rc)
 {
 	p->pid = t->pid;
+	p->start_time = t->start_time;
 	p->nspid = t->nspid;
 	memcpy(p->comm, t->comm, sizeof(p->comm));
 	p->comm[sizeof(p->comm) - 1] = '\0';
@@ -275,6 +271,8 @@ static json_object *proc_json(const cs_history_proc *p)
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "pid", int_or_null(p->pid, p->pid > 0));
 	json_object_object_add(o, "nspid", int_or_null(p->nspid, p->nspid > 0));
+	if (p->start_time)
+		json_object_object_add(o, "start_time", json_object_new_uint64(p->start_time));
 	json_object_object_add(o, "comm", str_json(p->comm));
 	const char *outcome = cs_hist_outcome_name(p->outcome);
 	json_object_object_add(o, "outcome", json_object_new_string(outcome ? outcome : "untouched"));
@@ -360,67 +358,111 @@ char *cs_history_render(const cs_history *h)
 
 /* ---- storage ------------------------------------------------------------- */
 
-/* The current file, opened for appending: a regular file (O_NONBLOCK: a
- * FIFO planted there is not waited on), mode 0600. */
-static int open_current(int statefd)
+/* The current file, opened for appending: a state file (cs_state_open_file:
+ * no link, one name, root's or the caller's), mode 0600. */
+static int open_current(int statefd, const char **why)
 {
-	_cleanup_close_ int fd = openat(statefd, CS_HISTORY_NAME,
-					O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+	_cleanup_close_ int fd = cs_state_open_file(statefd, CS_HISTORY_NAME, O_WRONLY | O_APPEND | O_CREAT, 0600, why);
 	struct stat st;
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
 	if ((st.st_mode & 07777) != 0600 && fchmod(fd, 0600) < 0)
 		return -errno;
 	return TAKE_FD(fd);
 }
 
-/* Under the lock: the current file is renamed to the older one when this
- * entry would take it past the bound. */
-static int rotate_if_full(int statefd, int *fd, size_t len)
+/* Whether fd is still the file named history.jsonl: a rotation renames it. */
+static bool still_current(int statefd, int fd)
+{
+	struct stat held, now;
+	return fstat(fd, &held) == 0 && fstatat(statefd, CS_HISTORY_NAME, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+		held.st_dev == now.st_dev && held.st_ino == now.st_ino;
+}
+
+bool cs_history_lock(int statefd, int *fd, int op, int (*reopen)(int statefd, const char **why))
+{
+	double until = cs_now() + CS_HISTORY_LOCK_WAIT_S;
+	for (int renamed = 0; renamed < 8;) {
+		if (flock(*fd, op | LOCK_NB) == 0) {
+			if (still_current(statefd, *fd))
+				return true;
+			/* rotated meanwhile: the new file's lock */
+			int fresh = reopen(statefd, NULL);
+			if (fresh < 0)
+				return false;
+			close(*fd);
+			*fd = fresh;
+			renamed++;
+			continue;
+		}
+		if (errno != EWOULDBLOCK || cs_now() >= until)
+			return false;
+		nanosleep(&(struct timespec){ .tv_nsec = 5000000L }, NULL);
+	}
+	return false;
+}
+
+/* Appends text (one write: O_APPEND writes of a regular file do not
+ * interleave); a torn one is taken back where the lock is held (back: the
+ * size before), else ended with a newline so that the next entry starts a
+ * line of its own. 0 or -errno. */
+static int append(int fd, const char *text, size_t len, bool locked)
+{
+	struct stat st;
+	off_t was = locked && fstat(fd, &st) == 0 ? st.st_size : -1;
+	ssize_t w = write(fd, text, len);
+	if (w == (ssize_t)len)
+		return 0;
+	int r = w < 0 ? -errno : -ENOSPC;
+	bool taken_back = w > 0 && was >= 0 && ftruncate(fd, was) == 0;
+	if (w > 0 && !taken_back && write(fd, "\n", 1) != 1) {
+		/* the disk is full: nothing more can be done */
+	}
+	return r;
+}
+
+/* Under the history's lock: before this entry would take the current file
+ * past the bound, it becomes history.1.jsonl (the older one goes), and the
+ * entries of the one that goes that still matter (cs_history_carry) start
+ * the new one. *fd is then the new file, locked when its lock could be had. */
+static int rotate_if_full(int statefd, int *fd, size_t len, bool *locked)
 {
 	struct stat st;
 	if (fstat(*fd, &st) < 0)
 		return -errno;
 	if ((unsigned long long)st.st_size + len <= CS_HISTORY_ROTATE || st.st_size == 0)
 		return 0;
+	size_t carried_len = 0;
+	_cleanup_free_ char *carried = cs_history_carry(statefd, *fd, &carried_len);
 	if (renameat(statefd, CS_HISTORY_NAME, statefd, CS_HISTORY_OLD_NAME) < 0)
 		return -errno;
 	close(*fd);
-	*fd = open_current(statefd);
-	return *fd < 0 ? *fd : 0;
+	*fd = open_current(statefd, NULL);
+	if (*fd < 0)
+		return *fd;
+	*locked = cs_history_lock(statefd, fd, LOCK_EX, open_current);
+	return carried_len ? append(*fd, carried, carried_len, *locked) : 0;
 }
 
 int cs_history_append(int statefd, const char *line, size_t len, cs_error *err)
 {
-	cs_error lerr = { 0 };
-	_cleanup_close_ int lock = cs_state_lock(statefd, "history", LOCK_WAIT_S, &lerr);
-	_cleanup_close_ int fd = open_current(statefd);
+	const char *why = "";
+	_cleanup_close_ int fd = open_current(statefd, &why);
 	int r = fd < 0 ? fd : 0;
-	/* Without the lock, no rotation: another writer may be in the middle of one. */
-	if (r == 0 && lock >= 0)
-		r = rotate_if_full(statefd, &fd, len);
-	off_t was = -1;
-	struct stat st;
-	if (r == 0 && lock >= 0 && fstat(fd, &st) == 0)
-		was = st.st_size;
-	ssize_t w = r == 0 ? write(fd, line, len) : -1;
-	if (r == 0 && w != (ssize_t)len) {
-		r = w < 0 ? -errno : -ENOSPC;
-		/* A torn line is skipped by every reader: under the lock it is
-		 * taken back; without it, it is at least ended, so that the next
-		 * entry starts a line of its own. */
-		bool taken_back = w > 0 && was >= 0 && ftruncate(fd, was) == 0;
-		if (w > 0 && !taken_back && write(fd, "\n", 1) != 1) {
-			/* the disk is full: nothing more can be done */
-		}
-	}
+	/* Its own lock, for a moment at most: past that, appended without it
+	 * (one write), and without rotating, which another writer may be in the
+	 * middle of. */
+	bool locked = r == 0 && cs_history_lock(statefd, &fd, LOCK_EX, open_current);
+	if (locked)
+		r = rotate_if_full(statefd, &fd, len, &locked);
+	if (r == 0)
+		r = append(fd, line, len, locked);
 	if (r < 0)
-		return cs_error_errno(err, CS_ESTATE, -r, NULL, "cannot write %s/%s%s", cs_state_dir(), CS_HISTORY_NAME,
-				      r == -EINVAL ? " (not a regular file)" : "");
+		return cs_error_errno(err, CS_ESTATE, -r, why[0] ? "Remove it: cudasnap makes it again." : NULL,
+				      "cannot write %s/%s%s%s%s", cs_state_dir(), CS_HISTORY_NAME, why[0] ? " (" : "",
+				      why, why[0] ? ")" : "");
 	return 0;
 }
 

@@ -13,12 +13,18 @@
  * outcome and exit status. Dry runs are not operations.
  *
  * Storage: <state dir>/history.jsonl, mode 0600, each entry appended whole
- * with one write(2) under the state directory's lock, so that concurrent
- * writers (two CRIU processes of two pods) neither tear nor lose lines.
- * Before it would grow past CS_HISTORY_ROTATE bytes it becomes
- * history.1.jsonl (the older one goes), so the history never holds more
- * than about twice that; a reader reads both. Writing never fails an
- * operation: the caller is told once, through its warning callback.
+ * with one write(2) (O_APPEND: concurrent writers, two CRIU processes of two
+ * pods, neither tear nor lose lines) under the history's own lock, an flock
+ * of history.jsonl itself waited for CS_HISTORY_LOCK_WAIT_S at most (not the
+ * state directory's lock, which a stuck holder may keep): past that the
+ * entry is appended without it. Before it would grow past CS_HISTORY_ROTATE
+ * bytes, a writer that holds the lock renames it history.1.jsonl (the older
+ * one goes), so the history never holds much more than twice that; a reader
+ * reads both, under the lock shared. The alerts of the file that goes
+ * (entries with a process LOST, UNRESTORABLE or LEFT BEHIND) start the new
+ * one until they are read or resolved (lib/history_carry.c). Every file is
+ * a state file (cs_state_open_file). Writing never fails an operation: the
+ * caller is told once, through its warning callback.
  *
  * Reading trusts nothing: each file is read bounded (its last
  * CS_HISTORY_READ_MAX bytes), and a line that is not a well-formed entry
@@ -38,6 +44,13 @@
 /* The longest line written or read; an entry with more processes than fit
  * keeps the first ones and says how many it left out. */
 #define CS_HISTORY_LINE_MAX (256u << 10)
+/* How long a writer or a reader waits for the history's lock. */
+#define CS_HISTORY_LOCK_WAIT_S 0.25
+/* The keys of the alerts read (cs_history_mark_seen). */
+#define CS_HISTORY_SEEN_NAME "history.seen"
+/* The most alerts, and bytes of them, a rotation carries into the new file. */
+#define CS_HISTORY_CARRY_MAX 64
+#define CS_HISTORY_CARRY_BYTES (256u << 10)
 /* What is read of each file, at most: its end. */
 #define CS_HISTORY_READ_MAX (CS_HISTORY_ROTATE + CS_HISTORY_LINE_MAX)
 /* The version of the entries written ("v"). */
@@ -66,6 +79,7 @@ const char *cs_hist_outcome_name(int outcome);
 
 typedef struct cs_history_proc {
 	pid_t pid; /* 0: none here (a record's process CRIU has not created) */
+	unsigned long long start_time; /* of pid, 0 unknown: a process left behind is known by it */
 	pid_t nspid; /* inside its own PID namespace; 0 unknown */
 	char comm[64];
 	int outcome; /* cs_hist_outcome */
@@ -135,10 +149,34 @@ void cs_history_finish(cs_history *h, const char *outcome, int exit_status, cons
 char *cs_history_render(const cs_history *h);
 
 /* Appends line (len bytes, ending in a newline) to the history of the state
- * directory statefd: under the state directory's lock, rotating first when
- * it would grow past CS_HISTORY_ROTATE; one write. Fills err and returns <0
- * when it cannot. */
+ * directory statefd: under the history's lock when it can be had within
+ * CS_HISTORY_LOCK_WAIT_S, rotating first when it would grow past
+ * CS_HISTORY_ROTATE; one write. Fills err and returns <0 when it cannot. */
 int cs_history_append(int statefd, const char *line, size_t len, cs_error *err);
+
+/* Takes the history's lock (op: LOCK_EX or LOCK_SH) on *fd, history.jsonl
+ * opened by reopen, within CS_HISTORY_LOCK_WAIT_S; when a rotation renamed
+ * the file meanwhile, *fd becomes the new one (reopen) and its lock is
+ * taken. Whether it is held. */
+bool cs_history_lock(int statefd, int *fd, int op, int (*reopen)(int statefd, const char **why));
+
+/* Under the lock, before a rotation: the lines of history.1.jsonl (the file
+ * that goes) to carry into the new file, with curfd the file that stays
+ * (history.jsonl, which may bring a process back): malloc'd, *len bytes;
+ * NULL when none. */
+char *cs_history_carry(int statefd, int curfd, size_t *len);
+/* Whether the entry is an alert: a process of it LOST, UNRESTORABLE or LEFT
+ * BEHIND. */
+bool cs_history_alert(json_object *e);
+/* The key that names the entry in history.seen: its time and its caller's pid. */
+void cs_history_key(json_object *e, char *buf, size_t size);
+/* Whether the seen file's text (len bytes) holds key. */
+bool cs_history_seen_has(const char *text, size_t len, const char *key);
+/* Notes that the alerts among e[0..n) were read (shown to a user, or to a
+ * program): history.seen of the state directory statefd keeps their keys
+ * (the newest 256). 0, or <0 when it cannot be written (nothing else
+ * changes). */
+int cs_history_mark_seen(int statefd, json_object *const *e, size_t n);
 
 /* Renders h and appends it. statefd < 0: the state directory is opened
  * (created with create, else only when it exists; nothing is written
@@ -158,6 +196,7 @@ const cs_history *cs_session_history(const cs_session *s);
 /* The entries of the history, newest first: the stored objects. */
 typedef struct cs_history_log {
 	json_object **e;
+	bool *unread; /* e[i] is an alert no one has read (history.seen lacks it) */
 	size_t n, cap;
 	size_t skipped; /* lines that are not well-formed entries (corrupt, truncated, too long) */
 	bool cut; /* a file was longer than CS_HISTORY_READ_MAX: only its end was read */
@@ -168,8 +207,10 @@ void cs_history_log_free(cs_history_log *l);
 CS_DEFINE_CLEANUP_STRUCT(cs_history_log, cs_history_log_free)
 
 /* Reads both files of the state directory's history (statefd < 0: opens
- * it; none is no history, not an error). Fills err and returns <0 when a
- * file exists but cannot be read (permissions, not a regular file). */
+ * it; none is no history, not an error), newest first by their time (the
+ * alerts a rotation carried lie among newer entries), and which alerts are
+ * unread. Fills err and returns <0 when a file exists but cannot be read
+ * (permissions, not a regular file, a link). */
 int cs_history_read(int statefd, cs_history_log *out, cs_error *err);
 /* Reads one file's text (len bytes, untrusted) into l, oldest first. */
 void cs_history_read_text(const char *buf, size_t len, cs_history_log *l);

@@ -185,6 +185,7 @@ void cs_history_log_free(cs_history_log *l)
 	for (size_t i = 0; i < l->n; i++)
 		json_object_put(l->e[i]);
 	free(l->e);
+	free(l->unread);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -212,21 +213,33 @@ void cs_history_read_text(const char *buf, size_t len, cs_history_log *l)
 	}
 }
 
-/* The end of one file, at most CS_HISTORY_READ_MAX bytes of it, into l;
- * absent: nothing. */
-static int read_file(int statefd, const char *name, cs_history_log *l, cs_error *err)
+static int open_read(int statefd, const char **why)
 {
-	_cleanup_close_ int fd = openat(statefd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0 && errno == ENOENT)
+	return cs_state_open_file(statefd, CS_HISTORY_NAME, O_RDONLY, 0, why);
+}
+
+/* The end of one file, at most CS_HISTORY_READ_MAX bytes of it, into l;
+ * absent: nothing. fd: the file, opened already (-1: open name). */
+static int read_file(int statefd, const char *name, int fd, cs_history_log *l, cs_error *err)
+{
+	const char *why = "";
+	_cleanup_close_ int own = fd >= 0 ? -1 : cs_state_open_file(statefd, name, O_RDONLY, 0, &why);
+	if (fd < 0 && own == -ENOENT)
 		return 0;
-	if (fd < 0)
-		return cs_error_errno(err, CS_ESTATE, errno, "Run it as root: the history is root's alone.",
-				      "cannot read %s/%s%s", cs_state_dir(), name,
-				      errno == ELOOP ? " (a symlink, which is refused)" : "");
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+	if (fd < 0 && own == -EINVAL)
 		return cs_error_set(err, CS_ESTATE, "Remove it; cudasnap writes a regular file there.",
 				    "%s/%s is not a regular file", cs_state_dir(), name);
+	if (fd < 0 && own < 0)
+		return cs_error_errno(err, CS_ESTATE, -own,
+				      why[0] ? "Remove it; cudasnap writes a regular file of its own there." :
+					       "Run it as root: the history is root's alone.",
+				      "cannot read %s/%s%s%s%s", cs_state_dir(), name, why[0] ? " (" : "", why,
+				      why[0] ? ")" : "");
+	if (fd < 0)
+		fd = own;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return cs_error_errno(err, CS_ESTATE, errno, NULL, "cannot read %s/%s", cs_state_dir(), name);
 	l->found = true;
 	off_t from = st.st_size > (off_t)CS_HISTORY_READ_MAX ? st.st_size - (off_t)CS_HISTORY_READ_MAX : 0;
 	size_t want = (size_t)(st.st_size - from);
@@ -246,35 +259,31 @@ static int read_file(int statefd, const char *name, cs_history_log *l, cs_error 
 	return 0;
 }
 
-/* A shared lock on the state directory's lock file, for a moment at most,
- * so that a writer does not rotate the files between the two reads; -1
- * (read anyway) when it cannot be had. */
-static int read_lock(int statefd)
-{
-	_cleanup_close_ int fd = openat(statefd, "lock", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	for (int i = 0; fd >= 0 && i < 100; i++) {
-		if (flock(fd, LOCK_SH | LOCK_NB) == 0)
-			return TAKE_FD(fd);
-		nanosleep(&(struct timespec){ .tv_nsec = 10000000L }, NULL);
-	}
-	return -1;
-}
-
-/* Both files of the state directory statefd, oldest entry first. */
+/* Both files of the state directory statefd, oldest entry first: the
+ * current one opened first and held under the history's lock, shared, for
+ * a moment at most, so that no writer rotates the files between the two
+ * reads (without it, read anyway). */
 static int read_both(int statefd, cs_history_log *out, cs_error *err)
 {
-	/* cppcheck-suppress unreadVariable ; held until the reads are done, then closed by its cleanup */
-	_cleanup_close_ int lock = read_lock(statefd);
-	int r = read_file(statefd, CS_HISTORY_OLD_NAME, out, err);
-	return r < 0 ? r : read_file(statefd, CS_HISTORY_NAME, out, err);
+	const char *why = "";
+	_cleanup_close_ int cur = open_read(statefd, &why);
+	if (cur < 0 && cur != -ENOENT)
+		return read_file(statefd, CS_HISTORY_NAME, -1, out, err); /* says why */
+	if (cur >= 0)
+		cs_history_lock(statefd, &cur, LOCK_SH, open_read);
+	int r = read_file(statefd, CS_HISTORY_OLD_NAME, -1, out, err);
+	return r < 0 || cur < 0 ? r : read_file(statefd, CS_HISTORY_NAME, cur, out, err);
 }
 
-static int read_dir(cs_history_log *out, cs_error *err)
+static int read_dir(cs_history_log *out, cs_error *err, int *statefd)
 {
 	cs_error e = { 0 };
 	_cleanup_close_ int fd = cs_state_open_existing(&e);
-	if (fd >= 0)
-		return read_both(fd, out, err);
+	if (fd >= 0) {
+		int r = read_both(fd, out, err);
+		*statefd = TAKE_FD(fd);
+		return r;
+	}
 	if (e.sys == ENOENT)
 		return 0; /* no state directory: no history */
 	*err = e;
@@ -283,18 +292,65 @@ static int read_dir(cs_history_log *out, cs_error *err)
 	return -(e.status ? e.status : CS_ESTATE);
 }
 
+typedef struct dated {
+	double t;
+	size_t i;
+} dated;
+
+static int newest_first(const void *a, const void *b)
+{
+	const dated *x = a, *y = b;
+	if (x->t != y->t)
+		return x->t < y->t ? 1 : -1;
+	return x->i < y->i ? 1 : x->i > y->i ? -1 : 0; /* the later line first */
+}
+
+/* Newest first by time: a rotation puts the alerts it carries before newer
+ * entries of the older file. */
+static int sort_newest_first(cs_history_log *l)
+{
+	if (l->n == 0)
+		return 0;
+	_cleanup_free_ dated *d = calloc(l->n + 1, sizeof(*d));
+	_cleanup_free_ json_object **e = calloc(l->n + 1, sizeof(*e)); // NOLINT(bugprone-sizeof-expression)
+	if (!d || !e)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n; i++)
+		d[i] = (dated){ cs_history_time(l->e[i]), i };
+	qsort(d, l->n, sizeof(*d), newest_first);
+	for (size_t i = 0; i < l->n; i++)
+		e[i] = l->e[d[i].i];
+	memcpy(l->e, e, l->n * sizeof(*e)); // NOLINT(bugprone-sizeof-expression)
+	return 0;
+}
+
+/* Which alerts no one has read. */
+static int note_unread(int statefd, cs_history_log *l)
+{
+	l->unread = calloc(l->n + 1, sizeof(*l->unread));
+	if (!l->unread)
+		return -ENOMEM;
+	_cleanup_free_ char *seen = NULL;
+	ssize_t len = statefd >= 0 ? cs_state_read(statefd, CS_HISTORY_SEEN_NAME, 64u << 10, &seen, NULL) : 0;
+	for (size_t i = 0; i < l->n; i++) {
+		char key[64];
+		cs_history_key(l->e[i], key, sizeof(key));
+		l->unread[i] =
+			cs_history_alert(l->e[i]) && !cs_history_seen_has(seen, len > 0 && seen ? (size_t)len : 0, key);
+	}
+	return 0;
+}
+
 int cs_history_read(int statefd, cs_history_log *out, cs_error *err)
 {
 	memset(out, 0, sizeof(*out));
 	_cleanup_(cs_history_log_freep) cs_history_log l = { 0 };
-	int r = statefd >= 0 ? read_both(statefd, &l, err) : read_dir(&l, err);
+	_cleanup_close_ int own = -1;
+	int r = statefd >= 0 ? read_both(statefd, &l, err) : read_dir(&l, err, &own);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < l.n / 2; i++) { /* newest first */
-		json_object *x = l.e[i];
-		l.e[i] = l.e[l.n - 1 - i];
-		l.e[l.n - 1 - i] = x;
-	}
+	if (sort_newest_first(&l) < 0 || note_unread(statefd >= 0 ? statefd : own, &l) < 0)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
 	*out = TAKE_STRUCT(l);
 	return 0;
 }

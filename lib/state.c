@@ -206,6 +206,39 @@ bool cs_state_describe_pid(pid_t pid, char *who, size_t size)
 	return describe_pid(pid, who, size);
 }
 
+int cs_state_open_file(int dirfd, const char *name, int flags, mode_t mode, const char **why)
+{
+	const char *ignored = "";
+	why = why ? why : &ignored;
+	*why = "";
+	_cleanup_close_ int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			*why = "it is a symlink, which is refused";
+		return -errno;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode)) {
+		*why = "it is not a regular file";
+		return -EINVAL;
+	}
+	/* No name left: removed since it was opened (a claim's holder removes
+	 * its record as it lets go), which the caller opens again. */
+	if (st.st_nlink == 0)
+		return -ESTALE;
+	if (st.st_nlink > 1) {
+		*why = "it is a hard link (it has more than one name), which is refused";
+		return -EMLINK;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		*why = "it is owned by another user than root or the caller";
+		return -EPERM;
+	}
+	return TAKE_FD(fd);
+}
+
 int cs_state_take_lock(int fd)
 {
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
@@ -224,12 +257,12 @@ void cs_state_write_owner(int fd, const char *command)
 
 int cs_state_lock(int dirfd, const char *command, double wait_s, cs_error *err)
 {
-	_cleanup_close_ int fd = openat(dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		int e = errno;
-		return cs_error_errno(err, CS_ESTATE, e, HINT_STATE, "cannot open the lock file in %s%s",
-				      cs_state_dir(), e == ELOOP ? " (it is a symlink, which is refused)" : "");
-	}
+	const char *why;
+	_cleanup_close_ int fd = cs_state_open_file(dirfd, "lock", O_RDWR | O_CREAT, 0600, &why);
+	if (fd < 0)
+		return cs_error_errno(err, CS_ESTATE, -fd, why[0] ? "Remove it: cudasnap makes it again." : HINT_STATE,
+				      "cannot open the lock file %s/lock%s%s%s", cs_state_dir(), why[0] ? " (" : "",
+				      why, why[0] ? ")" : "");
 	/* Holders keep it for a file write: waiting a little is enough. */
 	int r;
 	struct timespec nap = { .tv_nsec = 10000000L };
@@ -268,30 +301,53 @@ int cs_state_write(int dirfd, const char *name, const char *data, size_t len, cs
 	return 0;
 }
 
-ssize_t cs_state_read(int dirfd, const char *name, size_t max, char **out, cs_error *err)
+/* The rest of a read of the file fd (named where/name in messages),
+ * bounded by max. */
+static ssize_t read_bounded(int fd, const char *where, const char *name, size_t max, char **out, cs_error *err)
 {
-	*out = NULL;
-	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		if (e == ENOENT)
-			return 0; /* absent: *out stays NULL */
-		return cs_error_errno(err, CS_ESTATE, e, "Remove it; a symlink is refused.", "cannot open %s/%s%s",
-				      cs_state_dir(), name, e == ELOOP ? " (it is a symlink, which is refused)" : "");
-	}
 	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return cs_error_set(err, CS_ESTATE, "Remove it.", "%s/%s is not a regular file", cs_state_dir(), name);
+	if (fstat(fd, &st) < 0)
+		return cs_error_errno(err, CS_ESTATE, errno, NULL, "cannot read %s/%s", where, name);
 	if ((size_t)st.st_size > max)
 		return cs_error_set(err, CS_ESTATE, "Remove it; it was not written by cudasnap.",
-				    "%s/%s is too large (%lld bytes)", cs_state_dir(), name, (long long)st.st_size);
+				    "%s/%s is too large (%lld bytes)", where, name, (long long)st.st_size);
 	_cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
 	if (!buf)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
 	ssize_t n = pread(fd, buf, (size_t)st.st_size, 0);
 	if (n < 0)
-		return cs_error_errno(err, CS_ESTATE, errno, NULL, "cannot read %s/%s", cs_state_dir(), name);
+		return cs_error_errno(err, CS_ESTATE, errno, NULL, "cannot read %s/%s", where, name);
 	buf[n] = '\0';
 	*out = TAKE_PTR(buf);
 	return n;
+}
+
+ssize_t cs_state_read(int dirfd, const char *name, size_t max, char **out, cs_error *err)
+{
+	*out = NULL;
+	const char *why;
+	_cleanup_close_ int fd = cs_state_open_file(dirfd, name, O_RDONLY, 0, &why);
+	if (fd == -ENOENT)
+		return 0; /* absent: *out stays NULL */
+	if (fd < 0)
+		return cs_error_errno(err, CS_ESTATE, -fd,
+				      "Remove it; cudasnap writes a regular file of its own there.",
+				      "cannot open %s/%s%s%s%s", cs_state_dir(), name, why[0] ? " (" : "", why,
+				      why[0] ? ")" : "");
+	return read_bounded(fd, cs_state_dir(), name, max, out, err);
+}
+
+ssize_t cs_images_read(int dirfd, const char *name, size_t max, char **out, cs_error *err)
+{
+	*out = NULL;
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return cs_error_errno(err, CS_ESTATE, errno, NULL, "cannot open the images' %s%s", name,
+				      errno == ELOOP ? " (it is a symlink, which is refused)" : "");
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return cs_error_set(err, CS_ESTATE, NULL, "the images' %s is not a regular file", name);
+	return read_bounded(fd, "the images", name, max, out, err);
 }

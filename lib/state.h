@@ -7,6 +7,7 @@
 #include "cudasnap.h"
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* $CUDASNAP_STATE_DIR or /run/cudasnap. */
 const char *cs_state_dir(void);
@@ -16,6 +17,19 @@ const char *cs_state_dir(void);
 int cs_state_open(cs_error *err);
 /* The same, but only when the directory exists already (nothing is created). */
 int cs_state_open_existing(cs_error *err);
+/* Opens the state file name of the state directory dirfd (flags: its
+ * access mode and O_CREAT, O_APPEND, O_EXCL; O_NOFOLLOW, O_NONBLOCK and
+ * O_CLOEXEC are added, so that neither a symbolic link nor a FIFO planted
+ * there is followed or waited on) and checks, on the descriptor, that it is
+ * a regular file with one name, owned by root or the caller: a state file
+ * cudasnap writes, truncates or chmods must not be a hard link to a file
+ * elsewhere, and one someone else made is not cudasnap's. Returns the fd,
+ * or -errno with *why (may be NULL) set to what was refused, a few words
+ * for a message ("it is a hard link, which is refused"), or to "" for a
+ * failure of open(2) itself, and for -ESTALE: the file was removed since
+ * it was opened (no name left), and may be opened again. */
+int cs_state_open_file(int dirfd, const char *name, int flags, mode_t mode, const char **why);
+
 /* Takes the exclusive lock of the manifest, waiting at most wait_s seconds
  * for its holder. On success returns the lock fd, which holds the lock
  * until closed. When another cudasnap keeps it longer, fails naming that
@@ -42,9 +56,14 @@ void cs_state_describe_holder(int fd, char *who, size_t size);
 bool cs_state_describe_pid(pid_t pid, char *who, size_t size);
 /* Writes data to name inside dirfd atomically (temp file, fsync, rename), mode 0600. */
 int cs_state_write(int dirfd, const char *name, const char *data, size_t len, cs_error *err);
-/* Reads name (at most max bytes) into a malloc'd NUL-terminated buffer.
- * Refuses symlinks. Returns its length; 0 with *out NULL when the file is
- * absent; -cs_status with err filled otherwise. */
+/* Reads the state file name (at most max bytes) into a malloc'd
+ * NUL-terminated buffer, opened by cs_state_open_file. Returns its length;
+ * 0 with *out NULL when the file is absent; -cs_status with err filled
+ * otherwise. */
 ssize_t cs_state_read(int dirfd, const char *name, size_t max, char **out, cs_error *err);
+/* The same for a file of CRIU's images directory dirfd, which is no state
+ * file (images travel between machines and owners): refused when it is a
+ * symlink or not a regular file. */
+ssize_t cs_images_read(int dirfd, const char *name, size_t max, char **out, cs_error *err);
 
 #endif

@@ -200,6 +200,7 @@ static json_object *json_history(const cs_doctor_report *r)
 {
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "operations_24h", json_object_new_int64((int64_t)r->history_recent));
+	json_object_object_add(o, "unread_alerts", json_object_new_int64((int64_t)r->history_unread));
 	json_object_object_add(o, "failures_24h", json_object_new_int64((int64_t)r->history_failures));
 	json_object_object_add(o, "last_failure", r->history_last ? json_tokener_parse(r->history_last) : NULL);
 	return o;

@@ -29,8 +29,11 @@ static void history_usage(FILE *f)
 		"  -n, --count N  the N newest operations (default %d)\n"
 		"  --json         print the stored entries as one JSON array on stdout\n"
 		"  -h, --help     show this help\n\n"
-		"Files: history.jsonl and history.1.jsonl in the state directory (%s;\n"
-		"CUDASNAP_STATE_DIR), readable by root alone.\n\n"
+		"An operation that left a process LOST, UNRESTORABLE or LEFT BEHIND is kept\n"
+		"across the history's rotation until it is read: shown here (or named by\n"
+		"doctor), it is noted as read in history.seen.\n\n"
+		"Files: history.jsonl, history.1.jsonl and history.seen in the state directory\n"
+		"(%s; CUDASNAP_STATE_DIR), readable by root alone.\n\n"
 		"Exit status: 0 listed (also when nothing is recorded); 2 usage error, or the\n"
 		"history cannot be read.\n",
 		cs_prog, DEFAULT_COUNT, cs_state_dir());
@@ -92,6 +95,18 @@ static int print_json(const cs_history_log *l, size_t count)
 	return cs_json_print(a);
 }
 
+/* The alerts shown are read: the history need not carry them any longer. */
+static void mark_read(const cs_history_log *l, size_t count)
+{
+	bool any = false;
+	for (size_t i = 0; i < l->n && i < count; i++)
+		any |= l->unread[i];
+	cs_error err = { 0 };
+	_cleanup_close_ int statefd = any ? cs_state_open_existing(&err) : -1;
+	if (statefd >= 0)
+		cs_history_mark_seen(statefd, l->e, l->n < count ? l->n : count);
+}
+
 int cmd_history(int argc, char **argv)
 {
 	bool json;
@@ -111,8 +126,11 @@ int cmd_history(int argc, char **argv)
 	if (l.cut)
 		cli_msg("warning: a history file is larger than cudasnap writes it: only its last %u KiB were read",
 			CS_HISTORY_READ_MAX >> 10);
+	int rc = EXIT_DONE;
 	if (json)
-		return print_json(&l, count) < 0 ? EXIT_FAILED : EXIT_DONE;
-	print_human(&l, count);
-	return EXIT_DONE;
+		rc = print_json(&l, count) < 0 ? EXIT_FAILED : EXIT_DONE;
+	else
+		print_human(&l, count);
+	mark_read(&l, count);
+	return rc;
 }

@@ -79,15 +79,16 @@ class HistoryCase(Case):
         os.makedirs(self.state, mode=0o700, exist_ok=True)
         os.chmod(self.state, 0o700)
 
-    def sample_line(self, t=None, outcome="done", op="checkpoint"):
+    def sample_line(self, t=None, outcome="done", op="checkpoint", proc=None, pid=42, start=None, caller=7):
         """One entry as cudasnap writes it (for files the test fills)."""
         e = {"v": 1, "time": iso(t if t is not None else time.time()), "seconds": 0.25, "front": "cli", "op": op,
              "outcome": outcome, "exit_status": 0 if outcome == "done" else 1, "bytes": 4096,
-             "caller": {"pid": 7, "cmdline": "cudasnap checkpoint", "parent_pid": 1, "parent_cmdline": "sh"},
+             "caller": {"pid": caller, "cmdline": "cudasnap checkpoint", "parent_pid": 1, "parent_cmdline": "sh"},
              "note": None, "error": None if outcome == "done" else {"kind": "driver", "message": "it failed"},
-             "processes": [{"pid": 42, "nspid": 42, "comm": "python3", "outcome": outcome if outcome != "done"
-                            else "done", "bytes": 4096, "seconds": {"lock": 0.001, "checkpoint": 0.2},
+             "processes": [{"pid": pid, "nspid": pid, "comm": "python3", "outcome": proc or outcome, "bytes": 4096, "seconds": {"lock": 0.001, "checkpoint": 0.2},
                             "code": None, "why": None, "step": None, "cu": None, "recovery": None}]}
+        if start is not None:
+            e["processes"][0]["start_time"] = start
         return json.dumps(e, separators=(",", ":")) + "\n"
 
 
@@ -321,12 +322,13 @@ class DropIn(HistoryCase):
 
 
 class Storage(HistoryCase):
-    def fill(self, path, size, t=None):
-        """A history file of entries up to size bytes; returns their count."""
+    def fill(self, path, size, t=None, mode="w"):
+        """A history file of entries up to size bytes (mode "a": added to
+        what it holds); returns their count."""
         line = self.sample_line(t)
         n = size // len(line)
         self.make_state()
-        with open(path, "w") as f:
+        with open(path, mode) as f:
             f.write(line * n)
         os.chmod(path, 0o600)
         return n
@@ -345,7 +347,7 @@ class Storage(HistoryCase):
         self.assertEqual(len(h), first + 1)
         self.assertEqual(h[0]["op"], "lock")
         # Again: the oldest file goes, so the history stays bounded.
-        second = self.fill(self.file, ROTATE - 300, t=time.time() + 1)
+        second = self.fill(self.file, ROTATE - 300, t=time.time())
         self.assertEqual(self.cs("unlock").rc, 0)
         for path in (self.file, self.old_file):
             self.assertLessEqual(os.path.getsize(path), ROTATE)
@@ -375,45 +377,120 @@ class Storage(HistoryCase):
         self.assertEqual(r.rc, 0, r)
         self.assertNotIn("skipped", r.err)
 
-    def test_writers_take_turns_under_the_state_directory_lock(self):
-        """A writer waits for the state directory's lock (another writer, a
-        manifest update), then rotates; past 2 s it appends without
-        rotating, which another writer may be in the middle of."""
+    def hold(self, path, seconds, cmd):
+        """Runs cmd while this process holds an exclusive flock of path for
+        seconds; returns when cmd ended (seconds after its start, None when
+        it was still running when the lock was let go)."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.addCleanup(os.close, fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        t0 = time.monotonic()
+        p = subprocess.Popen([os.environ["CUDASNAP_BIN"], cmd], env=self.env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        ended = None
+        while time.monotonic() < t0 + seconds:
+            if ended is None and p.poll() is not None:
+                ended = time.monotonic() - t0
+            time.sleep(0.02)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertNotIn("history", err)
+        return ended
+
+    def test_a_writer_never_waits_on_the_state_directory_lock(self):
+        """A stuck holder of the state directory's lock (a manifest update)
+        holds up no entry: the history has a lock of its own."""
         pid, = self.start("--mem", "1")
         prefilled = self.fill(self.file, ROTATE - 300)
-        fd = os.open(os.path.join(self.state, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        self.addCleanup(os.close, fd)
-        for hold, cmd in ((0.7, "lock"), (4.0, "unlock")):
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            t0 = time.monotonic()
-            p = subprocess.Popen([os.environ["CUDASNAP_BIN"], cmd], env=self.env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True)
-            ended = None  # when it ended while the lock was held
-            while time.monotonic() < t0 + hold:
-                if ended is None and p.poll() is not None:
-                    ended = time.monotonic() - t0
-                time.sleep(0.02)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            _, err = p.communicate(timeout=60)
-            self.assertEqual(p.returncode, 0, err)
-            self.assertNotIn("history", err)
-            if cmd == "lock":  # waited, then rotated
-                self.assertIsNone(ended, "it did not wait for the lock")
-                with open(self.old_file) as f:
-                    self.assertEqual(len(f.read().splitlines()), prefilled)
-                with open(self.file) as f:
-                    self.assertEqual([json.loads(x)["op"] for x in f.read().splitlines()], ["lock"])
-                prefilled = self.fill(self.file, ROTATE - 300)
-            else:  # gave up waiting after 2 s: appended to the full file, no rotation
-                self.assertIsNotNone(ended, "it waited for the lock longer than 2 s")
-                self.assertGreaterEqual(ended, 2.0)
-                with open(self.file) as f:
-                    lines = f.read().splitlines()
-                self.assertEqual((len(lines), json.loads(lines[-1])["op"]), (prefilled + 1, "unlock"))
-                self.assertGreater(os.path.getsize(self.file), ROTATE - 300)
-                with open(self.old_file) as f:
-                    self.assertEqual([json.loads(x)["op"] for x in f.read().splitlines()][-1], "checkpoint")
+        ended = self.hold(os.path.join(self.state, "lock"), 3.0, "lock")
+        self.assertIsNotNone(ended, "it waited for the state directory's lock")
+        self.assertLess(ended, 1.5)
+        with open(self.old_file) as f:  # and it rotated
+            self.assertEqual(len(f.read().splitlines()), prefilled)
+        with open(self.file) as f:
+            self.assertEqual([json.loads(x)["op"] for x in f.read().splitlines()], ["lock"])
+        self.assertEqual(self.cs("unlock").rc, 0)
         self.assertStates([pid], "running")
+
+    def test_writers_take_turns_under_the_historys_lock_for_a_moment(self):
+        """A writer waits a quarter of a second at most for the history's
+        own lock (another writer, which holds it for one write), then
+        appends without it, without rotating, which another writer may be
+        in the middle of."""
+        pid, = self.start("--mem", "1")
+        prefilled = self.fill(self.file, ROTATE - 300)
+        ended = self.hold(self.file, 2.0, "lock")
+        self.assertIsNotNone(ended, "it waited for the history's lock longer than 2 s")
+        self.assertGreaterEqual(ended, 0.25)
+        self.assertLess(ended, 1.5)
+        with open(self.file) as f:
+            lines = f.read().splitlines()
+        self.assertEqual((len(lines), json.loads(lines[-1])["op"]), (prefilled + 1, "lock"))
+        self.assertFalse(os.path.exists(self.old_file))
+        # let go, the next writer rotates
+        self.assertEqual(self.cs("unlock").rc, 0)
+        with open(self.old_file) as f:
+            self.assertEqual(len(f.read().splitlines()), prefilled + 1)
+        self.assertStates([pid], "running")
+
+    def rotate_twice(self, pid, at):
+        """Two rotations by lock and unlock of pid, each of a full file of
+        entries of time at: what history.1.jsonl held before goes."""
+        for cmd in ("lock", "unlock"):
+            size = os.path.getsize(self.file) if os.path.exists(self.file) else 0
+            self.fill(self.file, ROTATE - 300 - size, t=at, mode="a")
+            self.assertEqual(self.cs(cmd, "--pid", str(pid)).rc, 0)
+
+    def ops_in_files(self):
+        return [(e["outcome"], e["processes"][0]["outcome"], e["processes"][0]["pid"])
+                for e in map(json.loads, self.raw_lines()) if e["outcome"] != "done"]
+
+    def test_lost_and_left_behind_outlive_rotation_until_read(self):
+        pid, = self.start("--mem", "1")
+        with open(f"/proc/{pid}/stat") as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        t = time.time() - 600
+        self.make_state()
+        alerts = [self.sample_line(t, "incomplete", proc="lost", pid=41),
+                  self.sample_line(t + 1, "incomplete", proc="unrestorable", pid=43),
+                  # left behind: a process still there, one that is gone, one a later entry brought back
+                  self.sample_line(t + 2, "incomplete", proc="left-behind", pid=pid, start=start),
+                  self.sample_line(t + 3, "incomplete", proc="left-behind", pid=pid, start=start + 1),
+                  self.sample_line(t + 4, "incomplete", proc="left-behind", pid=44, start=7, caller=8),
+                  self.sample_line(t + 5, "rolled-back", proc="rolled-back", pid=45)]
+        with open(self.file, "w") as f:
+            f.write("".join(alerts))
+        os.chmod(self.file, 0o600)
+        later = self.sample_line(t + 6, "done", pid=44, start=7)
+        with open(self.file, "a") as f:
+            f.write(later)
+        self.rotate_twice(pid, t + 10)
+        kept = [("incomplete", "lost", 41), ("incomplete", "unrestorable", 43), ("incomplete", "left-behind", pid)]
+        self.assertEqual(self.ops_in_files(), kept)
+        # again: still unread, still kept
+        self.rotate_twice(pid, t + 20)
+        self.assertEqual(self.ops_in_files(), kept)
+        h = self.history()  # shows them: read
+        self.assertEqual([(e["outcome"], e["processes"][0]["outcome"], e["processes"][0]["pid"])
+                          for e in h if e["outcome"] != "done"], kept[::-1])
+        self.assertEqual(h[0]["op"], "unlock")  # newest first, the carried ones among the oldest
+        with open(os.path.join(self.state, "history.seen")) as f:
+            self.assertEqual(len(f.read().splitlines()), 3)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.state, "history.seen")).st_mode), 0o600)
+        self.rotate_twice(pid, t + 30)
+        self.assertEqual(self.ops_in_files(), [])
+
+    def test_carried_alerts_are_bounded(self):
+        pid, = self.start("--mem", "1")
+        t = time.time() - 600
+        self.make_state()
+        with open(self.file, "w") as f:
+            for i in range(70):
+                f.write(self.sample_line(t + i, "incomplete", proc="lost", pid=1000 + i))
+        os.chmod(self.file, 0o600)
+        self.rotate_twice(pid, t + 100)
+        self.assertEqual([x[2] for x in self.ops_in_files()], list(range(1006, 1070)))  # the newest 64
 
     def test_a_read_only_state_directory_fails_nothing_and_warns_once(self):
         pid, = self.start("--mem", "2")
@@ -573,7 +650,7 @@ class Doctor(HistoryCase):
         r = self.cs("doctor", "--json")
         c = self.check(r)
         self.assertEqual((c["status"], c["message"]), ("pass", "no failure among the 2 operations of the last 24 h"))
-        self.assertEqual(r.obj["history"], {"operations_24h": 2, "failures_24h": 0, "last_failure": None})
+        self.assertEqual(r.obj["history"], {"operations_24h": 2, "failures_24h": 0, "last_failure": None, "unread_alerts": 0})
         self.fault(f"{pids[1]} checkpoint error=999 1")
         self.assertEqual(self.cs("checkpoint").rc, 1)
         failure = self.last()
@@ -598,12 +675,42 @@ class Doctor(HistoryCase):
         os.chmod(self.file, 0o600)
         r = self.cs("doctor", "--json")
         self.assertEqual(self.check(r)["status"], "pass", r)
-        self.assertEqual(r.obj["history"], {"operations_24h": 1, "failures_24h": 0, "last_failure": None})
+        self.assertEqual(r.obj["history"], {"operations_24h": 1, "failures_24h": 0, "last_failure": None, "unread_alerts": 0})
         with open(self.file, "a") as f:
             f.write(self.sample_line(time.time() - 3 * 3600, outcome="rolled-back"))
         c = self.check(self.cs("doctor", "--json"))
         self.assertEqual(c["status"], "warn", c)
         self.assertIn("(3.0 h ago): cli checkpoint ROLLED-BACK: process 42 (python3) rolled-back", c["message"])
+
+    def test_doctor_names_an_alert_no_one_has_read_whatever_its_age(self):
+        self.make_state()
+        with open(self.file, "w") as f:
+            f.write(self.sample_line(time.time() - 5 * 86400, "incomplete", proc="lost", pid=41))
+            f.write(self.sample_line(time.time() - 4 * 86400, "incomplete", proc="left-behind", pid=43, caller=9))
+            f.write(self.sample_line(time.time() - 60))
+        os.chmod(self.file, 0o600)
+        r = self.cs("doctor", "--json")
+        c = [x for x in r.obj["checks"] if x["name"] == "history-unread"]
+        self.assertEqual(len(c), 1, r)
+        self.assertEqual(c[0]["status"], "warn")
+        self.assertRegex(c[0]["message"], r"^2 operations left a process LOST, UNRESTORABLE or LEFT BEHIND, and no "
+                         r"one has read them in the history yet; the last at .* \(4\.0 days? ago|96\.0 h ago\)")
+        self.assertIn("process 43 (python3) left-behind", c[0]["message"])
+        self.assertEqual(r.obj["history"]["unread_alerts"], 2)
+        self.assertEqual(self.check(r)["status"], "pass", r)  # no failure of the last 24 h
+        # it named one: that one is read
+        seen = os.path.join(self.state, "history.seen")
+        with open(seen) as f:
+            self.assertEqual(len(f.read().splitlines()), 1)
+        self.assertEqual(self.cs("history", "-n", "1").rc, 0)  # shows the newest: not the alert
+        with open(seen) as f:
+            self.assertEqual(len(f.read().splitlines()), 1)
+        self.assertEqual(self.cs("history").rc, 0)
+        with open(seen) as f:
+            self.assertEqual(len(f.read().splitlines()), 2)
+        r = self.cs("doctor", "--json")
+        self.assertEqual((r.obj["history"]["unread_alerts"],
+                          [x for x in r.obj["checks"] if x["name"] == "history-unread"]), (0, []), r)
 
     def test_no_history(self):
         r = self.cs("doctor", "--json")

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -363,6 +364,84 @@ class StateDirectory(Hostile):
         os.symlink(elsewhere, os.path.join(self.state, "claims"))
         self.refused("claims (it is a symlink, which is refused)")
         self.assertEqual(os.listdir(elsewhere), [])
+
+    def precious(self, name):
+        """A file elsewhere that a state file links to."""
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write("keep me\n")
+        os.chmod(path, 0o644)
+        return path
+
+    def assertUntouched(self, path):
+        with open(path) as f:
+            self.assertEqual(f.read(), "keep me\n")
+        self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o644)
+
+    def test_hard_linked_state_files_are_refused(self):
+        """A state file cudasnap writes, truncates or chmods is refused when it
+        is a hard link: the file it names elsewhere stays as it was."""
+        os.mkdir(self.state, 0o700)
+        pid, = self.start("--mem", "1")
+        target = self.precious("lock-target")
+        os.link(target, os.path.join(self.state, "lock"))
+        r = self.cs("checkpoint")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("the manifest was not updated", r.err)
+        self.assertIn("lock (it is a hard link (it has more than one name), which is refused)", r.err)
+        self.assertUntouched(target)
+        os.unlink(os.path.join(self.state, "lock"))
+        self.assertEqual(self.cs("restore").rc, 0)
+        # the history: neither appended to nor chmod'ed, nor read
+        target = self.precious("history-target")
+        os.unlink(os.path.join(self.state, "history.jsonl"))
+        os.link(target, os.path.join(self.state, "history.jsonl"))
+        r = self.cs("lock")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("is not recorded in the history of operations", r.err)
+        self.assertIn("history.jsonl (it is a hard link", r.err)
+        self.assertUntouched(target)
+        r = self.cs("history")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("history.jsonl (it is a hard link", r.err)
+        os.unlink(os.path.join(self.state, "history.jsonl"))
+        self.assertEqual(self.cs("unlock").rc, 0)
+        # the manifest: not believed
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        man = os.path.join(self.state, "manifest.json")
+        os.link(man, os.path.join(self.tmp, "manifest-copy"))
+        r = self.cs("restore")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("manifest.json (it is a hard link", r.err)
+        self.assertStates([pid], "running")
+        # a claim's record: the claim is refused, nothing done
+        with open(f"/proc/{pid}/status") as f:
+            nspid = re.search(r"NSpid:\s+(.*)", f.read()).group(1).split()[-1]
+        record = f"{os.stat(f'/proc/{pid}/ns/pid').st_ino}-{nspid}"
+        os.makedirs(os.path.join(self.state, "claims"), 0o700, exist_ok=True)
+        target = self.precious("claim-target")
+        os.link(target, os.path.join(self.state, "claims", record))
+        r = self.cs("lock")
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertIn(f"claims: its record {record}: it is a hard link", r.err)
+        self.assertUntouched(target)
+        self.assertStates([pid], "running")
+
+    def test_a_state_file_of_another_user_is_refused(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to chown")
+        os.mkdir(self.state, 0o700)
+        pid, = self.start("--mem", "1")
+        hist = os.path.join(self.state, "history.jsonl")
+        with open(hist, "w") as f:
+            f.write("")
+        os.chown(hist, NOBODY, NOBODY)
+        r = self.cs("lock")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("history.jsonl (it is owned by another user than root or the caller)", r.err)
+        self.assertEqual(os.path.getsize(hist), 0)
+        self.assertEqual(self.cs("unlock").rc, 0)
+        self.assertStates([pid], "running")
 
     def test_symlinked_lock_is_not_followed(self):
         """The lock only guards the manifest's updates: a checkpoint behind a
