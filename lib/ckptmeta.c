@@ -5,10 +5,19 @@
 #include <limits.h>
 #include <string.h>
 
+/* More than an engine's files have (a Podman config.dump holds the
+ * container's whole configuration, a few thousand values): text with more
+ * is not parsed, so that its parse costs a bounded amount of memory. */
+static const cs_json_shape meta_shape_max = { .objects = 16384, .arrays = 16384, .commas = 131072 };
+
 /* One JSON object and nothing else, or NULL. */
 static json_object *parse_object(const char *buf, size_t len)
 {
 	if (len > CS_CKPTMETA_MAX || len > INT_MAX || !cs_utf8_valid(buf, len))
+		return NULL;
+	cs_json_shape shape;
+	cs_json_shape_of(buf, len, &shape);
+	if (!cs_json_shape_within(&shape, &meta_shape_max))
 		return NULL;
 	_cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(64);
 	if (!tok)

@@ -3,7 +3,8 @@
  * configuration; CRI-O's checkpoint metadata, read the same way by
  * checkpointctl) and spec.dump (the container's OCI runtime spec, whose
  * annotations name a Kubernetes pod). Untrusted input: anything that does
- * not parse is left out, never an error. */
+ * not parse, or holds more JSON than such a file has, is left out, never an
+ * error. */
 #ifndef CS_CKPTMETA_H
 #define CS_CKPTMETA_H
 

@@ -39,6 +39,7 @@ static const char *const documented[] = {
 	"CUDASNAP_NO_PARK",
 	"CUDASNAP_PARK_PIN",
 	"CUDASNAP_PARK_LIB",
+	"CUDASNAP_CRIU_PLUGIN_DIR",
 };
 _Static_assert(CS_ARRAY_SIZE(documented) == CS_ENV_COUNT, "CS_ENV_COUNT is the length of the list");
 

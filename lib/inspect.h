@@ -5,6 +5,7 @@
 #ifndef CS_INSPECT_H
 #define CS_INSPECT_H
 
+#include "archive.h"
 #include "automap.h"
 #include "ckptmeta.h"
 #include "cudasnap.h"
@@ -22,6 +23,7 @@ typedef struct cs_inspect {
 	char path[PATH_MAX];
 	bool archive; /* a tar archive (else a directory) */
 	char format[64], filters[64]; /* the archive's format and compression */
+	char bound[16]; /* the bound its reading stopped at (cs_archive_info), "" none */
 	char images[16]; /* where CRIU's images lie: "" at the top, or "checkpoint/" (Podman, the kubelet) */
 	cs_inventory inventory;
 	/* The images need the plugin: their inventory names it, or (images of a
@@ -31,14 +33,29 @@ typedef struct cs_inspect {
 	cs_ckpt_meta meta; /* the engine's config.dump and spec.dump, what of them parsed */
 } cs_inspect;
 
+/* The bounds on reading an archive, unless the caller gives others:
+ * decompressed bytes, their ratio to the compressed ones (judged past
+ * CS_INSPECT_RATIO_AFTER), the memory its reader may take and the time. */
+#define CS_INSPECT_MAX_BYTES (1ULL << 40)
+#define CS_INSPECT_MAX_RATIO 1000u
+#define CS_INSPECT_RATIO_AFTER (1ULL << 30)
+#define CS_INSPECT_MAX_MEMORY (1ULL << 30)
+#define CS_INSPECT_SECONDS 600.0
+void cs_inspect_default_bounds(cs_archive_bounds *b);
+
 /* Reads path: a CRIU image directory (or one holding checkpoint/, an
  * unpacked archive), or a checkpoint archive (a tar, plain or compressed,
- * through libarchive); images under checkpoint/ are taken before any at
- * the top. Only inventory.img, the plugin's record and the
- * engine's config.dump and spec.dump are read, each bounded in size.
- * Returns 0, or <0 with err filled when path is not a checkpoint, cannot be
- * read, or its GPU part is damaged (the command's exit status 2). */
-int cs_inspect_read(const char *path, cs_inspect *out, cs_error *err);
+ * through libarchive, in a child process within bounds: NULL, the
+ * defaults); images under checkpoint/ are taken before any at the top.
+ * Only inventory.img, the plugin's record and the engine's config.dump and
+ * spec.dump are kept, each bounded in size, and what a directory and an
+ * archive refuse is the same: a link (symbolic or hard) where one of them,
+ * or checkpoint/, belongs; an archive also a second copy of one of them
+ * (cs_archive_read). c->path is path made safe to print. Returns 0, or <0
+ * with err filled (and only out->path and out->bound, the bound passed,
+ * set) when path is not a checkpoint, cannot be read within the bounds,
+ * or its GPU part is damaged (the command's exit status 2). */
+int cs_inspect_read(const char *path, const cs_archive_bounds *bounds, cs_inspect *out, cs_error *err);
 void cs_inspect_free(cs_inspect *c);
 CS_DEFINE_CLEANUP_STRUCT(cs_inspect, cs_inspect_free)
 
@@ -46,8 +63,9 @@ CS_DEFINE_CLEANUP_STRUCT(cs_inspect, cs_inspect_free)
 
 /* One thing that would fail the restore here, or that it cannot judge. */
 typedef struct cs_verdict_reason {
-	const char *code; /* "driver", "driver-version", "driver-remap", "device-map", "gpu-absent",
-			     "gpu-memory", "gpu-memory-unknown", "driver-version-unknown" */
+	const char *code; /* "criu-plugin", "criu-plugin-conflict", "driver", "driver-version",
+			     "driver-remap", "device-map", "gpu-absent", "gpu-memory", "gpu-memory-unknown",
+			     "driver-version-unknown" */
 	bool blocks; /* the restore would fail here because of it */
 	long entry; /* the record's process it is about, -1 for none */
 	char text[1024];
@@ -74,11 +92,23 @@ typedef struct cs_verdict {
 	bool ignore_gpu_memory; /* CUDASNAP_IGNORE_GPU_MEMORY=1: the plugin does not check */
 	bool go; /* no reason blocks it */
 	char nvidia_driver[CS_NVML_VERSION_SIZE]; /* NVML's "580.159.04"; "" unknown */
+	char criu_plugin_dir[PATH_MAX]; /* CUDASNAP_CRIU_PLUGIN_DIR, else CS_CRIU_PLUGIN_DIR */
+	bool criu_plugin; /* cudasnap_plugin.so is there */
+	bool criu_cuda_plugin; /* and so is CRIU's own cuda_plugin.so */
 } cs_verdict;
+
+/* Where CRIU loads its plugins from, unless CUDASNAP_CRIU_PLUGIN_DIR says
+ * (meson's criu_plugin_dir); the plugin's file, and CRIU's own. */
+#ifndef CS_CRIU_PLUGIN_DIR
+#define CS_CRIU_PLUGIN_DIR "/usr/lib/criu"
+#endif
+#define CS_CRIU_PLUGIN_FILE "cudasnap_plugin.so"
+#define CS_CRIU_CUDA_PLUGIN_FILE "cuda_plugin.so"
 
 /* Judges c's GPU part (c->gpu_part) against this node, as the CRIU plugin's
  * restore would (settings from the environment and the settings file):
- * the driver (loaded, with the checkpoint API, not older than the one that
+ * the plugin in CRIU's plugin directory without CRIU's own beside it, the
+ * driver (loaded, with the checkpoint API, not older than the one that
  * checkpointed, able to remap where a map applies), the map onto this
  * node's GPUs (CUDASNAP_DEVICE_MAP, else absent GPUs onto others), and the
  * GPU memory each process needs there against the free memory
@@ -93,8 +123,8 @@ void cs_cuda_version_text(int version, char *buf, size_t size);
 /* The whole report as one JSON object (documented in cudasnap(1)); v may
  * be NULL (no GPU part). */
 json_object *cs_json_inspect(const cs_inspect *c, const cs_verdict *v, int exit_status);
-/* The object of an inspect that could not read path: "path", "would_restore"
- * false, "exit_status" and "error". */
-json_object *cs_json_inspect_error(const char *path, const cs_error *e, int exit_status);
+/* The object of an inspect that could not read c->path: "path",
+ * "would_restore" false, "exit_status", "error" and "bound". */
+json_object *cs_json_inspect_error(const cs_inspect *c, const cs_error *e, int exit_status);
 
 #endif

@@ -131,6 +131,9 @@ static json_object *node_json(const cs_verdict *v)
 	cs_json_add_str_or_null(d, "error", v->driver_loaded ? NULL : v->driver_error.message);
 	json_object_object_add(o, "driver", d);
 	cs_json_add_str_or_null(o, "nvidia_driver", v->nvidia_driver[0] ? v->nvidia_driver : NULL);
+	json_object_object_add(o, "criu_plugin_dir", json_object_new_string(v->criu_plugin_dir));
+	json_object_object_add(o, "criu_plugin", json_object_new_boolean(v->criu_plugin));
+	json_object_object_add(o, "criu_cuda_plugin", json_object_new_boolean(v->criu_cuda_plugin));
 	json_object *gpus = json_object_new_array();
 	for (size_t k = 0; k < v->ngpus; k++) {
 		const cs_nvml_gpu *g = &v->gpus[k];
@@ -207,10 +210,11 @@ json_object *cs_json_inspect(const cs_inspect *c, const cs_verdict *v, int exit_
 	return o;
 }
 
-json_object *cs_json_inspect_error(const char *path, const cs_error *e, int exit_status)
+json_object *cs_json_inspect_error(const cs_inspect *c, const cs_error *e, int exit_status)
 {
 	json_object *o = json_object_new_object();
-	json_object_object_add(o, "path", json_object_new_string(path));
+	json_object_object_add(o, "path", json_object_new_string(c->path));
+	json_object_object_add(o, "bound", str_or_null(c->bound));
 	json_object_object_add(o, "would_restore", json_object_new_boolean(false));
 	json_object_object_add(o, "exit_status", json_object_new_int(exit_status));
 	json_object_object_add(o, "error", cs_json_error(e));

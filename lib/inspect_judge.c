@@ -15,10 +15,12 @@
 #include "util.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define FIX_MAP \
 	"Set CUDASNAP_DEVICE_MAP=OLD=NEW,... in /etc/cudasnap/cudasnap.conf, one pair for every GPU the " \
@@ -51,6 +53,50 @@ __attribute__((format(printf, 5, 6))) static cs_verdict_reason *add(cs_verdict *
 static void fix(cs_verdict_reason *r, const char *text)
 {
 	snprintf(r->fix, sizeof(r->fix), "%s", text ? text : "");
+}
+
+static bool regular_file(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	return snprintf(path, sizeof(path), "%s/%s", dir, name) < (int)sizeof(path) && stat(path, &st) == 0 &&
+		S_ISREG(st.st_mode);
+}
+
+/* CRIU loads every plugin of its plugin directory: cudasnap's must be
+ * there, and CRIU's own cuda_plugin.so must not, since cudasnap's refuses
+ * to run beside it (both would act on the same processes). */
+static void judge_plugins(const cs_inspect *c, cs_verdict *v)
+{
+	const char *set = cs_env("CUDASNAP_CRIU_PLUGIN_DIR");
+	snprintf(v->criu_plugin_dir, sizeof(v->criu_plugin_dir), "%s", set ? set : CS_CRIU_PLUGIN_DIR);
+	const char *dir = v->criu_plugin_dir;
+	v->criu_plugin = regular_file(dir, CS_CRIU_PLUGIN_FILE);
+	v->criu_cuda_plugin = regular_file(dir, CS_CRIU_CUDA_PLUGIN_FILE);
+	char fix_text[768];
+	if (!v->criu_plugin) {
+		snprintf(fix_text, sizeof(fix_text),
+			 "Install %s in %.400s (the cudasnap package does), or set CUDASNAP_CRIU_PLUGIN_DIR to the "
+			 "directory CRIU loads plugins from on this node (criu --libdir).",
+			 CS_CRIU_PLUGIN_FILE, dir);
+		fix(add(v, "criu-plugin", true, -1, "cudasnap's CRIU plugin is not in CRIU's plugin directory %s: %s",
+			dir,
+			c->inventory.plugins_listed ?
+				"CRIU refuses the restore (\"Missing required plugin: cudasnap\")" :
+				"CRIU would restore the processes without their GPU state, which stays in the images"),
+		    fix_text);
+	}
+	if (v->criu_cuda_plugin) {
+		snprintf(fix_text, sizeof(fix_text),
+			 "Remove %.400s/%s: these images need cudasnap's plugin, which restores every process of the "
+			 "tree as one transaction.",
+			 dir, CS_CRIU_CUDA_PLUGIN_FILE);
+		fix(add(v, "criu-plugin-conflict", true, -1,
+			"CRIU's own CUDA plugin %s/%s sits beside cudasnap's: two GPU plugins would act on the same "
+			"processes, so cudasnap's plugin refuses to run and CRIU fails the restore at its start",
+			dir, CS_CRIU_CUDA_PLUGIN_FILE),
+		    fix_text);
+	}
 }
 
 /* The driver the restore needs: loaded, with the checkpoint API, and not
@@ -179,6 +225,7 @@ void cs_inspect_judge(const cs_inspect *c, cs_verdict *v)
 	memset(v, 0, sizeof(*v));
 	v->go = true;
 	const cs_manifest *m = &c->record;
+	judge_plugins(c, v);
 	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
 	judge_driver(m, v, &d);
 	_cleanup_(cs_nvml_closep) cs_nvml *nv = NULL;

@@ -4,10 +4,12 @@
  * plugin's record and the engine's metadata; nothing else is touched. */
 #include "inspect.h"
 #include "archive.h"
+#include "proc.h"
 #include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,10 +46,11 @@ static void members_init(cs_archive_member *m)
 /* ---- a directory ------------------------------------------------------ */
 
 /* One file of the directory, bounded as its member: absent is not an
- * error; a link, a non-regular file or one too large is. */
-static int read_file(int dfd, const char *what, cs_archive_member *m, cs_error *err)
+ * error; a link (symbolic or hard), a non-regular file or one too large
+ * is, as the same member of an archive would be. */
+static int read_file(int dfd, const char *what, cs_archive_member *m, const char *name, cs_error *err)
 {
-	_cleanup_close_ int fd = openat(dfd, m->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	_cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
 		return 0;
 	if (fd < 0)
@@ -56,6 +59,12 @@ static int read_file(int dfd, const char *what, cs_archive_member *m, cs_error *
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return cs_error_set(err, CS_EUSAGE, NULL, "%s: %s is not a regular file", what, m->name);
+	/* An archive's hard link is refused: so is the directory's. */
+	if (st.st_nlink != 1)
+		return cs_error_set(err, CS_EUSAGE, NULL,
+				    "%s: %s has %ju names (a hard link), which a checkpoint does not hold: this is not a "
+				    "checkpoint cudasnap reads",
+				    what, m->name, (uintmax_t)st.st_nlink);
 	if ((unsigned long long)st.st_size > m->max)
 		return cs_error_set(err, CS_EUSAGE, NULL,
 				    "%s: %s has %lld bytes, more than the %zu such a file has: this is not a checkpoint "
@@ -83,41 +92,51 @@ static int read_file(int dfd, const char *what, cs_archive_member *m, cs_error *
 	return 0;
 }
 
+/* checkpoint/ of the directory, opened without following a link: an
+ * archive whose "checkpoint" is a link is refused, and so is this. -1 with
+ * *sub -1 when there is none. */
+static int open_sub(int dfd, const char *what, int *sub, cs_error *err)
+{
+	*sub = openat(dfd, "checkpoint", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (*sub >= 0 || errno == ENOENT)
+		return 0;
+	struct stat st;
+	bool link = fstatat(dfd, "checkpoint", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+	return cs_error_set(err, CS_EUSAGE, NULL,
+			    "%s: its %s is %s, and the images' files lie below it: this is not a checkpoint cudasnap "
+			    "reads",
+			    what, CHECKPOINT_DIR, link ? "a symbolic link" : "not a directory");
+}
+
 static int read_directory(int dfd, const char *what, cs_archive_member *m, cs_error *err)
 {
-	for (int i = 0; i < M_COUNT; i++) {
-		int r = read_file(dfd, what, &m[i], err);
-		if (r < 0)
-			return r;
+	_cleanup_close_ int sub = -1;
+	int r = open_sub(dfd, what, &sub, err);
+	for (int i = 0; r == 0 && i < M_COUNT; i++) {
+		bool below = strncmp(m[i].name, CHECKPOINT_DIR, strlen(CHECKPOINT_DIR)) == 0;
+		if (below && sub < 0)
+			continue;
+		r = read_file(below ? sub : dfd, what, &m[i], below ? m[i].name + strlen(CHECKPOINT_DIR) : m[i].name,
+			      err);
 	}
-	return 0;
+	return r;
 }
 
 /* ---- an archive ------------------------------------------------------- */
 
-/* Everything that matters is read: the images' inventory and record under
- * checkpoint/, which the engine writes before its two files, and those
- * two. A compressed archive is otherwise read to its end, past the
- * container's file system changes (rootfs-diff.tar) that Podman writes
- * after them. */
-static bool all_read(void *ctx, const cs_archive_member *m, size_t n)
-{
-	(void)ctx;
-	(void)n;
-	return m[M_SUB_INVENTORY].found && m[M_SUB_RECORD].found && m[M_CONFIG].found && m[M_SPEC].found;
-}
-
-static int read_archive(int fd, const char *what, cs_archive_member *m, cs_inspect *c, cs_error *err)
+static int read_archive(int fd, const char *what, const cs_archive_bounds *b, cs_archive_member *m, cs_inspect *c,
+			cs_error *err)
 {
 	_cleanup_(cs_archive_freep) cs_archive *a = NULL;
 	int r = cs_archive_load(&a, err);
 	if (r < 0)
 		return r;
 	cs_archive_info info;
-	r = cs_archive_read(a, fd, what, m, M_COUNT, all_read, NULL, &info, err);
+	r = cs_archive_read_bounded(a, fd, what, m, M_COUNT, b, &info, err);
 	c->archive = true;
 	snprintf(c->format, sizeof(c->format), "%s", info.format);
 	snprintf(c->filters, sizeof(c->filters), "%s", info.filters);
+	snprintf(c->bound, sizeof(c->bound), "%s", info.bound);
 	return r;
 }
 
@@ -138,7 +157,7 @@ static int digest(const char *what, cs_archive_member *m, cs_inspect *c, cs_erro
 				    "%s is not a checkpoint: its %s is not CRIU's inventory image", what, m[inv].name);
 	/* As the plugin's restore decides: a CRIU that lists no plugins (before
 	 * 4.0) leaves it to the record. */
-	c->gpu_part = c->inventory.plugins_listed ? cs_inventory_needs(&c->inventory, CS_PLUGIN_NAME) : m[rec].found;
+	c->gpu_part = cs_inventory_gpu_part(&c->inventory, CS_PLUGIN_NAME, m[rec].found);
 	if (m[M_CONFIG].found)
 		cs_ckpt_meta_config(m[M_CONFIG].data, m[M_CONFIG].len, &c->meta);
 	if (m[M_SPEC].found)
@@ -155,32 +174,49 @@ static int digest(const char *what, cs_archive_member *m, cs_inspect *c, cs_erro
 	return cs_manifest_parse_as(m[rec].data, m[rec].len, named, HINT_DAMAGED, &c->record, err);
 }
 
-int cs_inspect_read(const char *path, cs_inspect *out, cs_error *err)
+void cs_inspect_default_bounds(cs_archive_bounds *b)
+{
+	*b = (cs_archive_bounds){ .lim = { .max_bytes = CS_INSPECT_MAX_BYTES,
+					   .max_ratio = CS_INSPECT_MAX_RATIO,
+					   .ratio_after = CS_INSPECT_RATIO_AFTER },
+				  .max_memory = CS_INSPECT_MAX_MEMORY,
+				  .seconds = CS_INSPECT_SECONDS };
+}
+
+int cs_inspect_read(const char *path, const cs_archive_bounds *bounds, cs_inspect *out, cs_error *err)
 {
 	memset(out, 0, sizeof(*out));
 	_cleanup_(cs_inspect_freep) cs_inspect c = { 0 };
-	snprintf(c.path, sizeof(c.path), "%s", path);
+	/* The path is the caller's bytes: shown, and named in messages, made safe. */
+	cs_sanitize(c.path, sizeof(c.path), path, strlen(path));
+	const char *what = c.path;
+	cs_archive_bounds defaults;
+	cs_inspect_default_bounds(&defaults);
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
-		return cs_error_errno(err, CS_EUSAGE, errno, HINT_NOT_CHECKPOINT, "cannot open %s", path);
+		return cs_error_errno(err, CS_EUSAGE, errno, HINT_NOT_CHECKPOINT, "cannot open %s", what);
 	struct stat st;
 	if (fstat(fd, &st) < 0)
-		return cs_error_errno(err, CS_EUSAGE, errno, NULL, "cannot read %s", path);
+		return cs_error_errno(err, CS_EUSAGE, errno, NULL, "cannot read %s", what);
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
 		return cs_error_set(err, CS_EUSAGE, HINT_NOT_CHECKPOINT,
-				    "%s is neither a directory nor a file: not a checkpoint", path);
+				    "%s is neither a directory nor a file: not a checkpoint", what);
 	/* Reads block from here on, as a pipe's must (the archive streams). */
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	cs_archive_member m[M_COUNT];
 	members_init(m);
-	int r = S_ISDIR(st.st_mode) ? read_directory(fd, path, m, err) : read_archive(fd, path, m, &c, err);
+	int r = S_ISDIR(st.st_mode) ? read_directory(fd, what, m, err) :
+				      read_archive(fd, what, bounds ? bounds : &defaults, m, &c, err);
 	if (r == 0)
-		r = digest(path, m, &c, err);
+		r = digest(what, m, &c, err);
 	cs_archive_members_free(m, M_COUNT);
 	if (r < 0 && err && !err->hint[0] && err->status == CS_EUSAGE)
 		snprintf(err->hint, sizeof(err->hint), "%s", HINT_NOT_CHECKPOINT);
-	if (r < 0)
+	if (r < 0) {
+		snprintf(out->path, sizeof(out->path), "%s", c.path);
+		snprintf(out->bound, sizeof(out->bound), "%s", c.bound);
 		return r;
+	}
 	*out = TAKE_STRUCT(c);
 	return 0;
 }

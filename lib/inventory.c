@@ -131,3 +131,8 @@ bool cs_inventory_needs(const cs_inventory *inv, const char *plugin)
 			return true;
 	return false;
 }
+
+bool cs_inventory_gpu_part(const cs_inventory *inv, const char *plugin, bool record)
+{
+	return inv->plugins_listed ? cs_inventory_needs(inv, plugin) : record;
+}

@@ -25,5 +25,10 @@ typedef struct cs_inventory {
 int cs_inventory_parse(const void *buf, size_t len, cs_inventory *out);
 /* Whether the inventory names plugin among the plugins a restore needs. */
 bool cs_inventory_needs(const cs_inventory *inv, const char *plugin);
+/* Whether images with this inventory need plugin, as CRIU decides: one that
+ * lists plugins (CRIU 4.0 and newer) names it; one that lists none (an
+ * older CRIU, whose restore then asks every plugin) leaves it to whether
+ * the plugin's record is in the images (record). */
+bool cs_inventory_gpu_part(const cs_inventory *inv, const char *plugin, bool record);
 
 #endif

@@ -21,6 +21,15 @@ void cs_json_add_str_or_null(json_object *o, const char *key, const char *s);
 struct cs_plan;
 /* A plan (lib/plan.h): what an operation would do to each process. */
 json_object *cs_json_plan(const struct cs_plan *p);
+/* What untrusted JSON text holds, counted outside its strings, before it
+ * is parsed (lib/jsonshape.c). */
+typedef struct cs_json_shape {
+	size_t objects, arrays, commas;
+} cs_json_shape;
+void cs_json_shape_of(const char *buf, size_t len, cs_json_shape *out);
+/* Whether s has no more of each than max. */
+bool cs_json_shape_within(const cs_json_shape *s, const cs_json_shape *max);
+
 /* Prints o on stdout with a newline, and releases it. */
 int cs_json_print(json_object *o);
 

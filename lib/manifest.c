@@ -306,6 +306,9 @@ static int parse_root(json_object *root, cs_manifest *m, const char *what, const
 	if (r < 0)
 		return cs_error_set(err, CS_ESTATE, hint, "%s has a malformed list of GPUs (\"gpus\")", what);
 	size_t n = json_object_array_length(arr);
+	if (n > CS_MANIFEST_PROCS_MAX)
+		return cs_error_set(err, CS_ESTATE, hint, "%s lists %zu processes, more than the %u a record holds",
+				    what, n, CS_MANIFEST_PROCS_MAX);
 	m->e = calloc(n ? n : 1, sizeof(*m->e));
 	if (!m->e)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
@@ -315,6 +318,15 @@ static int parse_root(json_object *root, cs_manifest *m, const char *what, const
 	return 0;
 }
 
+/* The most a record of CS_MANIFEST_PROCS_MAX processes holds: per process
+ * its object, its "seconds" and one object per GPU used; its arrays "gpus"
+ * and "used_gpus"; fewer than 96 values; and the GPUs' list. */
+static const cs_json_shape manifest_shape_max = {
+	.objects = CS_MANIFEST_PROCS_MAX * (2 + CS_TARGET_GPUS) + CS_MANIFEST_GPUS_MAX + 16,
+	.arrays = CS_MANIFEST_PROCS_MAX * 2 + 16,
+	.commas = CS_MANIFEST_PROCS_MAX * 96 + CS_MANIFEST_GPUS_MAX * 4 + 64,
+};
+
 int cs_manifest_parse_as(const char *buf, size_t len, const char *what, const char *hint, cs_manifest *m, cs_error *err)
 {
 	memset(m, 0, sizeof(*m));
@@ -323,6 +335,13 @@ int cs_manifest_parse_as(const char *buf, size_t len, const char *what, const ch
 	/* JSON is UTF-8; json-c's own check lets overlong forms and surrogates by. */
 	if (!cs_utf8_valid(buf, len))
 		return cs_error_set(err, CS_ESTATE, hint, "%s is corrupt or truncated (not UTF-8)", what);
+	cs_json_shape shape;
+	cs_json_shape_of(buf, len, &shape);
+	if (!cs_json_shape_within(&shape, &manifest_shape_max))
+		return cs_error_set(err, CS_ESTATE, hint,
+				    "%s holds %zu JSON objects, %zu arrays and %zu values, more than a record of %u "
+				    "processes has",
+				    what, shape.objects, shape.arrays, shape.commas + 1, CS_MANIFEST_PROCS_MAX);
 	_cleanup_(json_tokener_freep) json_tokener *tok = json_tokener_new_ex(16);
 	if (!tok)
 		return cs_error_set(err, CS_ESYS, NULL, "out of memory");

@@ -45,6 +45,11 @@ typedef struct cs_manifest_gpu {
 
 /* The most GPUs a record's "gpus" may list (NVML's own bound). */
 #define CS_MANIFEST_GPUS_MAX 1024
+/* The most processes a manifest or record may list: more than the CUDA
+ * processes eight GPUs hold (each has a context of hundreds of MiB). A
+ * record is untrusted (it travels in images): each process costs a reader
+ * kilobytes, and a 16 MiB record could list 150,000. */
+#define CS_MANIFEST_PROCS_MAX 4096
 
 typedef struct cs_manifest {
 	int version;
@@ -66,7 +71,11 @@ typedef struct cs_manifest {
 struct cs_nvml_gpu;
 char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, double wall_seconds,
 			 const struct cs_nvml_gpu *gpus, size_t ngpus);
-/* Parses untrusted text; a corrupt manifest is an error with a hint. */
+/* Parses untrusted text; a corrupt manifest is an error with a hint, and
+ * so is one with more than CS_MANIFEST_PROCS_MAX processes, or whose text
+ * holds more JSON objects, arrays or values than such a one can (refused
+ * before it is parsed, so that its parse costs a bounded amount of
+ * memory). */
 int cs_manifest_parse(const char *buf, size_t len, cs_manifest *out, cs_error *err);
 /* The same for a record read elsewhere: what names it in messages ("the
  * record /ckpt/cudasnap-plugin.json") and the hint of a corrupt one. */

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "inspect.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,8 @@
 static void inspect_usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: %s inspect PATH [--json]\n"
+		"Usage: %s inspect PATH [--json] [--timeout SEC] [--max-bytes SIZE]\n"
+		"                [--max-ratio N]\n"
 		"Say what the GPU part of a checkpoint holds (each process, the GPUs it saw\n"
 		"and used, the GPU memory its checkpoint moved, the GPUs, the driver and the\n"
 		"cudasnap that wrote it, when), and whether it would restore on this node.\n"
@@ -18,31 +20,115 @@ static void inspect_usage(FILE *f)
 		"a tar, plain or compressed (gzip, zstd, xz, bzip2, lz4), with the images at\n"
 		"its top or under checkpoint/ (podman container checkpoint --export=FILE, the\n"
 		"kubelet's checkpoint-*.tar). Only CRIU's inventory, cudasnap's record and the\n"
-		"engine's config.dump and spec.dump are read; nothing is unpacked.\n"
-		"The verdict makes the checks of the CRIU plugin's restore: the driver (the\n"
-		"checkpoint API, not older than the one that checkpointed, GPU remapping where\n"
-		"needed), the GPUs (here, or stand-ins: CUDASNAP_DEVICE_MAP, else as the plugin\n"
-		"chooses them), and the free memory of each GPU for the processes restored\n"
-		"onto it.\n\n"
+		"engine's config.dump and spec.dump are kept; nothing is unpacked. An archive\n"
+		"is read to its end, as an extractor reads it, in a process of its own within\n"
+		"%llu MiB of memory and the bounds below; one that holds one of those files\n"
+		"twice (under any name that means it: checkpoint//x, checkpoint/./x), a name\n"
+		"with '..', or a link where one of them or checkpoint/ belongs is refused\n"
+		"(exit status 2), and so is a directory with such a link.\n"
+		"The verdict makes the checks of the CRIU plugin's restore: the plugin in\n"
+		"CRIU's plugin directory (and not CRIU's own cuda_plugin.so beside it), the\n"
+		"driver (the checkpoint API, not older than the one that checkpointed, GPU\n"
+		"remapping where needed), the GPUs (here, or stand-ins: CUDASNAP_DEVICE_MAP,\n"
+		"else as the plugin chooses them), and the free memory of each GPU for the\n"
+		"processes restored onto it.\n\n"
 		"Options:\n"
-		"  --json      print one JSON object on stdout\n"
-		"  -h, --help  show this help\n\n"
+		"  --json            print one JSON object on stdout\n"
+		"  --timeout SEC     give up reading an archive after SEC seconds (default\n"
+		"                    %.0f; 0: no bound)\n"
+		"  --max-bytes SIZE  decompress at most SIZE bytes of an archive (K, M, G, T:\n"
+		"                    binary multiples; default 1T; 0: no bound)\n"
+		"  --max-ratio N     refuse a compressed archive that expands more than N\n"
+		"                    times, once %llu MiB are decompressed (default %u;\n"
+		"                    0: no bound)\n"
+		"  -h, --help        show this help\n\n"
 		"Environment:\n"
-		"  CUDASNAP_LIBARCHIVE  path of libarchive, to read archives (default:\n"
-		"                       libarchive.so.13)\n"
-		"  CUDASNAP_DEVICE_MAP  the map the CRIU plugin restores onto (also from\n"
-		"                       /etc/cudasnap/cudasnap.conf)\n\n"
+		"  CUDASNAP_LIBARCHIVE         path of libarchive, to read archives (default:\n"
+		"                              libarchive.so.13)\n"
+		"  CUDASNAP_DEVICE_MAP         the map the CRIU plugin restores onto (also from\n"
+		"                              /etc/cudasnap/cudasnap.conf)\n"
+		"  CUDASNAP_CRIU_PLUGIN_DIR    CRIU's plugin directory (default: CRIU_LIBS_DIR,\n"
+		"                              else /usr/lib/criu)\n\n"
 		"Exit status: 0 it would restore here, or it has no GPU part; 1 it would not\n"
-		"(every reason printed); 2 PATH is not a checkpoint or cannot be read, or a\n"
-		"usage error.\n",
-		cs_prog);
+		"(every reason printed); 2 PATH is not a checkpoint, cannot be read or passed\n"
+		"a bound (named), or a usage error.\n",
+		cs_prog, CS_INSPECT_MAX_MEMORY >> 20, CS_INSPECT_SECONDS, CS_INSPECT_RATIO_AFTER >> 20,
+		CS_INSPECT_MAX_RATIO);
 }
 
-static int parse_args(int argc, char **argv, const char **path, bool *json)
+/* "64", "512M", "1T": bytes, with binary multiples. */
+static int parse_size(const char *s, unsigned long long *out)
 {
-	int rc = cli_parse_json_opts(argc, argv, "inspect", inspect_usage, json);
-	if (rc != CLI_GO_ON)
-		return rc;
+	char *end;
+	errno = 0;
+	if (!*s || *s == '-')
+		return -EINVAL;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	static const char units[] = "KMGT";
+	const char *u = *end ? strchr(units, *end) : NULL;
+	if (*end && (!u || end[1]))
+		return -EINVAL;
+	unsigned shift = u ? 10 * (unsigned)(u - units + 1) : 0;
+	if (shift && v > (~0ULL >> shift))
+		return -ERANGE;
+	*out = v << shift;
+	return 0;
+}
+
+enum { OPT_JSON = 1000, OPT_TIMEOUT, OPT_MAX_BYTES, OPT_MAX_RATIO };
+
+static int parse_opt(int c, cs_archive_bounds *b, bool *json)
+{
+	long v;
+	switch (c) {
+	case OPT_JSON: *json = true; return CLI_GO_ON;
+	case OPT_TIMEOUT:
+		if (cs_parse_long(optarg, 0, 86400L * 7, &v) < 0) {
+			cli_errorf(NULL, "inspect: --timeout takes whole seconds from 0, not '%s'", optarg);
+			return cli_usage_error("inspect");
+		}
+		b->seconds = (double)v;
+		return CLI_GO_ON;
+	case OPT_MAX_BYTES:
+		if (parse_size(optarg, &b->lim.max_bytes) < 0) {
+			cli_errorf(NULL, "inspect: --max-bytes takes a size (64G, 1T; 0: no bound), not '%s'", optarg);
+			return cli_usage_error("inspect");
+		}
+		return CLI_GO_ON;
+	case OPT_MAX_RATIO:
+		if (cs_parse_long(optarg, 0, 1L << 30, &v) < 0) {
+			cli_errorf(NULL, "inspect: --max-ratio takes a whole number from 0, not '%s'", optarg);
+			return cli_usage_error("inspect");
+		}
+		b->lim.max_ratio = (unsigned)v;
+		return CLI_GO_ON;
+	default: return cli_usage_error("inspect");
+	}
+}
+
+static int parse_args(int argc, char **argv, const char **path, bool *json, cs_archive_bounds *b)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "max-bytes", required_argument, NULL, OPT_MAX_BYTES },
+		{ "max-ratio", required_argument, NULL, OPT_MAX_RATIO },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	*json = false;
+	cs_inspect_default_bounds(b);
+	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+		if (c == 'h') {
+			inspect_usage(stdout);
+			return EXIT_DONE;
+		}
+		int rc = parse_opt(c, b, json);
+		if (rc != CLI_GO_ON)
+			return rc;
+	}
 	if (argc - optind != 1) {
 		cli_errorf(NULL, "inspect takes one PATH, a CRIU images directory or a checkpoint archive");
 		return cli_usage_error("inspect");
@@ -122,6 +208,11 @@ static void print_node(const cs_manifest *m, const cs_verdict *v)
 		       v->nvidia_driver, v->ngpus, v->ngpus == 1 ? "" : "s");
 	else
 		printf("this node:  no driver that can restore; %zu GPU%s\n", v->ngpus, v->ngpus == 1 ? "" : "s");
+	if (v->criu_plugin)
+		printf("  CRIU plugins: %s/%s%s\n", v->criu_plugin_dir, CS_CRIU_PLUGIN_FILE,
+		       v->criu_cuda_plugin ? ", and CRIU's own " CS_CRIU_CUDA_PLUGIN_FILE " beside it" : "");
+	else
+		printf("  CRIU plugins: no %s in %s\n", CS_CRIU_PLUGIN_FILE, v->criu_plugin_dir);
 	for (size_t k = 0; k < v->ngpus; k++) {
 		const cs_nvml_gpu *g = &v->gpus[k];
 		printf("  GPU %u  %s  %s  ", g->index, g->name, g->uuid);
@@ -182,14 +273,15 @@ int cmd_inspect(int argc, char **argv)
 {
 	const char *path = NULL;
 	bool json;
-	int rc = parse_args(argc, argv, &path, &json);
+	cs_archive_bounds bounds;
+	int rc = parse_args(argc, argv, &path, &json, &bounds);
 	if (rc != CLI_GO_ON)
 		return rc;
 	_cleanup_(cs_inspect_freep) cs_inspect c = { 0 };
 	cs_error err = { 0 };
-	if (cs_inspect_read(path, &c, &err) < 0) {
+	if (cs_inspect_read(path, &bounds, &c, &err) < 0) {
 		if (json)
-			cs_json_print(cs_json_inspect_error(path, &err, EXIT_USAGE));
+			cs_json_print(cs_json_inspect_error(&c, &err, EXIT_USAGE));
 		cli_error(&err);
 		return EXIT_USAGE;
 	}

@@ -1,8 +1,10 @@
 /* The engine's files beside CRIU's images (config.dump, spec.dump) from
  * arbitrary bytes: the first byte picks which parser reads the rest. What
- * is kept is sanitized text; what does not parse leaves nothing. */
+ * is kept is sanitized text; what does not parse, or holds more JSON than
+ * such a file has, leaves nothing. */
 #include "ckptmeta.h"
 #include "fuzz.h"
+#include "json.h"
 #include "utf8check.h"
 
 #include <stdbool.h>
@@ -29,6 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool ok = parse(spec, buf, size - 1, &m);
 	if (!ok)
 		FUZZ_CHECK(!cs_ckpt_meta_any(&m));
+	/* What parses holds no more JSON than an engine's file has. */
+	cs_json_shape shape;
+	cs_json_shape_of(buf, size - 1, &shape);
+	if (ok)
+		FUZZ_CHECK(shape.objects <= 16384 && shape.arrays <= 16384 && shape.commas <= 131072);
 	check_field(m.name, sizeof(m.name));
 	check_field(m.id, sizeof(m.id));
 	check_field(m.image, sizeof(m.image));

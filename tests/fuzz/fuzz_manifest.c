@@ -4,6 +4,7 @@
  * GPUs standing for this machine's NVML list, of which the render keeps
  * those the processes saw). */
 #include "fuzz.h"
+#include "json.h"
 #include "manifest.h"
 #include "nvml.h"
 #include "utf8check.h"
@@ -184,6 +185,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		FUZZ_CHECK(r == 0);
 		FUZZ_CHECK(looks_like_one_object(buf, size));
+		/* Bounded before json-c saw it: the processes, and what the text holds. */
+		cs_json_shape shape;
+		cs_json_shape_of(buf, size, &shape);
+		FUZZ_CHECK(m.n <= CS_MANIFEST_PROCS_MAX && shape.objects >= 1 + m.n);
+		FUZZ_CHECK(shape.objects <= CS_MANIFEST_PROCS_MAX * (2 + CS_TARGET_GPUS) + CS_MANIFEST_GPUS_MAX + 16);
+		FUZZ_CHECK(shape.arrays <= CS_MANIFEST_PROCS_MAX * 2 + 16);
 		check_entries(&m);
 		check_gpus(&m);
 		round_trip(&m);

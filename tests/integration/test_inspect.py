@@ -14,13 +14,18 @@ it would restore on this node, against the driver double.
   what criu restore then does.
 """
 import ctypes
+import gzip
 import io
 import json
+import lzma
 import os
+import shutil
 import signal
 import struct
 import subprocess
+import sys
 import tarfile
+import zlib
 
 from criu_case import RECORD, CriuCase, main
 from harness import APP, BIN, GPU0, GPU1, Case
@@ -68,6 +73,38 @@ def inventory(plugins=("cudasnap",), listed=True):
     return struct.pack("<II", 0x58313116, len(msg)) + msg
 
 
+def read_varint(data, at):
+    n = shift = 0
+    while True:
+        b = data[at]
+        at += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, at
+
+
+def without_plugins(img):
+    """inventory.img as a CRIU before 4.0 writes it: the same, without
+    plugins_entry (field 12)."""
+    magic, size = struct.unpack("<II", img[:8])
+    msg, out, at = img[8:8 + size], b"", 0
+    while at < len(msg):
+        start = at
+        key, at = read_varint(msg, at)
+        wire = key & 7
+        if wire == 0:
+            _, at = read_varint(msg, at)
+        elif wire == 2:
+            n, at = read_varint(msg, at)
+            at += n
+        else:
+            at += 8 if wire == 1 else 4
+        if key >> 3 != 12:
+            out += msg[start:at]
+    return struct.pack("<II", magic, len(out)) + out
+
+
 def entry(nspid, comm, gpus, mib, order=0, used=None):
     return {"pid": 4000 + nspid, "nspid": nspid, "start_time": 100 + nspid, "comm": comm, "order": order,
             "cuda_visible_devices": None, "gpus": gpus, "bytes": mib * MIB,
@@ -88,8 +125,64 @@ def record(entries, gpus=("H200",), old=False, driver=13000):
     return json.dumps(rec, indent=1).encode()
 
 
+def bomb_header(size):
+    """The header of a member of size bytes, as the start of a tar stream."""
+    ti = tarfile.TarInfo("checkpoint/pages-9.img")
+    ti.size = size
+    return ti.tobuf(format=tarfile.GNU_FORMAT)
+
+
+def concatenated(compress, gib):
+    """A stream of frames of compress (one per 64 MiB) that decompresses into
+    a tar of one member of 32 GiB, its first gib GiB of zeros: a few MiB."""
+    chunk = 64 * MIB
+    head = compress(bomb_header(32 << 30) + b"\0" * (chunk - 512))
+    rest = compress(b"\0" * chunk)
+    return head + rest * (gib * 16 - 1)
+
+
+def zstd_compress(data):
+    return subprocess.run(["zstd", "-q", "-c"], input=data, capture_output=True, check=True).stdout
+
+
+def xz_with_dictionary(data, props=None):
+    """data compressed as xz with a small dictionary, then its block header
+    patched to say another (LZMA2's property byte: 40 is 4 GiB), its CRC32
+    mended: the decoder allocates what the header says."""
+    xz = bytearray(lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC32, preset=0))
+    at = 12  # the stream header
+    size = (xz[at] + 1) * 4
+    flags = xz[at + 1]
+    p = at + 2
+    for present in (flags & 0x40, flags & 0x80):  # compressed and uncompressed sizes
+        if present:
+            _, p = read_varint(xz, p)
+    assert xz[p] == 0x21 and xz[p + 1] == 1, "not one LZMA2 filter"
+    if props is not None:
+        xz[p + 2] = props
+    xz[at + size - 4:at + size] = struct.pack("<I", zlib.crc32(bytes(xz[at:at + size - 4])))
+    return bytes(xz)
+
+
+MEASURE = """import resource, subprocess, sys, time
+t0 = time.monotonic()
+p = subprocess.run(sys.argv[1:], capture_output=True)
+sys.stderr.buffer.write(p.stderr)
+print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, time.monotonic() - t0)
+sys.stdout.write(p.stdout.decode())
+"""
+
+
 class Images(Case):
     """Images made here: no CRIU needed."""
+
+    def setUp(self):
+        super().setUp()
+        # CRIU's plugin directory, with the plugin in it (its presence is what counts)
+        self.plugins = os.path.join(self.tmp, "criu-plugins")
+        os.makedirs(self.plugins)
+        open(os.path.join(self.plugins, "cudasnap_plugin.so"), "wb").close()
+        self.env["CUDASNAP_CRIU_PLUGIN_DIR"] = self.plugins
 
     def images(self, files, name="images"):
         """A directory holding files ({name: bytes})."""
@@ -232,27 +325,197 @@ class Images(Case):
         self.assertIn(f"checkpoint/{RECORD} has {40 * MIB} bytes, more than", r.obj["error"]["message"])
         self.assertIn("not a checkpoint", r.err)
 
-    def test_reading_ends_once_everything_is_read(self):
-        """Podman writes the container's file system changes after the images
-        and its two files: a truncated rootfs-diff.tar is never reached, as
-        a gzip'd one is never decompressed."""
+    def test_an_archive_is_read_to_its_end(self):
+        """tar, Podman and the kubelet extract every member, and a later copy
+        of one over an earlier: an archive is read to its end, past the
+        container's file system changes (rootfs-diff.tar) that Podman writes
+        after the images and its two files, and one cut short there is
+        refused, as its extraction fails."""
         if NO_LIBARCHIVE:
             self.skipTest(NO_LIBARCHIVE)
         d = self.gpu_images()
         path = self.pack(d, "w", "cut.tar", {"rootfs-diff.tar": b"\1" * (4 * MIB)})
-        with open(path, "r+b") as f:
-            f.truncate(os.path.getsize(path) - 3 * MIB)
-        r = self.inspect(path, rc=0)
-        self.assertEqual(len(r.obj["record"]["processes"]), 2, r)
-        # without the engine's two files it reads on, and meets the cut
-        os.unlink(path)
-        with tarfile.open(path, "w") as t:
-            t.add(d, arcname="checkpoint")
-            self.add(t, "rootfs-diff.tar", b"\1" * (4 * MIB))
+        self.inspect(path, rc=0)
         with open(path, "r+b") as f:
             f.truncate(os.path.getsize(path) - 3 * MIB)
         r = self.inspect(path, rc=2)
         self.assertIn("corrupt or truncated", r.obj["error"]["message"], r)
+
+    def podman_with(self, members, mode="w:gz", name="crafted.tar.gz"):
+        """An archive of the members ([(name, bytes or a TarInfo)]), in that order."""
+        if NO_LIBARCHIVE:
+            self.skipTest(NO_LIBARCHIVE)
+        path = os.path.join(self.tmp, name)
+        with tarfile.open(path, mode) as t:
+            for n, data in members:
+                if isinstance(data, tarfile.TarInfo):
+                    t.addfile(data)
+                else:
+                    self.add(t, n, data)
+        return path
+
+    def test_a_second_copy_or_an_alias_of_a_member_is_refused(self):
+        """The first copy says "no GPU part"; the copy an extractor leaves
+        (the last, under a name that means the same file) needs 500 GiB of
+        GPU memory: the archive is refused, whichever it is."""
+        big = record([entry(1, "python3", [GPU0], 500 << 10)])
+        meta = [("config.dump", b'{"name": "trainer"}'), ("spec.dump", b"{}")]
+        first = [("checkpoint/inventory.img", inventory(("amdgpu",)))] + meta
+        for alias in ("checkpoint/inventory.img", "checkpoint//inventory.img", "checkpoint/./inventory.img",
+                      "./checkpoint/inventory.img", "/checkpoint/inventory.img", "checkpoint/inventory.img/"):
+            with self.subTest(alias=alias):
+                path = self.podman_with(first + [(alias, inventory()), ("checkpoint/" + RECORD, big)])
+                r = self.inspect(path, rc=2)
+                self.assertIn("is a second copy of checkpoint/inventory.img", r.obj["error"]["message"], r)
+                self.assertIn("not a checkpoint cudasnap reads", r.obj["error"]["message"], r)
+        for alias in ("checkpoint/" + RECORD, "checkpoint//" + RECORD, "checkpoint/./" + RECORD):
+            with self.subTest(alias=alias):
+                small = record([entry(1, "python3", [GPU0], 1)])
+                path = self.podman_with([("checkpoint/inventory.img", inventory()), ("checkpoint/" + RECORD, small)] +
+                                        meta + [(alias, big)])
+                r = self.inspect(path, rc=2)
+                self.assertIn(f"is a second copy of checkpoint/{RECORD}", r.obj["error"]["message"], r)
+        # a name with "..", which extractors refuse or resolve elsewhere
+        path = self.podman_with(first + [("checkpoint/x/../inventory.img", inventory()), ("checkpoint/" + RECORD, big)])
+        r = self.inspect(path, rc=2)
+        self.assertIn('checkpoint/x/../inventory.img has a ".." component', r.obj["error"]["message"], r)
+        # one copy under an odd name is read as an extractor names it
+        path = self.podman_with([("checkpoint//./inventory.img", inventory()), ("./checkpoint/" + RECORD, big)] + meta)
+        r = self.inspect(path, rc=1)
+        self.assertEqual(self.codes(r), ["gpu-memory"], r)
+
+    def test_a_link_where_the_images_lie_is_refused_in_both_modes(self):
+        d = self.gpu_images()
+        elsewhere = self.images({"inventory.img": inventory(("amdgpu",))}, name="elsewhere")
+        top = self.images({"config.dump": b"{}"}, name="linked")
+        os.symlink(elsewhere, os.path.join(top, "checkpoint"))
+        r = self.inspect(top, rc=2)
+        self.assertIn("its checkpoint/ is a symbolic link", r.obj["error"]["message"], r)
+        link = tarfile.TarInfo("checkpoint")
+        link.type = tarfile.SYMTYPE
+        link.linkname = elsewhere
+        path = self.podman_with([("checkpoint", link), ("checkpoint/inventory.img", inventory(("amdgpu",)))])
+        r = self.inspect(path, rc=2)
+        self.assertIn("its member checkpoint is not a directory", r.obj["error"]["message"], r)
+        # a hard link where the record belongs: refused in an archive, and in a directory
+        os.link(os.path.join(d, RECORD), os.path.join(self.tmp, "another-name"))
+        r = self.inspect(d, rc=2)
+        self.assertIn(f"{RECORD} has 2 names (a hard link)", r.obj["error"]["message"], r)
+        hard = tarfile.TarInfo("checkpoint/" + RECORD)
+        hard.type = tarfile.LNKTYPE
+        hard.linkname = "checkpoint/pages-1.img"
+        path = self.podman_with([("checkpoint/inventory.img", inventory()), ("checkpoint/pages-1.img", b"{}"),
+                                 ("checkpoint/" + RECORD, hard)])
+        r = self.inspect(path, rc=2)
+        self.assertIn(f"its member checkpoint/{RECORD} is not a regular file", r.obj["error"]["message"], r)
+
+    def test_the_path_is_shown_safely(self):
+        d = self.gpu_images()
+        odd = os.path.join(self.tmp, "ck\x1b[2J\x07")
+        os.rename(d, odd)
+        odd = os.fsencode(odd) + b"\xff\xfe"
+        os.rename(os.fsencode(self.tmp) + b"/ck\x1b[2J\x07", odd)
+        for args in ((), ("--json",)):
+            p = subprocess.run([BIN, "inspect", odd, *args], capture_output=True, env=self.env)
+            self.assertEqual(p.returncode, 0, p)
+            for stream in (p.stdout, p.stderr):
+                self.assertNotIn(b"\x1b", stream)
+                self.assertNotIn(b"\x07", stream)
+                stream.decode("utf-8")  # valid UTF-8
+            if args:
+                self.assertTrue(json.loads(p.stdout)["path"].endswith("/ck?[2J???"), p.stdout)
+        p = subprocess.run([BIN, "inspect", odd + b"-missing", "--json"], capture_output=True, env=self.env)
+        self.assertEqual(p.returncode, 2, p)
+        o = json.loads(p.stdout.decode("utf-8"))
+        self.assertNotIn("\x1b", o["path"] + o["error"]["message"])
+        self.assertNotIn(b"\x1b", p.stderr)
+
+    # --- bounded work on hostile input ---
+
+    def measured(self, path, *args, env=None):
+        """inspect --json in a process of its own: (its result, the most
+        memory it or its reader held in MiB, seconds)."""
+        p = subprocess.run([sys.executable, "-c", MEASURE, BIN, "inspect", path, "--json", *args],
+                           capture_output=True, text=True, env=dict(self.env, **(env or {})), timeout=120)
+        head, out = p.stdout.split("\n", 1)
+        rc, rss, wall = head.split()
+        obj = json.loads(out)
+        self.assertEqual(obj["exit_status"], int(rc), p)
+        return obj, int(rss) >> 10, float(wall)
+
+    def raw_archive(self, data, name):
+        if NO_LIBARCHIVE:
+            self.skipTest(NO_LIBARCHIVE)
+        path = os.path.join(self.tmp, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def test_a_huge_dictionary_is_refused_within_the_readers_memory(self):
+        """An xz archive whose header asks for a 4 GiB dictionary: the
+        reader may grow by 1 GiB, and the refusal names that bound."""
+        d = self.gpu_images()
+        with open(self.pack(d, "w", "plain.tar"), "rb") as f:
+            plain = f.read()
+        path = self.raw_archive(xz_with_dictionary(plain, 40), "dict.tar.xz")
+        # under the sanitizers, malloc returns NULL past the limit, as glibc's does
+        o, rss, wall = self.measured(path, env={"ASAN_OPTIONS": "allocator_may_return_null=1"})
+        self.assertEqual((o["exit_status"], o["bound"]), (2, "memory"), o)
+        self.assertIn("more than the 1024 MiB of memory inspect gives its reader (bound: memory, 1024 MiB",
+                      o["error"]["message"])
+        self.assertLess(rss, 1200, o)
+        self.assertLess(wall, 20, o)
+        # the same archive with the dictionary it was written with reads
+        self.inspect(self.raw_archive(xz_with_dictionary(plain), "small.tar.xz"), rc=0)
+
+    def test_a_decompression_bomb_is_refused_at_each_bound(self):
+        bomb = self.raw_archive(concatenated(lambda b: gzip.compress(b, 9), 8), "bomb.tar.gz")
+        self.assertLess(os.path.getsize(bomb), 12 * MIB)
+        o, rss, wall = self.measured(bomb)
+        self.assertEqual((o["exit_status"], o["bound"]), (2, "ratio"), o)
+        self.assertRegex(o["error"]["message"], r"decompress into \d+, more than 1000 times as many \(bound: "
+                         r"--max-ratio 1000\)")
+        self.assertIn("--max-ratio", o["error"]["hint"])
+        o, rss, wall = self.measured(bomb, "--max-ratio", "0", "--max-bytes", "512M")
+        self.assertEqual((o["exit_status"], o["bound"]), (2, "bytes"), o)
+        self.assertIn(f"more than the {512 * MIB} bytes inspect decompresses (bound: --max-bytes {512 * MIB})",
+                      o["error"]["message"])
+        o, rss, wall = self.measured(bomb, "--max-ratio", "0", "--max-bytes", "0", "--timeout", "1")
+        self.assertEqual((o["exit_status"], o["bound"]), (2, "time"), o)
+        self.assertIn("took longer than the 1 s inspect gives it (bound: --timeout 1)", o["error"]["message"])
+        self.assertLess(wall, 5, o)
+        for args in (("--timeout", "-1"), ("--max-bytes", "1X"), ("--max-bytes", "-5"), ("--max-ratio", "x")):
+            with self.subTest(args=args):
+                self.assertEqual(self.cs("inspect", bomb, *args).rc, 2)
+
+    def test_a_zstd_bomb_is_refused_in_a_moment(self):
+        """1 MiB of zstd that says 32 GiB."""
+        if not shutil.which("zstd"):
+            self.skipTest("no zstd here to make the archive")
+        bomb = self.raw_archive(concatenated(zstd_compress, 32), "bomb.tar.zst")
+        self.assertLess(os.path.getsize(bomb), 2 * MIB)
+        o, rss, wall = self.measured(bomb)
+        self.assertEqual((o["exit_status"], o["bound"]), (2, "ratio"), o)
+        self.assertLess(wall, 10, o)
+
+    def test_a_record_of_too_many_processes_is_refused_before_it_is_parsed(self):
+        many = [{"pid": i + 1, "order": i, "start_time": 1, "comm": "a"} for i in range(150000)]
+        rec = json.dumps({"version": 1, "processes": many}, separators=(",", ":")).encode()
+        d = self.images({"inventory.img": inventory(), RECORD: rec}, name="many")
+        o, rss, wall = self.measured(d)
+        self.assertEqual(o["exit_status"], 2, o)
+        self.assertIn("holds 150001 JSON objects", o["error"]["message"])
+        self.assertIn("more than a record of 4096 processes has", o["error"]["message"])
+        self.assertLess(rss, 300, o)
+        # 4097 whole entries: within the shape, over the count
+        d = self.images({"inventory.img": inventory(),
+                         RECORD: record([entry(i + 1, "p", [GPU0], 1) for i in range(4097)])}, name="4097")
+        o, rss, wall = self.measured(d)
+        self.assertIn("lists 4097 processes, more than the 4096 a record holds", o["error"]["message"], o)
+        d = self.images({"inventory.img": inventory(),
+                         RECORD: record([entry(i + 1, "p", [GPU0], 1) for i in range(4096)])}, name="4096")
+        o, rss, wall = self.measured(d)
+        self.assertEqual(len(o["record"]["processes"]), 4096)
 
     def test_a_link_where_a_file_belongs_is_refused(self):
         d = self.gpu_images()
@@ -326,6 +589,39 @@ class Images(Case):
         self.assertEqual(r.obj["reasons"][0]["pid"], 1)
         env = {"CUDASNAP_DEVICE_MAP": f"{GPU1}={GPU0},{GPU2}={GPU0}"}
         self.inspect(d, env=env, rc=0)
+
+    # --- the verdict: CRIU's plugin directory ---
+
+    def test_the_plugin_must_be_in_crius_plugin_directory_and_alone(self):
+        d = self.gpu_images()
+        os.unlink(os.path.join(self.plugins, "cudasnap_plugin.so"))
+        r = self.inspect(d, rc=1)
+        self.assertEqual(self.codes(r), ["criu-plugin"], r)
+        self.assertIn(f"not in CRIU's plugin directory {self.plugins}: CRIU refuses the restore (\"Missing required "
+                      "plugin: cudasnap\")", r.obj["reasons"][0]["text"])
+        self.assertIn("CUDASNAP_CRIU_PLUGIN_DIR", r.obj["reasons"][0]["fix"])
+        self.assertEqual((r.obj["node"]["criu_plugin_dir"], r.obj["node"]["criu_plugin"]), (self.plugins, False))
+        # images of a CRIU before 4.0 restore without it, and without their GPU state
+        old = self.images({"inventory.img": inventory(listed=False), RECORD: record([entry(1, "p", [GPU0], 1)])},
+                          name="criu-3")
+        r = self.inspect(old, rc=1)
+        self.assertIn("without their GPU state", r.obj["reasons"][0]["text"])
+        # the default directory, where the setting is not given
+        mine = self.env.pop("CUDASNAP_CRIU_PLUGIN_DIR")
+        r = self.cs("inspect", d, "--json")
+        self.env["CUDASNAP_CRIU_PLUGIN_DIR"] = mine
+        self.assertEqual(r.obj["node"]["criu_plugin_dir"], "/usr/lib/criu", r)
+        open(os.path.join(self.plugins, "cudasnap_plugin.so"), "wb").close()
+        open(os.path.join(self.plugins, "cuda_plugin.so"), "wb").close()
+        r = self.inspect(d, rc=1)
+        self.assertEqual(self.codes(r), ["criu-plugin-conflict"], r)
+        self.assertIn("two GPU plugins would act on the same processes", r.obj["reasons"][0]["text"])
+        self.assertIn(f"Remove {self.plugins}/cuda_plugin.so", r.obj["reasons"][0]["fix"])
+        h = self.cs("inspect", d)
+        self.assertIn(f"CRIU plugins: {self.plugins}/cudasnap_plugin.so, and CRIU's own cuda_plugin.so beside it",
+                      h.out)
+        # images without a GPU part need neither
+        self.inspect(self.images({"inventory.img": inventory(())}, name="plain"), rc=0)
 
     # --- the verdict: GPU memory ---
 
@@ -433,7 +729,7 @@ class FromCriu(CriuCase):
     """Images that criu dump wrote with the plugin."""
 
     def inspect(self, path, rc, env=None):
-        r = self.cs("inspect", path, "--json", env=env)
+        r = self.cs("inspect", path, "--json", env=dict({"CUDASNAP_CRIU_PLUGIN_DIR": self.plugins}, **(env or {})))
         self.assertEqual(r.rc, rc, r)
         self.assertEqual(r.obj["exit_status"], rc, r)
         return r

@@ -112,6 +112,10 @@ class Valgrind(Case):
         self.runs = 0
         # GPU1 of the record is not here: another GPU stands in for it
         self.env["FAKECUDA_GPUS"] = f"{GPU0},GPU-33333333-3333-4333-8333-333333333333"
+        plugins = os.path.join(self.tmp, "criu-plugins")  # CRIU's plugin directory, the plugin in it
+        os.makedirs(plugins)
+        open(os.path.join(plugins, "cudasnap_plugin.so"), "wb").close()
+        self.env["CUDASNAP_CRIU_PLUGIN_DIR"] = plugins
         d = os.path.join(self.tmp, "images")
         os.makedirs(d)
         for name, data in (("inventory.img", inventory()),
