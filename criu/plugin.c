@@ -89,13 +89,25 @@ static int dump_init(void)
 	return 0;
 }
 
+/* A restore of images without a GPU part goes on as if the plugin were
+ * not here: CRIU's list of required plugins does not name it, or (images
+ * of a CRIU before 4.0, which lists none and asks every plugin) they hold
+ * no record. */
 static int restore_init(void)
 {
-	if (criu_check_coexistence(false) < 0)
-		return -1;
 	if (!criu_images_need_plugin())
 		return 0; /* no GPU process in these images */
-	int r = cs_engine_import(plugin.engine, criu_images_dir());
+	int images = criu_images_dir();
+	if (!cs_engine_images_gpu_part(images)) {
+		plog(CS_CRIU_LOG_INFO,
+		     "these images list no plugins (a CRIU before 4.0) and hold no %s: no GPU "
+		     "process to restore",
+		     CS_PLUGIN_RECORD);
+		return 0;
+	}
+	if (criu_check_coexistence(false) < 0)
+		return -1;
+	int r = cs_engine_import(plugin.engine, images);
 	plugin.enabled = r == 0;
 	return r;
 }

@@ -110,6 +110,12 @@ int cs_engine_checkpoint(cs_engine *e, int images, pid_t pid);
 
 /* ---- restore ---- */
 
+/* Whether the images (a directory fd) have a GPU part, by the rule
+ * 'cudasnap inspect' uses (cs_inventory_gpu_part): their inventory names
+ * the plugin, or lists no plugins (a CRIU before 4.0, whose restore asks
+ * every plugin) and they hold the record. An inventory that cannot be read
+ * counts as naming it: the import then says what is wrong. */
+bool cs_engine_images_gpu_part(int images);
 /* The images hold the plugin's record (the inventory said so): read it,
  * probe the driver, and judge the GPUs' room for every process before any
  * exists (waiting as CUDASNAP_WAIT_MEMORY says). 0 to go on, -1 (logged)

@@ -10,6 +10,7 @@
 #include "engine_int.h"
 #include "env.h"
 #include "gpuroom.h"
+#include "inventory.h"
 #include "park.h"
 #include "proc.h"
 #include "state.h"
@@ -18,6 +19,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+bool cs_engine_images_gpu_part(int images)
+{
+	_cleanup_free_ char *buf = malloc(CS_INVENTORY_MAX + 1);
+	ssize_t len = buf && images >= 0 ? cs_read_at(images, "inventory.img", buf, CS_INVENTORY_MAX + 1) : -1;
+	cs_inventory inv;
+	if (len < 0 || cs_inventory_parse(buf, (size_t)len, &inv) < 0)
+		return true;
+	struct stat st;
+	bool record = fstatat(images, CS_PLUGIN_RECORD, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	return cs_inventory_gpu_part(&inv, CS_PLUGIN_NAME, record);
+}
 
 /* The record the dump wrote into the images. */
 static int load_record(cs_engine *e, int images)

@@ -27,7 +27,7 @@ import sys
 import tarfile
 import zlib
 
-from criu_case import RECORD, CriuCase, main
+from criu_case import CRIU_CUDA_PLUGIN, RECORD, CriuCase, main
 from harness import APP, BIN, GPU0, GPU1, Case
 
 GPU2 = "GPU-22222222-2222-4222-8222-222222222222"
@@ -802,6 +802,57 @@ class FromCriu(CriuCase):
         c = self.restore(log="restore2.log")
         self.assertEqual(c.rc, 0, c)
         self.assertRunningAndOk(pids)
+
+    def test_images_of_a_criu_before_4_restore_beside_the_plugin(self):
+        """Images whose inventory lists no plugins (CRIU before 4.0) and that
+        hold no record have no GPU part: inspect says so, and the plugin
+        stands aside at their restore."""
+        pids = self.tree("--no-init", expect=1)
+        self.assertDumped(pids)
+        path = os.path.join(self.images, "inventory.img")
+        with open(path, "rb") as f:
+            old = without_plugins(f.read())
+        with open(path, "wb") as f:
+            f.write(old)
+        r = self.inspect(self.images, 0)
+        self.assertEqual((r.obj["gpu_part"], r.obj["criu_plugins"]), (False, None), r)
+        c = self.restore()
+        self.assertEqual(c.rc, 0, c)
+        self.assertTrue(any("list no plugins" in line for line in c.cudasnap_lines()), c)
+        for pid in pids:  # restored: alive again under its pid
+            with open(f"/proc/{pid}/stat") as f:
+                self.assertNotIn(f.read().rsplit(")", 1)[1].split()[0], "ZX")
+
+    def test_criu_cuda_plugin_beside_it_agrees_with_criu_restore(self):
+        """Two GPU plugins in CRIU's directory: images with a GPU part do not
+        restore, as inspect says; images without one do."""
+        if not CRIU_CUDA_PLUGIN:
+            self.skipTest("CRIU's cuda_plugin.so is neither beside this criu (../plugins/) nor in /usr/lib/criu/")
+        plain = self.tree("--no-init", expect=1)
+        self.assertDumped(plain)
+        shutil.copy(CRIU_CUDA_PLUGIN, self.plugins)
+        self.inspect(self.images, 0)
+        c = self.restore()
+        self.assertEqual(c.rc, 0, c)
+        os.unlink(os.path.join(self.plugins, "cuda_plugin.so"))
+        self.fresh_images()
+        pids = self.tree("--spawn", "1", "--mem", "4", expect=2)
+        self.assertDumped(pids)
+        shutil.copy(CRIU_CUDA_PLUGIN, self.plugins)
+        r = self.inspect(self.images, 1)
+        self.assertEqual([x["code"] for x in r.obj["reasons"] if x["blocks"]], ["criu-plugin-conflict"], r)
+        c = self.restore()
+        self.assertNotEqual(c.rc, 0, c)
+        self.assertTrue(any("CRIU's CUDA plugin" in line for line in c.cudasnap_lines()), c)
+        os.unlink(os.path.join(self.plugins, "cuda_plugin.so"))
+        self.inspect(self.images, 0)
+        c = self.restore(log="restore2.log")
+        self.assertEqual(c.rc, 0, c)
+        self.assertRunningAndOk(pids)
+
+    def fresh_images(self):
+        shutil.rmtree(self.images)
+        os.makedirs(self.images)
 
     def test_images_of_a_tree_without_cuda(self):
         pids = self.tree("--no-init", expect=1)
