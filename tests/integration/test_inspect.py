@@ -850,6 +850,25 @@ class FromCriu(CriuCase):
         self.assertEqual(c.rc, 0, c)
         self.assertRunningAndOk(pids)
 
+    def test_a_record_of_too_many_processes_is_refused_by_the_plugin_too(self):
+        """The plugin parses the record as inspect does: one of 150,000
+        processes is refused before it is parsed, and the restore fails at
+        once, before CRIU creates a process."""
+        pids = self.tree("--spawn", "1", "--mem", "4", expect=2)
+        self.assertDumped(pids)
+        with open(os.path.join(self.images, RECORD)) as f:
+            rec = json.load(f)
+        rec["processes"] = [{"pid": i + 1, "nspid": i + 1, "order": i, "start_time": 1, "comm": "a"}
+                            for i in range(150000)]
+        with open(os.path.join(self.images, RECORD), "w") as f:
+            json.dump(rec, f, separators=(",", ":"))
+        r = self.inspect(self.images, 2)
+        self.assertIn("more than a record of 4096 processes has", r.obj["error"]["message"], r)
+        c = self.restore()
+        self.assertNotEqual(c.rc, 0, c)
+        self.assertTrue(any("more than a record of 4096 processes has" in line for line in c.cudasnap_lines()), c)
+        self.assertLess(c.wall, 20, c)
+
     def fresh_images(self):
         shutil.rmtree(self.images)
         os.makedirs(self.images)
