@@ -264,6 +264,7 @@ char *cs_history_carry(int statefd, int curfd, size_t *len)
 		split(curtext, curlen, &cur);
 	seen_set s;
 	seen_read(statefd, &s);
+	/* cppcheck-suppress unreadVariable ; it owns s.text, freed by its cleanup */
 	_cleanup_free_ char *seen_text = s.text;
 	/* The newest first, within the bounds; written back oldest first. */
 	_cleanup_free_ bool *keep = calloc(old.n + 1, sizeof(*keep));
