@@ -97,8 +97,10 @@ typedef struct cs_verdict {
 	bool criu_cuda_plugin; /* and so is CRIU's own cuda_plugin.so */
 } cs_verdict;
 
-/* Where CRIU loads its plugins from, unless CUDASNAP_CRIU_PLUGIN_DIR says
- * (meson's criu_plugin_dir); the plugin's file, and CRIU's own. */
+/* Where CRIU loads its plugins from, unless CUDASNAP_CRIU_PLUGIN_DIR says:
+ * CS_CRIU_PLUGIN_DIR, meson's criu_plugin_dir (meson.build defines it for
+ * every file; CRIU's default where something else builds it, as
+ * tests/fuzz/run.sh does); the plugin's file, and CRIU's own. */
 #ifndef CS_CRIU_PLUGIN_DIR
 #define CS_CRIU_PLUGIN_DIR "/usr/lib/criu"
 #endif

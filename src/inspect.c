@@ -47,13 +47,13 @@ static void inspect_usage(FILE *f)
 		"                              libarchive.so.13)\n"
 		"  CUDASNAP_DEVICE_MAP         the map the CRIU plugin restores onto (also from\n"
 		"                              /etc/cudasnap/cudasnap.conf)\n"
-		"  CUDASNAP_CRIU_PLUGIN_DIR    CRIU's plugin directory (default: CRIU_LIBS_DIR,\n"
-		"                              else /usr/lib/criu)\n\n"
+		"  CUDASNAP_CRIU_PLUGIN_DIR    CRIU's plugin directory, where the verdict looks\n"
+		"                              for the plugins (default: %s)\n\n"
 		"Exit status: 0 it would restore here, or it has no GPU part; 1 it would not\n"
 		"(every reason printed); 2 PATH is not a checkpoint, cannot be read or passed\n"
 		"a bound (named), or a usage error.\n",
 		cs_prog, CS_INSPECT_MAX_MEMORY >> 20, CS_INSPECT_SECONDS, CS_INSPECT_RATIO_AFTER >> 20,
-		CS_INSPECT_MAX_RATIO);
+		CS_INSPECT_MAX_RATIO, CS_CRIU_PLUGIN_DIR);
 }
 
 /* "64", "512M", "1T": bytes, with binary multiples. */
