@@ -373,6 +373,7 @@ typedef struct cs_target {
 	cs_gpu_use need[CS_TARGET_GPUS];
 	unsigned nneed;
 	bool need_bound;
+	bool need_none; /* its record says it used no GPU's memory: it needs none */
 	/* Parking (park/): park_seen, it runs the interposer and answered;
 	 * parkable, a park can move park_bytes of its memory; parked, its
 	 * memory is in its host memory now (as it said). park_why: why it is

@@ -28,22 +28,30 @@ static bool owner_ok(const struct stat *st)
 	return st->st_uid == 0 || st->st_uid == geteuid();
 }
 
-int cs_gpubook_open(int statefd, cs_error *err)
+/* name in dirfd, created 0700 when missing, as a directory of root's or
+ * the caller's alone. */
+static int open_dir(int dirfd, const char *name, cs_error *err)
 {
-	if (mkdirat(statefd, CS_GPUBOOK_DIR, 0700) < 0 && errno != EEXIST)
+	if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
 		return cs_error_errno(err, CS_ESTATE, errno, HINT_BOOK, "cannot create %s/%s", cs_state_dir(),
-				      CS_GPUBOOK_DIR);
-	_cleanup_close_ int fd = openat(statefd, CS_GPUBOOK_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				      CS_GPUBOOK_PATH);
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return cs_error_errno(err, CS_ESTATE, errno == ENOTDIR ? ELOOP : errno, HINT_BOOK,
-				      "cannot open %s/%s (a symlink is refused)", cs_state_dir(), CS_GPUBOOK_DIR);
+				      "cannot open %s/%s (a symlink is refused)", cs_state_dir(), CS_GPUBOOK_PATH);
 	if (!owner_ok(&st) || (st.st_mode & (S_IWGRP | S_IWOTH)))
 		return cs_error_set(err, CS_ESTATE, HINT_BOOK,
 				    "%s/%s is owned by uid %u with mode %04o: not root's or the caller's alone",
-				    cs_state_dir(), CS_GPUBOOK_DIR, (unsigned)st.st_uid,
+				    cs_state_dir(), CS_GPUBOOK_PATH, (unsigned)st.st_uid,
 				    (unsigned)(st.st_mode & 07777));
 	return TAKE_FD(fd);
+}
+
+int cs_gpubook_open(int statefd, cs_error *err)
+{
+	_cleanup_close_ int claims = open_dir(statefd, "claims", err);
+	return claims < 0 ? claims : open_dir(claims, CS_GPUBOOK_DIR, err);
 }
 
 uint64_t cs_gpubook_ticket(void)
@@ -60,13 +68,13 @@ int cs_gpubook_lock(int bookfd, double deadline, const volatile int *interrupted
 	_cleanup_close_ int fd = openat(bookfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return cs_error_errno(err, CS_ESTATE, errno, HINT_BOOK, "cannot open %s/%s", cs_state_dir(),
-				      CS_GPUBOOK_DIR);
+				      CS_GPUBOOK_PATH);
 	for (;;) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return TAKE_FD(fd);
 		if (errno != EWOULDBLOCK && errno != EINTR)
 			return cs_error_errno(err, CS_ESTATE, errno, HINT_BOOK, "cannot lock %s/%s", cs_state_dir(),
-					      CS_GPUBOOK_DIR);
+					      CS_GPUBOOK_PATH);
 		if ((interrupted && *interrupted) || cs_now() >= deadline)
 			break;
 		nanosleep(&(struct timespec){ .tv_nsec = 10000000L }, NULL);
@@ -76,7 +84,7 @@ int cs_gpubook_lock(int bookfd, double deadline, const volatile int *interrupted
 	return cs_error_set(err, CS_ESTATE,
 			    "The process named holds it while it reads the GPUs' free memory, which takes well under "
 			    "a second; if it is stuck, end it.",
-			    "the book of GPU restores (%s/%s) is held by %s", cs_state_dir(), CS_GPUBOOK_DIR, who);
+			    "the book of GPU restores (%s/%s) is held by %s", cs_state_dir(), CS_GPUBOOK_PATH, who);
 }
 
 int cs_booking_parse(const void *buf, size_t len, cs_booking_rec *rec)
@@ -114,24 +122,31 @@ static int read_live(int bookfd, const char *name, cs_booking_rec *rec)
 	return r == (ssize_t)sizeof(f) && cs_booking_parse(&f, sizeof(f), rec) == 0;
 }
 
-static void add_to_tally(const cs_booking_rec *rec, uint64_t ticket, const char (*uuids)[48], size_t n,
+/* Whether a waiter has looked lately: one that stopped holds no one back. */
+static bool fresh(const cs_booking_rec *rec, uint64_t now)
+{
+	return rec->beat + (uint64_t)CS_GPUBOOK_STALE_S * 1000000000ULL >= now;
+}
+
+static void add_to_tally(const cs_booking_rec *rec, uint64_t ticket, uint64_t now, const char (*uuids)[48], size_t n,
 			 cs_book_tally *out)
 {
+	bool earlier = ticket == 0 || rec->ticket < ticket;
 	for (unsigned k = 0; k < rec->ngpu; k++)
 		for (size_t i = 0; i < n; i++) {
 			if (strcasecmp(rec->gpu[k].uuid, uuids[i]) != 0)
 				continue;
 			cs_book_tally *t = &out[i];
+			unsigned long long need = rec->gpu[k].bytes;
 			if (rec->state == CS_BOOKING_HELD) {
-				t->held += rec->gpu[k].bytes;
+				t->held += need;
 				t->nheld++;
-			} else if (ticket == 0 || rec->ticket < ticket) {
-				t->ahead = true;
-			} else {
-				continue;
+				if (!t->first_who[0])
+					snprintf(t->first_who, sizeof(t->first_who), "%s", rec->who);
+			} else if (earlier && need && fresh(rec, now) && (!t->ahead_need || need < t->ahead_need)) {
+				t->ahead_need = need;
+				snprintf(t->ahead_who, sizeof(t->ahead_who), "%s", rec->who);
 			}
-			if (!t->first_who[0])
-				snprintf(t->first_who, sizeof(t->first_who), "%s", rec->who);
 		}
 }
 
@@ -140,17 +155,18 @@ size_t cs_gpubook_tally(int bookfd, const cs_booking *self, uint64_t ticket, con
 {
 	memset(out, 0, n * sizeof(*out));
 	_cleanup_closedir_ DIR *d = cs_opendir_at(bookfd, ".");
-	size_t live = 0;
+	uint64_t now = cs_gpubook_ticket();
+	size_t held = 0;
 	for (struct dirent *de; d && (de = readdir(d));) {
 		if (strncmp(de->d_name, "b-", 2) != 0 || (self && self->fd >= 0 && strcmp(de->d_name, self->name) == 0))
 			continue;
 		cs_booking_rec rec;
 		if (!read_live(bookfd, de->d_name, &rec))
 			continue;
-		live++;
-		add_to_tally(&rec, ticket, uuids, n, out);
+		held += rec.state == CS_BOOKING_HELD;
+		add_to_tally(&rec, ticket, now, uuids, n, out);
 	}
-	return live;
+	return held;
 }
 
 /* Creates b's file, locked before anyone can see it unlocked: the book's

@@ -11,13 +11,19 @@
  * flight booked, and books its own need when it fits; the booking lives
  * until the driver answered.
  *
- * The book is a directory of the state directory, one file per booking.
+ * The book is a directory beside the claims (claims/.gpu-bookings of the
+ * state directory: wherever a restore may claim its process, it may book),
+ * one file per booking.
  * Its owner holds an flock on it for as long as the booking lives, so the
  * kernel ends the booking of a process that dies, SIGKILL included: a file
  * whose lock can be taken is a dead booking, removed by the next reader.
  * flock is per open file description, so two threads of one process hold
  * their bookings, and the book's lock, against each other too. Waiters are
- * served in the order they came (their ticket), one at a time. */
+ * served in the order they came (their ticket), one at a time, as far as
+ * they can be served: a waiter that came earlier goes first when the room
+ * there could take it now, and holds no one back while it could not. A
+ * waiter says it is still there at every look (its beat); one that said
+ * nothing for CS_GPUBOOK_STALE_S (stopped, say) holds no one back. */
 #ifndef CS_GPUBOOK_H
 #define CS_GPUBOOK_H
 
@@ -32,11 +38,12 @@
 	"(or you) with mode 0700, or accept the risk of a restore that runs out of GPU memory with " \
 	"--ignore-gpu-memory (CUDASNAP_IGNORE_GPU_MEMORY=1)."
 
-/* The book's directory inside the state directory. */
-#define CS_GPUBOOK_DIR "gpu-bookings"
-/* Most bookings read at once; a book with more live ones counts the rest
- * as unknown (the caller then waits). */
-#define CS_GPUBOOK_MAX 256
+/* The book's directory, in the claims' directory of the state directory
+ * (a name with a dot, which the claims' own readers pass over). */
+#define CS_GPUBOOK_DIR ".gpu-bookings"
+#define CS_GPUBOOK_PATH "claims/" CS_GPUBOOK_DIR
+/* A waiter that has not looked again for this long holds no one back. */
+#define CS_GPUBOOK_STALE_S 5
 
 typedef enum cs_booking_state {
 	CS_BOOKING_WAITING = 1, /* in line: books nothing yet, but keeps its place */
@@ -48,6 +55,7 @@ typedef struct cs_booking_rec {
 	uint32_t state; /* cs_booking_state */
 	uint32_t ngpu;
 	uint64_t ticket; /* its place in line: when it first asked (CLOCK_REALTIME ns) */
+	uint64_t beat; /* when it last looked (the same clock) */
 	int32_t pid; /* the booking process, as its own namespace names it */
 	char who[96]; /* "cudasnap restore: pid 12 (python3)" */
 	cs_gpu_use gpu[CS_TARGET_GPUS]; /* each GPU it needs, with the bytes */
@@ -65,13 +73,17 @@ typedef struct cs_booking {
 typedef struct cs_book_tally {
 	unsigned long long held; /* bytes booked by restores in flight */
 	unsigned nheld;
-	bool ahead; /* a waiter that came earlier needs this GPU too */
+	/* The least that a waiter which came earlier (and still looks) needs
+	 * here; 0: none. It goes first where the room can take that. */
+	unsigned long long ahead_need;
 	char first_who[96]; /* one of them, for the words */
+	char ahead_who[96];
 } cs_book_tally;
 
-/* Opens (creating it, 0700) the book in the state directory statefd: an
- * O_DIRECTORY fd, or <0 with err filled (a symlink, a directory owned by
- * another user or writable by others are refused). */
+/* Opens (creating it and the claims' directory, 0700) the book in the
+ * state directory statefd: an O_DIRECTORY fd, or <0 with err filled (a
+ * symlink, a directory owned by another user or writable by others are
+ * refused). */
 int cs_gpubook_open(int statefd, cs_error *err);
 
 /* Takes the book's lock (an flock of the directory, through an open of its
@@ -82,9 +94,9 @@ int cs_gpubook_lock(int bookfd, double deadline, const volatile int *interrupted
 
 /* With the lock held: the tally of the live bookings other than self's
  * file (self may be NULL) on each GPU of uuids[0..n), out[i] for uuids[i];
- * the dead ones removed. A booking ahead is a waiter whose ticket is lower
- * than ticket (0: every waiter is ahead). Returns how many live bookings
- * there are in all. */
+ * the dead ones removed. A waiter is ahead when its ticket is lower than
+ * ticket (0: every waiter) and it looked within CS_GPUBOOK_STALE_S.
+ * Returns how many live bookings hold memory on any GPU (held ones). */
 size_t cs_gpubook_tally(int bookfd, const cs_booking *self, uint64_t ticket, const char (*uuids)[48], size_t n,
 			cs_book_tally *out);
 

@@ -76,16 +76,15 @@ typedef struct judgement {
 } judgement;
 
 /* The driver's probe asks for a context of its own on every GPU: never
- * while a restore in flight may need that memory. */
-static bool probe_now(cs_gpu_ledger *l, const judgement *j, unsigned n, char *why, size_t size)
+ * while a restore in flight (held, on any GPU) may need that memory. */
+static bool probe_now(cs_gpu_ledger *l, size_t held, char *why, size_t size)
 {
-	for (unsigned k = 0; k < n; k++)
-		if (j->tally[k].nheld)
-			return false;
+	if (held)
+		return false;
 	_cleanup_free_ cs_nvml_gpu *fresh = NULL;
 	size_t nfresh = 0;
 	cs_error err = { 0 };
-	if (cs_gpu_probe(&fresh, &nfresh, &err) < 0)
+	if (cs_gpu_probe(&fresh, &nfresh, l->interrupted, &err) < 0)
 		snprintf(why, size, "the driver did not give the GPUs' free memory: %.300s", err.message);
 	for (size_t i = 0; i < l->ngpus; i++) {
 		const cs_nvml_gpu *f = cs_gpu_by_uuid(fresh, nfresh, l->gpus[i].uuid);
@@ -130,7 +129,10 @@ static void judge_need(const cs_gpu_ledger *l, const cs_target *t, unsigned k, b
 		set(j, V_NEVER, k);
 	} else if (!busy && g->memory_free < need) {
 		set(j, V_SHORT, k);
-	} else if (busy || g->memory_free < need + held || j->tally[k].ahead) {
+	} else if (busy || g->memory_free < need + held ||
+		   (j->tally[k].ahead_need && j->tally[k].ahead_need + held <= g->memory_free)) {
+		/* Restores in flight hold the room, or a waiter that came earlier
+		 * could have it now: it goes first. */
 		set(j, V_THEIRS, k);
 	}
 	if (j->k == k && j->v != V_FITS)
@@ -144,10 +146,10 @@ static void judge(cs_gpu_ledger *l, const cs_target *t, const cs_booking *b, jud
 	*j = (judgement){ .v = V_FITS };
 	for (unsigned k = 0; k < t->nneed; k++)
 		memcpy(uuids[k], t->need[k].uuid, sizeof(uuids[k]));
-	cs_gpubook_tally(l->bookfd, b, b->rec.ticket, (const char(*)[48])uuids, t->nneed, j->tally);
+	size_t held = cs_gpubook_tally(l->bookfd, b, b->rec.ticket, (const char(*)[48])uuids, t->nneed, j->tally);
 	bool read = true;
 	if (l->probed)
-		read = probe_now(l, j, t->nneed, j->why, sizeof(j->why));
+		read = probe_now(l, held, j->why, sizeof(j->why));
 	else
 		for (unsigned k = 0; k < t->nneed; k++) {
 			const cs_nvml_gpu *c = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
@@ -184,14 +186,14 @@ static void because(const cs_target *t, const judgement *j, char *buf, size_t si
 			 g->index, g->uuid, (double)g->memory_total / GIB);
 		break;
 	case V_THEIRS:
-		if (y->held || !y->ahead)
+		if (y->held || !y->ahead_need)
 			snprintf(buf, size, "its restore needs %.2f GiB on GPU %u (%s)%s, and they did not end in time",
 				 need, g->index, g->uuid, booked[0] ? booked : "; restores in flight hold it");
 		else
 			snprintf(buf, size,
-				 "its restore needs %.2f GiB on GPU %u (%s), where restores that came first (%s) still "
-				 "wait for room",
-				 need, g->index, g->uuid, y->first_who);
+				 "its restore needs %.2f GiB on GPU %u (%s), where a restore that came first (%s) goes "
+				 "before it",
+				 need, g->index, g->uuid, y->ahead_who);
 		break;
 	default: snprintf(buf, size, "no room"); break;
 	}
@@ -266,8 +268,9 @@ static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, bool rol
 	_cleanup_close_ int lk = cs_gpubook_lock(l->bookfd, start + BOOK_LOCK_WAIT_S, l->interrupted, err);
 	if (lk < 0)
 		return -CS_EPROC;
-	judgement j;
-	judge(l, t, b, &j);
+	judgement j = { .v = V_FITS };
+	if (!l->ignore)
+		judge(l, t, b, &j);
 	if (j.v == V_FITS) {
 		b->rec.state = CS_BOOKING_HELD;
 		int w = cs_gpubook_write(l->bookfd, b);
@@ -284,19 +287,27 @@ static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, bool rol
 		((j.v == V_SHORT || j.v == V_UNREAD) && !rollback && now < l->deadline);
 	if (stop || !wait)
 		return no_room(t, &j, rollback, err);
-	if (b->fd < 0 || b->rec.state != CS_BOOKING_WAITING) {
-		/* In line: later restores of these GPUs wait behind it. */
-		b->rec.state = CS_BOOKING_WAITING;
-		cs_gpubook_write(l->bookfd, b);
-	}
+	/* In line, and still there: later restores of these GPUs let it go
+	 * first where it could be served. */
+	b->rec.state = CS_BOOKING_WAITING;
+	b->rec.beat = cs_gpubook_ticket();
+	cs_gpubook_write(l->bookfd, b);
 	say_waiting(l, t, &j, j.v == V_THEIRS ? inflight : l->deadline);
 	return 0;
 }
 
 int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_error *err)
 {
-	if (!t->nneed)
+	if (!t->nneed && (t->need_none || l->ignore))
 		return 0;
+	if (!t->nneed) {
+		/* No need listed, yet it may have one: where is not known. */
+		judgement j = { .v = V_UNKNOWN };
+		snprintf(j.why, sizeof(j.why), "which GPUs it restores onto, and what it needs there, is not known");
+		return no_room(t, &j, rollback, err);
+	}
+	if (l->bookfd < 0 && l->ignore)
+		return 0; /* told to take the risk: the others cannot count it */
 	if (l->bookfd < 0)
 		return cs_error_set(err, CS_EPROC, l->book_err.hint[0] ? l->book_err.hint : NULL,
 				    "restore of process %d (%s) not asked of the driver: %s", (int)t->pid, t->comm,
@@ -317,6 +328,18 @@ int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_e
 	pthread_mutex_unlock(&l->mu);
 	cs_gpubook_drop(l->bookfd, &b); /* a place in line, when refused */
 	return r < 0 ? r : 0;
+}
+
+void cs_gpu_ledger_rollback_needs(cs_gpu_ledger *l, cs_target *t)
+{
+	pthread_mutex_lock(&l->mu);
+	if (!l->opened)
+		open_gpus(l);
+	/* What its checkpoint just moved is measured, 0 included, where its
+	 * resident memory could be read after it. */
+	t->gpu_bytes_known = t->rss_after > 0;
+	cs_restore_needs(t, t->bytes ? t->bytes : t->gpu_bytes, NULL, 0, l->gpus, l->ngpus);
+	pthread_mutex_unlock(&l->mu);
 }
 
 void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t)

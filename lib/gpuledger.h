@@ -39,21 +39,30 @@ typedef struct cs_gpu_ledger {
 	bool probed; /* the GPU list is the driver's (NVML lists none) */
 	bool host_pidns;
 	bool warned;
+	/* --ignore-gpu-memory: no room is checked, but every restore is still
+	 * booked, so that the restores that do check count it. */
+	bool ignore;
 } cs_gpu_ledger;
 
 /* statefd: the state directory, where the book lives (-1: none, and no
  * restore is let through). deadline (cs_now's clock): until when a restore
- * may wait for room that other processes hold. Never fails. */
+ * may wait for room that other processes hold. Never fails. Set ->ignore
+ * after it for --ignore-gpu-memory. */
 void cs_gpu_ledger_init(cs_gpu_ledger *l, int statefd, const char *command, double deadline, volatile int *interrupted,
 			bool host_pidns, cs_warn_fn warn, void *warn_ctx);
 void cs_gpu_ledger_fini(cs_gpu_ledger *l);
 CS_DEFINE_CLEANUP_STRUCT(cs_gpu_ledger, cs_gpu_ledger_fini)
 /* Right before the driver restores t (t->need filled): books its room on
  * every GPU it restores onto, waiting as above. <0 (err filled, CS_EPROC)
- * when there is no room, or it cannot be known: the driver must not be
+ * when there is no room, or it cannot be known (no need listed for a
+ * process that may have one: not t->need_none): the driver must not be
  * asked. rollback: a checkpoint's rollback, which waits only for restores
- * in flight. */
+ * in flight. With ->ignore, books without a look at the room. */
 int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_error *err);
+/* A checkpoint's rollback: t's needs from what its checkpoint just moved
+ * (t->bytes, measured where t->rss_after was read), on the GPUs this
+ * ledger reads (the driver's where NVML is absent). */
+void cs_gpu_ledger_rollback_needs(cs_gpu_ledger *l, cs_target *t);
 /* After the driver's answer: t's booking ends, the GPUs' own figures count. */
 void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t);
 

@@ -212,15 +212,19 @@ static void child(int out)
 }
 
 /* Reads the child's whole answer until it closes the pipe, by deadline. */
-static ssize_t read_answer(int fd, probe_answer *ans, double deadline)
+static ssize_t read_answer(int fd, probe_answer *ans, double deadline, const volatile int *interrupted)
 {
 	size_t got = 0;
 	for (;;) {
 		double left = deadline - cs_now();
 		if (left <= 0)
 			return -ETIMEDOUT;
+		if (interrupted && *interrupted)
+			return -EINTR;
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int r = poll(&p, 1, (int)(left * 1000) + 1);
+		/* a tenth of a second at a time: a signal that asks the command
+		 * to end is seen within that */
+		int r = poll(&p, 1, left > 0.1 ? 100 : (int)(left * 1000) + 1);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -236,20 +240,26 @@ static ssize_t read_answer(int fd, probe_answer *ans, double deadline)
 	}
 }
 
+/* Waits for the child until deadline, then kills it and waits a little
+ * more: a child the kernel cannot end (stuck in the driver) is left
+ * behind rather than waited for without bound. */
 static void reap(pid_t pid, double deadline)
 {
 	int st;
+	bool killed = false;
 	while (waitpid(pid, &st, WNOHANG) == 0) {
-		if (cs_now() >= deadline) {
+		if (!killed && cs_now() >= deadline) {
 			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
+			killed = true;
+			deadline = cs_now() + 5;
+		} else if (killed && cs_now() >= deadline) {
 			return;
 		}
 		nanosleep(&(struct timespec){ .tv_nsec = 5000000L }, NULL);
 	}
 }
 
-int cs_gpu_probe(cs_nvml_gpu **gpus, size_t *n, cs_error *err)
+int cs_gpu_probe(cs_nvml_gpu **gpus, size_t *n, const volatile int *interrupted, cs_error *err)
 {
 	*gpus = NULL;
 	*n = 0;
@@ -270,11 +280,13 @@ int cs_gpu_probe(cs_nvml_gpu **gpus, size_t *n, cs_error *err)
 	if (pid < 0)
 		return cs_error_errno(err, CS_ESYS, errno, NULL, "cannot start the GPU memory probe");
 	double deadline = cs_now() + CS_GPU_PROBE_S;
-	ssize_t len = read_answer(rd, ans, deadline);
-	reap(pid, len == -ETIMEDOUT ? cs_now() : deadline);
+	ssize_t len = read_answer(rd, ans, deadline, interrupted);
+	reap(pid, len == -ETIMEDOUT || len == -EINTR ? cs_now() : deadline);
 	if (len == -ETIMEDOUT)
 		return cs_error_set(err, CS_EENV, NULL, "the driver did not answer the GPU memory probe within %.0f s",
 				    CS_GPU_PROBE_S);
+	if (len == -EINTR)
+		return cs_error_set(err, CS_EENV, NULL, "the GPU memory probe was given up on: the command is ending");
 	if (len <= 0 || cs_gpu_probe_parse(ans, (size_t)len, gpus, n) < 0)
 		return cs_error_set(err, CS_EENV, NULL,
 				    "the driver gave no GPU list to the memory probe (no driver library, cuInit failed, "

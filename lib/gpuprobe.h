@@ -35,8 +35,9 @@ void cs_gpu_probe_set_exec(const char *exe, const char *arg);
  * name, total and free memory (memory_known false where the driver did
  * not give it), and persistence, MIG mode and minor number unknown. *gpus
  * is malloc'ed. 0, or <0 with err filled when no answer came (no driver,
- * no fresh process to ask, a timeout). */
-int cs_gpu_probe(cs_nvml_gpu **gpus, size_t *n, cs_error *err);
+ * no fresh process to ask, a timeout, or interrupted, when set, was set:
+ * the command is ending). */
+int cs_gpu_probe(cs_nvml_gpu **gpus, size_t *n, const volatile int *interrupted, cs_error *err);
 
 /* The probe itself, in the fresh process: writes its answer to fd.
  * Returns the exit status for that process. */

@@ -80,7 +80,7 @@ void cs_restore_needs(cs_target *t, unsigned long long bytes, const cs_gpu_pair 
 		      const cs_nvml_gpu *gpus, size_t ngpus)
 {
 	t->nneed = 0;
-	t->need_bound = false;
+	t->need_bound = t->need_none = false;
 	unsigned long long size = bytes;
 	bool measured = bytes || t->gpu_bytes_known; /* a record's 0: nothing moved */
 	if (!measured) {
@@ -89,12 +89,18 @@ void cs_restore_needs(cs_target *t, unsigned long long bytes, const cs_gpu_pair 
 	}
 	/* 0: unknown, which the judgement says so. */
 	unsigned long long whole = size || measured ? size + CS_RESTORE_EXTRA : 0;
-	/* A record that lists no GPU used yet moved memory does not know
-	 * where it was (NVML gave no minor numbers, say): unknown, not none. */
-	if (t->use_known && !(t->nuse == 0 && bytes > 0)) {
+	if (t->use_known && t->nuse > 0) {
 		for (unsigned k = 0; k < t->nuse; k++)
 			add_need(t, t->use[k].uuid, t->use[k].bytes ? t->use[k].bytes + CS_RESTORE_EXTRA : whole, pairs,
 				 npairs);
+		return;
+	}
+	/* It used no GPU's memory only where its record says so and measured
+	 * nothing moved; a record that lists no GPU used yet moved memory, or
+	 * says not what moved, does not know where it was (NVML gave no minor
+	 * numbers, say): unknown, not none. */
+	if (t->use_known && bytes == 0 && t->gpu_bytes_known) {
+		t->need_none = true;
 		return;
 	}
 	/* Which GPUs it used is not recorded: each it saw must have room. */
@@ -231,9 +237,9 @@ static void judge_one(const cs_target *x, const cs_nvml_gpu *gpus, size_t ngpus,
 	*r = (cs_gpu_room){ .verdict = CS_GPU_FITS };
 	if (x->nneed == 0) {
 		r->verdict = CS_GPU_NONE;
-		if (!x->use_known && ngpus)
+		if (!x->need_none && ngpus)
 			unknown(r, "which GPUs it restores onto is not known (no record of it, and it names none)");
-		else if (!x->use_known)
+		else if (!x->need_none)
 			unknown(r, "%s", CS_ROOM_NO_GPUS);
 		return;
 	}
@@ -371,7 +377,7 @@ bool cs_room_gpus(cs_nvml **nv, cs_nvml_gpu **gpus, size_t *n, char *why, size_t
 	free(*gpus);
 	*gpus = NULL;
 	cs_error err = { 0 };
-	int r = cs_gpu_probe(gpus, n, &err);
+	int r = cs_gpu_probe(gpus, n, NULL, &err);
 	if (why && size)
 		snprintf(why, size, "NVML: %s; the driver: %s",
 			 cs_nvml_present(*nv) ? "lists no GPU" : cs_nvml_error(*nv)->message,

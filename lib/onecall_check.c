@@ -34,14 +34,19 @@ static void keep_room(cs_onecall *oc, const cs_session *s)
 	size_t n = 0;
 	const cs_target *t = cs_session_targets(s, &n);
 	for (size_t i = 0; i < n; i++)
-		if (t[i].pid == oc->tgid) {
+		if (t[i].pid == oc->tgid && !t[i].skipped) {
 			oc->room = t[i];
 			oc->room_known = true;
 		}
 }
 
 /* The session's checks before op of the process, which this call already
- * claimed. What they could not read, the driver's own call will tell. */
+ * claimed. What a checkpoint's checks could not read, the driver's own
+ * call will tell. A restore is refused whatever else stopped its check (a
+ * process it could not read): one asked of the driver without room
+ * destroys the process's state; told to ignore the room, it goes on. A
+ * device map that does not cover the process's GPUs (a usage error) the
+ * driver refuses itself, with nothing destroyed, in NVIDIA's words. */
 static int check(cs_onecall *oc, cs_op op, cs_onecall_refusal *why)
 {
 	if (oc->tgid <= 0)
@@ -68,11 +73,16 @@ static int check(cs_onecall *oc, cs_op op, cs_onecall_refusal *why)
 		r = cs_session_check(s, &err);
 	if (r == 0 && op == CS_OP_RESTORE)
 		keep_room(oc, s);
-	if (r == 0 || err.status != CS_EPROC)
+	bool restore = op == CS_OP_RESTORE && !cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY");
+	if (r == 0 || (err.status != CS_EPROC && !(restore && err.status != CS_EUSAGE)))
 		return 0;
 	size_t n = 0;
-	const cs_refusal *v = cs_session_refusals(s, &n);
-	return cs_onecall_refuse(oc, why, n ? v[0].reason.code : "refused", &err, NULL);
+	const cs_refusal *v = s ? cs_session_refusals(s, &n) : NULL;
+	return cs_onecall_refuse(oc, why,
+				 n                              ? v[0].reason.code :
+					 err.status == CS_EPROC ? "refused" :
+								  "check",
+				 &err, NULL);
 }
 
 int cs_onecall_check_checkpoint(cs_onecall *oc, cs_onecall_refusal *why)
@@ -117,17 +127,22 @@ static int prepare_restore(cs_onecall *oc, cs_onecall_refusal *why)
 
 /* The room the check found, booked across every cudasnap of the node
  * until the driver has answered: two restores that each fit alone are
- * never both let through onto a GPU that holds only one. */
+ * never both let through onto a GPU that holds only one. A restore told
+ * to ignore the room books it all the same, for the others to count. A
+ * pid this namespace does not show the driver answers at once. */
 static int book(cs_onecall *oc, cs_onecall_refusal *why)
 {
-	if (!oc->room_known || !oc->room.nneed || cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY"))
+	/* The check found no checkpointed process to restore: the driver
+	 * answers that at once, and there is nothing to lose. */
+	bool ignore = cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY");
+	if (oc->tgid <= 0 || !oc->room_known)
 		return 0;
+	cs_error err = { 0 };
 	double wait = 0;
 	cs_wait_memory_setting(&wait, NULL);
 	cs_sandbox sb;
 	cs_sandbox_detect(NULL, &sb);
 	oc->ledger = calloc(1, sizeof(*oc->ledger));
-	cs_error err = { 0 };
 	if (!oc->ledger) {
 		cs_error_set(&err, CS_ESYS, NULL, "out of memory");
 		return cs_onecall_refuse(oc, why, "gpu-memory", &err, NULL);
@@ -135,7 +150,7 @@ static int book(cs_onecall *oc, cs_onecall_refusal *why)
 	/* The state directory is made here if need be: the book lives there. */
 	cs_error serr = { 0 };
 	_cleanup_close_ int statefd = cs_state_open(&serr);
-	if (statefd < 0) {
+	if (statefd < 0 && !ignore) {
 		cs_error_set(&err, CS_EPROC, CS_GPUBOOK_HINT,
 			     "restore not asked of the driver: its GPU memory cannot be booked against other restores: %s",
 			     serr.message);
@@ -143,6 +158,7 @@ static int book(cs_onecall *oc, cs_onecall_refusal *why)
 	}
 	cs_gpu_ledger_init(oc->ledger, statefd, oc->o.command, cs_now() + wait, NULL, sb.pid_ns == CS_PIDNS_HOST,
 			   hold_line, why);
+	oc->ledger->ignore = ignore;
 	if (cs_gpu_ledger_take(oc->ledger, &oc->room, false, &err) < 0)
 		return cs_onecall_refuse(oc, why, "gpu-memory", &err, NULL);
 	oc->booked = true;
@@ -152,6 +168,11 @@ static int book(cs_onecall *oc, cs_onecall_refusal *why)
 int cs_onecall_check_restore(cs_onecall *oc, cs_onecall_refusal *why)
 {
 	memset(why, 0, sizeof(*why));
+	/* A wait the check could not read would leave the room unjudged. */
+	double wait;
+	cs_error err = { 0 };
+	if (cs_wait_memory_setting(&wait, &err) < 0)
+		return cs_onecall_refuse(oc, why, "usage", &err, NULL);
 	int r = prepare_restore(oc, why);
 	if (r == 0)
 		r = check(oc, CS_OP_RESTORE, why);

@@ -135,7 +135,9 @@ static int check_privileges(const cs_session *s, cs_error *err)
 	const cs_ptable *t = &s->table;
 	if (cs_sandbox_may_trace_all(sb))
 		return 0;
-	if (t->nunreadable)
+	/* Processes it cannot read are ones it may miss; a call that names
+	 * its one process (the drop-in, the engine's tasks) misses none. */
+	if (t->nunreadable && !s->o->only_selected)
 		return cs_error_set(err, CS_EENV, "Run cudasnap as root, or give it CAP_SYS_PTRACE.",
 				    "%s needs root or CAP_SYS_PTRACE: %zu process%s of this namespace cannot be read "
 				    "as uid %u (e.g. process %d), so CUDA processes may be missed",
@@ -352,7 +354,7 @@ static int before_restore(void *ctx, cs_target *t, bool rollback, cs_error *err)
 {
 	cs_session *s = ctx;
 	if (rollback && !t->nneed) /* a checkpoint's rollback: what it just moved */
-		cs_restore_needs(t, t->bytes ? t->bytes : t->gpu_bytes, NULL, 0, NULL, 0);
+		cs_gpu_ledger_rollback_needs(&s->ledger, t);
 	return cs_gpu_ledger_take(&s->ledger, t, rollback, err);
 }
 
@@ -414,15 +416,16 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 		t.pairs = s->pairs;
 		t.npairs = s->npairs;
 	}
-	if (!s->ignore_gpu_memory) {
-		double left = s->wait_until - cs_now();
-		cs_gpu_ledger_init(&s->ledger, s->state_fd, o->command, cs_now() + (left > 0 ? left : 0),
-				   o->interrupted, s->sandbox.pid_ns == CS_PIDNS_HOST, o->warn, o->warn_ctx);
-		s->ledger_used = true;
-		t.before_restore = before_restore;
-		t.restored = restored;
-		t.restore_ctx = s;
-	}
+	/* Every restore is booked, one that ignores the room too: the
+	 * restores that check must count it. */
+	double left = s->wait_until - cs_now();
+	cs_gpu_ledger_init(&s->ledger, s->state_fd, o->command, cs_now() + (left > 0 ? left : 0), o->interrupted,
+			   s->sandbox.pid_ns == CS_PIDNS_HOST, o->warn, o->warn_ctx);
+	s->ledger.ignore = s->ignore_gpu_memory;
+	s->ledger_used = true;
+	t.before_restore = before_restore;
+	t.restored = restored;
+	t.restore_ctx = s;
 	int rc = cs_txn_run(s->d, &t, s->t, s->n, res); /* clears res first */
 	res->ran = true;
 	if (res->lost)

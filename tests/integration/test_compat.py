@@ -255,9 +255,8 @@ class Compat(CompatCase):
         self.assertQuiet(self.cc("--toggle", "--pid", pid))
         self.assertFalse(os.path.exists(self.state))
         self.assertQuiet(self.cc("--toggle", "--pid", pid))
-        self.assertIn("gpu-bookings", os.listdir(self.state))
         self.assertNotIn("manifest.json", os.listdir(self.state))
-        self.assertEqual(os.listdir(os.path.join(self.state, "gpu-bookings")), [])
+        self.assertEqual(os.listdir(os.path.join(self.state, "claims", ".gpu-bookings")), [])
 
     def test_restore_without_persistence_mode_calls_cuinit(self):
         pid, = self.start()

@@ -16,6 +16,7 @@ restore needs its memory plus 144 MiB, CS_RESTORE_EXTRA, by cudasnap's
 count).
 """
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -27,7 +28,9 @@ from harness import APP, BIN, Case
 ROUNDS = int(os.environ.get("CUDASNAP_BOOK_ROUNDS", "8"))
 
 
-class Together(Case):
+class OneGpu(Case):
+    """The GPU of every test here, and what the tests share."""
+
     def setUp(self):
         super().setUp()
         self.env["FAKECUDA_GPU_TOTAL_MIB"] = "1024"
@@ -82,6 +85,9 @@ class Together(Case):
             self.doCleanups()
             self.setUp()
 
+
+
+class Together(OneGpu):
     def test_two_restores_at_once_never_lose_a_process(self):
         """Rounds of two `cudasnap restore --pid` started together (each
         restore slowed down, so that both always check before either has
@@ -201,7 +207,7 @@ class Together(Case):
         self.fault(f"{a} restore delay=3000 1")
         p = subprocess.Popen([BIN, "restore", "--pid", str(a)], env=self.env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
-        book = os.path.join(self.state, "gpu-bookings")
+        book = os.path.join(self.state, "claims", ".gpu-bookings")
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not (os.path.isdir(book) and os.listdir(book)):
             time.sleep(0.02)
@@ -212,6 +218,123 @@ class Together(Case):
         self.assertEqual(r.rc, 0, r)
         self.assertLess(r.wall, 20, r)
         self.assertEqual(os.listdir(book), [])
+
+
+class Careless(OneGpu):
+    """Restores that do not check, or whose check could not run: they must
+    neither be let through blind nor go unseen by the others."""
+
+    def test_a_restore_that_ignores_the_room_is_booked_for_the_others(self):
+        a, b = self.checkpointed(400, 400)
+        self.fault(f"{a} restore delay=1500")
+        out = {}
+        t = threading.Thread(target=lambda: out.update(a=self.cs("restore", "--pid", str(a),
+                                                                 "--ignore-gpu-memory", timeout=120)))
+        t.start()
+        time.sleep(0.5)  # a is inside the driver's restore now
+        out["b"] = self.cs("restore", "--pid", str(b), timeout=240)
+        t.join()
+        self.assertEqual(out["a"].rc, 0, out["a"])
+        self.assertNotEqual(out["b"].rc, 0, out["b"])
+        self.assertNotIn("LOST", out["b"].err, out["b"])
+        self.assertIn("not asked of the driver", out["b"].err)
+        self.assertStates([b], "checkpointed")
+        os.kill(a, signal.SIGKILL)
+        self.assertEqual(self.cs("restore", "--pid", str(b)).rc, 0)
+        self.assertDataOk([b])
+
+    def test_the_drop_in_refuses_a_restore_whose_check_could_not_run(self):
+        pid, = self.checkpointed(400)
+        filler, = self.start("--mem", "400")
+        r = self.cc("--action", "restore", "--pid", pid, env={"CUDASNAP_WAIT_MEMORY": "5s"})
+        self.assertEqual(r.rc, 1, r)
+        self.assertNotIn("out of memory", r.err)
+        self.assertIn("CUDASNAP_WAIT_MEMORY", r.err)
+        self.assertStates([pid], "checkpointed")
+        os.kill(filler, signal.SIGKILL)
+        time.sleep(0.3)
+        self.assertEqual(self.cc("--action", "restore", "--pid", pid).rc, 0)
+        self.assertEqual(self.cc("--action", "unlock", "--pid", pid).rc, 0)
+        self.assertDataOk([pid])
+
+    def test_the_drop_in_of_a_user_checks_the_room_of_the_users_process(self):
+        """cuda-checkpoint as the owner of the process, not root (NVIDIA's
+        binary allows it): the room is judged all the same, and a restore
+        without it refused; with room, restored."""
+        nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+        if not shutil.which("setpriv"):
+            self.skipTest("no setpriv")
+        os.chmod(self.tmp, 0o755)
+        os.chmod(self.ready, 0o777)
+        for n in os.listdir(self.dev):
+            os.chmod(os.path.join(self.dev, n), 0o666)
+        state = os.path.join(self.tmp, "user-state")
+        os.mkdir(state, 0o700)
+        os.chown(state, 65534, 65534)
+        self.env["CUDASNAP_STATE_DIR"] = state
+        pid, = self.start("--mem", "400", wrap=nobody)
+
+        def cc(*args):
+            p = subprocess.run([*nobody, self.cc_path, *map(str, args)], capture_output=True, text=True,
+                               env=self.env, timeout=60)
+            return p.returncode, p.stderr
+        self.assertEqual(cc("--toggle", "--pid", pid), (0, ""))
+        self.env["FAKECUDA_OTHER_USED_MIB"] = "700"  # the GPU filled meanwhile: 324 MiB free
+        rc, err = cc("--action", "restore", "--pid", pid)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("restore refused", err)
+        self.assertNotIn("out of memory", err)
+        self.assertStates([pid], "checkpointed")
+        self.env["FAKECUDA_OTHER_USED_MIB"] = "0"
+        self.assertEqual(cc("--toggle", "--pid", pid), (0, ""))
+        self.assertDataOk([pid])
+
+    def test_a_stopped_waiter_holds_no_one_back(self):
+        """A waiter stopped in line (Ctrl-Z) and one that could not be served
+        now anyway leave the room to a restore that fits."""
+        a, b, c = self.checkpointed(400, 400, 64)
+        self.fault(f"{a} restore delay=3000 1")
+        pa = subprocess.Popen([BIN, "restore", "--pid", str(a)], env=self.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(1.0)
+        pb = subprocess.Popen([BIN, "restore", "--pid", str(b), "--wait-memory", "3600"], env=self.env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.addCleanup(lambda: (os.killpg(pb.pid, signal.SIGKILL), pb.wait()))
+        time.sleep(1.0)
+        os.killpg(pb.pid, signal.SIGSTOP)
+        pa.wait()
+        os.kill(a, signal.SIGKILL)  # a's memory is free again: 724 MiB free
+        time.sleep(0.5)
+        r = self.cs("restore", "--pid", str(c), timeout=400)
+        self.assertEqual(r.rc, 0, r)
+        self.assertLess(r.wall, 20, r)
+        self.assertDataOk([c])
+
+
+class RollbackWithoutNvml(OneGpu):
+    def test_a_rollback_restore_is_booked_and_checked_by_the_driver_figures(self):
+        """A checkpoint fails half-way without NVML while another restore
+        takes the room the first process freed: its rollback restore is not
+        asked of the driver, and the process is left checkpointed with its
+        data, named."""
+        y, = self.checkpointed(400)
+        x, = self.start("--mem", "400")
+        z, = self.start("--mem", "64")
+        self.env["CUDASNAP_LIBNVML"] = os.path.join(self.tmp, "no-libnvidia-ml.so.1")
+        self.fault(f"{z} checkpoint delay=9000 1", f"{z} checkpoint error=999 1")
+        ck = subprocess.Popen([BIN, "checkpoint", "--pid", str(x), "--pid", str(z)], env=self.env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # x's checkpoint is done within about 2 s (ps calls it busy meanwhile: the checkpoint holds it)
+        time.sleep(4.5)
+        r = self.cs("restore", "--pid", str(y))
+        self.assertEqual(r.rc, 0, r)
+        _, err = ck.communicate(timeout=120)
+        self.assertNotIn("LOST", err)
+        self.assertIn("the rollback did not ask the driver to restore it", err)
+        self.assertStates([x], "checkpointed")
+        os.kill(y, signal.SIGKILL)
+        self.assertEqual(self.cs("restore", "--pid", str(x)).rc, 0)
+        self.assertDataOk([x, z])
 
 
 class WithoutNvml(Case):
@@ -315,6 +438,31 @@ class Mig(Case):
 
 
 class RecordWithoutGpus(Case):
+    def test_a_record_of_unknown_size_and_no_gpu_used_is_unknown_not_none(self):
+        """"bytes": null (its size could not be read) and "used_gpus": []:
+        where its memory is and how much is unknown, so it needs room on
+        every GPU it saw, judged by its resident memory."""
+        import json
+        self.env["FAKECUDA_GPU_TOTAL_MIB"] = "1024"
+        pid, = self.start("--mem", "400")
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        man = os.path.join(self.state, "manifest.json")
+        with open(man) as f:
+            m = json.load(f)
+        e, = m["processes"]
+        e["bytes"], e["used_gpus"] = None, []
+        with open(man, "w") as f:
+            json.dump(m, f)
+        filler, = self.start("--mem", "700")
+        d = self.cs("restore", "--dry-run", "--json")
+        self.assertEqual(d.obj["real_exit_status"], 2, d)
+        r = self.cs("restore")
+        self.assertEqual(r.rc, 2, r)
+        self.assertStates([pid], "checkpointed")
+        os.kill(filler, signal.SIGKILL)
+        self.assertEqual(self.cs("restore").rc, 0)
+        self.assertDataOk([pid])
+
     def test_no_minor_numbers_make_the_gpus_used_unknown(self):
         """NVML gives no minor number: which GPU's device file the process
         holds cannot be told, so its record says the GPUs it used are not

@@ -268,6 +268,17 @@ class Images(Case):
                      "pid 7 (worker)", "processes:  2, 96.0 MiB of GPU memory moved", "WOULD RESTORE here"):
             self.assertIn(text, h.out)
 
+    def test_a_record_of_unknown_size_and_no_gpu_used_does_not_fit_unknown(self):
+        """"bytes": null and "used_gpus": []: where the memory was and how
+        much is unknown; inspect says no, as the plugin's restore refuses."""
+        self.env["FAKECUDA_GPU_TOTAL_MIB"] = "1024"
+        self.env["FAKECUDA_OTHER_USED_MIB"] = "900"
+        e = entry(1, "python3", [GPU0], 800)
+        e["bytes"], e["used_gpus"] = None, []
+        r = self.inspect(self.gpu_images([e]))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("gpu-memory-unknown", self.codes(r))
+
     def test_a_record_of_an_older_cudasnap(self):
         d = self.gpu_images(old=True)
         r = self.inspect(d, rc=0)
