@@ -3,6 +3,7 @@
 #include "pool.h"
 #include "util.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ void cs_gpu_ledger_init(cs_gpu_ledger *l, int statefd, const char *command, doub
 			bool host_pidns, cs_warn_fn warn, void *warn_ctx)
 {
 	*l = (cs_gpu_ledger){ .bookfd = -1,
+			      .statefd = -1,
 			      .deadline = deadline,
 			      .interrupted = interrupted,
 			      .host_pidns = host_pidns,
@@ -31,9 +33,10 @@ void cs_gpu_ledger_init(cs_gpu_ledger *l, int statefd, const char *command, doub
 			      .warn_ctx = warn_ctx };
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_mutex_init(&l->held_mu, NULL);
-	if (statefd >= 0)
-		l->bookfd = cs_gpubook_open(statefd, &l->book_err);
-	else
+	/* The book is opened at the first restore: a command that restores
+	 * nothing leaves no trace of it. */
+	l->statefd = statefd >= 0 ? fcntl(statefd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (l->statefd < 0)
 		cs_error_set(&l->book_err, CS_ESTATE, NULL, "no state directory to book the GPUs' memory in");
 }
 
@@ -44,6 +47,9 @@ void cs_gpu_ledger_fini(cs_gpu_ledger *l)
 	free(l->held);
 	if (l->bookfd >= 0)
 		close(l->bookfd);
+	if (l->statefd >= 0)
+		close(l->statefd);
+	l->statefd = -1;
 	cs_nvml_close(l->nv);
 	free(l->gpus);
 	pthread_mutex_destroy(&l->mu);
@@ -306,13 +312,22 @@ int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_e
 		snprintf(j.why, sizeof(j.why), "which GPUs it restores onto, and what it needs there, is not known");
 		return no_room(t, &j, rollback, err);
 	}
-	if (l->bookfd < 0 && l->ignore)
-		return 0; /* told to take the risk: the others cannot count it */
-	if (l->bookfd < 0)
+	pthread_mutex_lock(&l->mu);
+	if (l->bookfd < 0 && l->statefd >= 0) {
+		l->bookfd = cs_gpubook_open(l->statefd, &l->book_err);
+		if (l->bookfd >= 0) {
+			close(l->statefd);
+			l->statefd = -1;
+		}
+	}
+	if (l->bookfd < 0) {
+		pthread_mutex_unlock(&l->mu);
+		if (l->ignore)
+			return 0; /* told to take the risk: the others cannot count it */
 		return cs_error_set(err, CS_EPROC, l->book_err.hint[0] ? l->book_err.hint : NULL,
 				    "restore of process %d (%s) not asked of the driver: %s", (int)t->pid, t->comm,
 				    l->book_err.message);
-	pthread_mutex_lock(&l->mu);
+	}
 	if (!l->opened)
 		open_gpus(l);
 	cs_booking b;

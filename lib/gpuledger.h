@@ -34,7 +34,8 @@ typedef struct cs_gpu_ledger {
 	void *warn_ctx;
 	cs_error book_err; /* why the book could not be opened */
 	char why_none[400]; /* why there is no GPU list */
-	int bookfd; /* the book, -1 when it could not be opened */
+	int statefd; /* the state directory, until the book is opened */
+	int bookfd; /* the book, -1 until opened, or when it could not be */
 	bool opened; /* the GPUs are read at the first restore, not before */
 	bool probed; /* the GPU list is the driver's (NVML lists none) */
 	bool host_pidns;

@@ -39,8 +39,9 @@ static json_object *entry_json(const cs_target *t, int order)
 		g += len + (g[len] == ',');
 	}
 	json_object_object_add(o, "gpus", gpus);
-	/* A resident size that could not be read measured nothing: null. */
-	json_object_object_add(o, "bytes", t->rss_after ? json_object_new_uint64(t->bytes) : NULL);
+	/* Nothing moved where the resident size after could not be read is
+	 * nothing measured: null. */
+	json_object_object_add(o, "bytes", t->bytes || t->rss_after ? json_object_new_uint64(t->bytes) : NULL);
 	json_object *used = t->use_known ? json_object_new_array() : NULL;
 	for (unsigned k = 0; used && k < t->nuse; k++) {
 		json_object *u = json_object_new_object();

@@ -160,6 +160,7 @@ static void round_trip(const cs_manifest *m)
 	for (size_t i = 0; i < m->n; i++) {
 		const cs_manifest_entry *a = &m->e[m->n - 1 - i], *b = &back.e[i];
 		FUZZ_CHECK(b->pid == a->pid && b->start_time == a->start_time && b->bytes == a->bytes);
+		FUZZ_CHECK(b->bytes_known == (a->bytes > 0)); /* 0 unmeasured (no resident size after): null */
 		FUZZ_CHECK(b->order == (int)i);
 		FUZZ_CHECK(strcmp(b->comm, a->comm) == 0);
 		FUZZ_CHECK(strcmp(b->visible_devices, a->visible_devices) == 0);

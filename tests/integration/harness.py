@@ -150,6 +150,12 @@ class Case(unittest.TestCase):
     def assertStates(self, pids, state):
         self.assertEqual(self.states(pids), {p: state for p in pids})
 
+    def claim_records(self):
+        """The claim records of the state directory, sorted: not the book of
+        GPU restores that lives beside them (claims/.gpu-bookings)."""
+        claims = os.path.join(self.state, "claims")
+        return sorted(f for f in os.listdir(claims) if not f.startswith(".")) if os.path.isdir(claims) else []
+
 
 def path_trusted(path):
     """Whether only root and this user can change any directory of path: the

@@ -271,8 +271,7 @@ class DryRun(MemoryCase):
             self.skipTest("acts on every CUDA process of its PID namespace: run it through isolate.sh")
 
     def assertNothingHeld(self):
-        claims = os.path.join(self.state, "claims")
-        self.assertEqual(os.listdir(claims) if os.path.exists(claims) else [], [])
+        self.assertEqual(self.claim_records(), [])
         self.assertNoManifest()
 
     def test_plan_reports_the_memory_verdict_and_changes_nothing(self):
@@ -340,7 +339,7 @@ class DryRun(MemoryCase):
         self.assertEqual(sorted(p["pid"] for p in r.obj["processes"] if p["target"]), pids)
         with open(man) as f:
             self.assertEqual(f.read(), before)
-        self.assertEqual(os.listdir(os.path.join(self.state, "claims")), [])
+        self.assertEqual(self.claim_records(), [])
         self.assertStates(pids, "checkpointed")
         self.assertEqual(self.cs("restore").rc, 0)
         self.assertDataOk(pids)

@@ -246,10 +246,9 @@ class Claims(Neighbours):
         return first
 
     def claimed(self, pids, timeout=10):
-        claims = os.path.join(self.state, "claims")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if os.path.isdir(claims) and len(os.listdir(claims)) >= len(pids):
+            if len(self.claim_records()) >= len(pids):
                 return True
             time.sleep(0.02)
         return False
@@ -274,7 +273,7 @@ class Claims(Neighbours):
         self.assertEqual(first.finish(), 0, first.err)
         self.assertStates(pids, "checkpointed")
         self.assertEqual(self.cs("restore").rc, 0)
-        self.assertEqual(os.listdir(os.path.join(self.state, "claims")), [])
+        self.assertEqual(self.claim_records(), [])
         self.assertDataOk(pids)
 
     def test_second_cudasnap_with_its_own_run_is_refused(self):
@@ -411,7 +410,7 @@ class Claims(Neighbours):
                                   "acts on it", r.err)
                 self.assertStates(pids + [other], "running")
                 self.assertDataOk(pids + [other])
-                self.assertEqual(os.listdir(os.path.join(self.state, "claims")), [])
+                self.assertEqual(self.claim_records(), [])
                 self.assertEqual(self.cs("ps", "--json").obj["left_behind"], [])
                 self.doCleanups()
                 self.setUp()
@@ -493,7 +492,7 @@ class PidfdLocks(Neighbours):
                     self.assertIn(f"cuda-checkpoint: warning: process {pid} (fakecuda-app) is locked through a "
                                   f"pidfd by pid {holder}, ", r.err)
                 self.assertDataOk([pid])
-                self.assertEqual(os.listdir(os.path.join(self.state, "claims")), [])
+                self.assertEqual(self.claim_records(), [])
                 self.doCleanups()
                 self.setUp()
 

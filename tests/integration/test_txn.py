@@ -137,7 +137,9 @@ class Transaction(Case):
         self.assertEqual(first.returncode, 0)
         self.assertStates(pids, "checkpointed")
         self.assertEqual(self.cs("restore").rc, 0)
-        self.assertEqual(os.listdir(os.path.join(self.state, "claims")), [], "claims left behind")
+        self.assertEqual(self.claim_records(), [], "claims left behind")
+        book = os.path.join(self.state, "claims", ".gpu-bookings")
+        self.assertEqual(os.listdir(book) if os.path.isdir(book) else [], [], "bookings left behind")
 
     def test_operations_on_other_processes_run_side_by_side(self):
         """A checkpoint of b while a's takes 5 s: b's neither waits for a's
