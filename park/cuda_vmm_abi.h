@@ -15,6 +15,8 @@ typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUgreenCtx_st *CUgreenCtx;
 typedef uint64_t cuuint64_t;
 
 enum {
@@ -28,6 +30,7 @@ enum {
 	CU_ERR_INVALID_HANDLE = 400,
 	CU_ERR_ILLEGAL_STATE = 401,
 	CU_ERR_NOT_FOUND = 500,
+	CU_ERR_NOT_READY = 600,
 	CU_ERR_NOT_PERMITTED = 800,
 	CU_ERR_NOT_SUPPORTED = 801,
 	CU_ERR_UNKNOWN = 999,
@@ -102,6 +105,18 @@ enum {
 	CU_EVENT_INTERPROCESS = 4,
 };
 
+/* cuPointerGetAttribute: the attributes the interposer answers itself */
+enum {
+	CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
+	CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
+};
+
+/* cuDeviceGetAttribute */
+enum {
+	CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED = 110,
+	CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 116,
+};
+
 /* cuGetProcAddress: flags and the status it answers */
 enum {
 	CU_GET_PROC_ADDRESS_DEFAULT = 0,
@@ -157,5 +172,21 @@ typedef CUresult (*cu_ctx_set_fn)(CUcontext ctx);
 typedef CUresult (*cu_ctx_device_fn)(CUdevice *dev);
 typedef CUresult (*cu_can_peer_fn)(int *can, CUdevice dev, CUdevice peer);
 typedef CUresult (*cu_device_count_fn)(int *count);
+typedef CUresult (*cu_ptr_attr_fn)(void *data, int attr, CUdeviceptr ptr);
+typedef CUresult (*cu_ptr_attrs_fn)(unsigned n, int *attrs, void **data, CUdeviceptr ptr);
+typedef CUresult (*cu_dev_attr_fn)(int *value, int attr, CUdevice dev);
+typedef CUresult (*cu_pool_import_fn)(CUmemoryPool *pool, void *handle, CUmemAllocationHandleType type,
+				      unsigned long long flags);
+typedef CUresult (*cu_pool_destroy_fn)(CUmemoryPool pool);
+typedef CUresult (*cu_ctx_create_fn)(CUcontext *ctx, unsigned flags, CUdevice dev); /* and its first version */
+typedef CUresult (*cu_ctx_create_v3_fn)(CUcontext *ctx, void *affinity, int n, unsigned flags, CUdevice dev);
+typedef CUresult (*cu_ctx_create_v4_fn)(CUcontext *ctx, void *params, unsigned flags, CUdevice dev);
+typedef CUresult (*cu_ctx_destroy_fn)(CUcontext ctx); /* _v2, and its first version */
+typedef CUresult (*cu_green_create_fn)(CUgreenCtx *g, void *desc, CUdevice dev, unsigned flags);
+typedef CUresult (*cu_green_destroy_fn)(CUgreenCtx g);
+typedef CUresult (*cu_ctx_from_green_fn)(CUcontext *ctx, CUgreenCtx g);
+typedef CUresult (*cu_primary_state_fn)(CUdevice dev, unsigned *flags, int *active);
+typedef CUresult (*cu_primary_retain_fn)(CUcontext *ctx, CUdevice dev);
+typedef CUresult (*cu_primary_release_fn)(CUdevice dev); /* _v2 */
 
 #endif

@@ -115,6 +115,13 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes)
 	return host_copy(dst, (unsigned char *)(uintptr_t)src, bytes, 1);
 }
 
+/* A stand-in for a driver function newer than any the interposer knows:
+ * the same copy under a name no driver has. */
+CUresult cuMemcpyHtoD_v9(CUdeviceptr dst, const void *src, size_t bytes)
+{
+	return host_copy(dst, (unsigned char *)(uintptr_t)src, bytes, 1);
+}
+
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes)
 {
 	struct fc_fault_hit hit = { 0 };

@@ -1,6 +1,9 @@
 #include "cuda_vmm_api.h"
 #include "fakecuda.h"
 #include "internal.h"
+#include "proto.h"
+
+#include <unistd.h>
 
 /* Contexts, reduced to what the runtime does with them: one primary context
  * per device, retained and made current by each thread that uses it. Calls
@@ -93,10 +96,31 @@ CUresult cuCtxGetDevice(CUdevice *dev)
 	return fc_ctx_check(dev);
 }
 
+/* Waits for the current context's device's stream; the fault op "sync"
+ * answers an error instead (a context that met one). */
 CUresult cuCtxSynchronize(void)
 {
-	CUresult rc = fc_ctx_check(NULL);
-	return rc == CUDA_SUCCESS ? fc_stream_drain() : rc;
+	int dev = 0;
+	CUresult rc = fc_ctx_check(&dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	struct fc_fault_hit hit;
+	fc_faults_check(FC_OP_SYNC, getpid(), 1, &hit);
+	if (hit.delay_ms)
+		fc_sleep_ms(hit.delay_ms);
+	return hit.error != CUDA_SUCCESS ? hit.error : fc_stream_drain_dev(dev);
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+	CUresult rc = flags == NULL || active == NULL ? CUDA_ERROR_INVALID_VALUE : check_dev(dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&ctx_mu);
+	*flags = 0;
+	*active = primary[dev].refs > 0;
+	pthread_mutex_unlock(&ctx_mu);
+	return CUDA_SUCCESS;
 }
 
 /* No peer access between the double's GPUs. */
@@ -118,12 +142,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
 			CUstream stream, void **params, void **extra)
 {
 	unsigned int ms = 1;
-	CUresult rc = fc_ctx_check(NULL);
+	int dev = 0;
+	CUresult rc = fc_ctx_check(&dev);
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (params != NULL && params[0] != NULL)
 		ms = *(const unsigned int *)params[0];
-	return fakecuda_kernel(ms);
+	return fc_kernel_on(dev, ms);
 }

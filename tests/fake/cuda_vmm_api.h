@@ -24,6 +24,7 @@ FC_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx);
 FC_EXPORT CUresult cuCtxGetDevice(CUdevice *dev);
 FC_EXPORT CUresult cuCtxSynchronize(void);
 FC_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer);
+FC_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active);
 FC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
 				  unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
 				  void **extra);
@@ -34,11 +35,13 @@ FC_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
 FC_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr);
 FC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr);
 FC_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags);
+FC_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags);
 FC_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
 
 /* copy.c */
 FC_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes);
 FC_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes);
+FC_EXPORT CUresult cuMemcpyHtoD_v9(CUdeviceptr dst, const void *src, size_t bytes);
 FC_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
 FC_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count);
 FC_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t count);
@@ -79,6 +82,22 @@ FC_EXPORT CUresult cuEventSynchronize(CUevent ev);
 FC_EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent ev, unsigned int flags);
 FC_EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent ev);
 FC_EXPORT CUresult cuIpcOpenEventHandle(CUevent *ev, CUipcEventHandle handle);
+
+/* stream.c */
+FC_EXPORT CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags);
+
+/* attrs.c */
+FC_EXPORT CUresult cuDeviceGetAttribute(int *pi, int attr, CUdevice dev);
+FC_EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr);
+FC_EXPORT CUresult cuPointerGetAttributes(unsigned int n, int *attrs, void **data, CUdeviceptr ptr);
+
+/* pool.c */
+FC_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props);
+FC_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool);
+FC_EXPORT CUresult cuMemPoolExportToShareableHandle(void *handle, CUmemoryPool pool, CUmemAllocationHandleType type,
+						    unsigned long long flags);
+FC_EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *handle,
+						      CUmemAllocationHandleType type, unsigned long long flags);
 
 /* procaddr.c */
 FC_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,

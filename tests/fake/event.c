@@ -157,8 +157,10 @@ CUresult cuEventRecord(CUevent ev, CUstream stream)
 	CUresult rc = enter(ev, true);
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	int dev = 0;
+	fc_ctx_check(&dev);
 	pthread_mutex_lock(&fc_tgt.mu);
-	uint64_t now = fc_now_ns(), done = fc_tgt.busy_until > now ? fc_tgt.busy_until : now;
+	uint64_t now = fc_now_ns(), busy = fc_tgt.streams[dev].busy_until, done = busy > now ? busy : now;
 	pthread_mutex_unlock(&fc_tgt.mu);
 	atomic_store(moment(ev), done);
 	fc_gate_leave();
@@ -194,9 +196,11 @@ CUresult cuStreamWaitEvent(CUstream stream, CUevent ev, unsigned int flags)
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	uint64_t done = atomic_load(moment(ev));
+	int dev = 0;
+	fc_ctx_check(&dev);
 	pthread_mutex_lock(&fc_tgt.mu);
-	if (fc_tgt.busy_until < done)
-		fc_tgt.busy_until = done;
+	if (fc_tgt.streams[dev].busy_until < done)
+		fc_tgt.streams[dev].busy_until = done;
 	pthread_mutex_unlock(&fc_tgt.mu);
 	fc_gate_leave();
 	return CUDA_SUCCESS;

@@ -51,6 +51,17 @@ static int find(const void *p, int allocated)
 	return -1;
 }
 
+int fc_host_registered(const void *p, size_t bytes)
+{
+	const unsigned char *c = p;
+	pthread_mutex_lock(&pin_mu);
+	int in = 0;
+	for (int i = 0; i < npins && !in; i++)
+		in = c >= pins[i].p && bytes <= pins[i].bytes && (size_t)(c - pins[i].p) <= pins[i].bytes - bytes;
+	pthread_mutex_unlock(&pin_mu);
+	return in;
+}
+
 static CUresult enter(void)
 {
 	CUresult rc = fc_ctx_check(NULL);

@@ -11,6 +11,17 @@
 #include "cuda_api.h"
 #include "gpus.h"
 
+/* A device's one stream: kernels run back to back until busy_until; a
+ * stream wait (cuStreamWaitValue32) holds it until a word of host memory
+ * says so, and the kernels queued behind it then run for queued_ns. */
+struct fc_stream {
+	uint64_t busy_until; /* ns */
+	const volatile uint32_t *wait_addr; /* NULL: no wait */
+	uint32_t wait_value;
+	unsigned int wait_flags;
+	uint64_t queued_ns;
+};
+
 /* What initialized the driver in this process; they hold different device
  * files (NVML clients keep a few fds and no mappings). */
 enum { FC_LEVEL_NVML = 1, FC_LEVEL_CUDA = 2 };
@@ -25,7 +36,7 @@ struct fc_target {
 	CUprocessState state;
 	int lock_pending;
 	int active;           /* fake API calls in progress */
-	uint64_t busy_until;  /* when the fake stream drains, ns */
+	struct fc_stream streams[FC_MAX_GPUS]; /* one per device (stream.c) */
 	int restore_tid;
 	struct fc_gpus gpus;
 	int ndev;             /* GPUs visible to the process */
@@ -49,12 +60,28 @@ void fc_sleep_ms(unsigned int ms);
 /* Waits on fc_tgt.cv (fc_tgt.mu held) until woken or deadline_ns passes. */
 void fc_wait_until(uint64_t deadline_ns);
 
+/* stream.c, with fc_tgt.mu held: whether device dev's stream (every
+ * stream: dev -1) has drained by now; when the streams next change by time
+ * alone (a kernel ends; a wait is looked at again every millisecond). */
+int fc_streams_idle(int dev, uint64_t now);
+uint64_t fc_streams_wake(int dev, uint64_t now);
+/* Queues a kernel of ms on dev's stream (waiting while it holds a whole
+ * kernel); waits until dev's stream has drained. fc_tgt.mu not held. */
+CUresult fc_kernel_on(int dev, unsigned int ms);
+/* Waits, as a call does, while the process is locked or checkpointed, then
+ * until dev's stream has drained (cuCtxSynchronize). */
+CUresult fc_stream_drain_dev(int dev);
+
 /* state.c: the fake API's view of the checkpoint state */
 CUresult fc_gate_enter(void);
 void fc_gate_leave(void);
-/* Waits, as a call does, while the process is locked or checkpointed, then
- * until the fake stream has drained (cuCtxSynchronize). */
-CUresult fc_stream_drain(void);
+
+/* pool.c: whether the process holds a memory pool imported from another */
+int fc_pool_import_held(void);
+
+/* hostmem.c: whether [p, p + bytes) is registered or allocated pinned
+ * host memory */
+int fc_host_registered(const void *p, size_t bytes);
 
 /* ctx.c: the calling thread's current context: CUDA_ERROR_INVALID_CONTEXT
  * when it has none; *dev (may be NULL) its device */

@@ -123,6 +123,12 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigne
 	return rc;
 }
 
+/* CUDA 4.1-10.2's name: the same function */
+CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
+{
+	return cuIpcOpenMemHandle_v2(dptr, handle, flags);
+}
+
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
 	CUresult rc = enter();

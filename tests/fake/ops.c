@@ -9,7 +9,7 @@
 
 static int lock_ready(uint64_t now)
 {
-	return fc_tgt.active == 0 && fc_tgt.busy_until <= now;
+	return fc_tgt.active == 0 && fc_streams_idle(-1, now);
 }
 
 static CUresult wait_idle(uint64_t deadline)
@@ -22,9 +22,8 @@ static CUresult wait_idle(uint64_t deadline)
 			return CUDA_SUCCESS;
 		if (now >= deadline)
 			return CUDA_ERROR_NOT_READY;
-		uint64_t wake = deadline;
-		if (fc_tgt.busy_until > now && fc_tgt.busy_until < wake)
-			wake = fc_tgt.busy_until;
+		uint64_t wake = fc_streams_wake(-1, now);
+		wake = wake < deadline ? wake : deadline;
 		fc_wait_until(wake);
 	}
 }
@@ -171,7 +170,7 @@ static CUresult admit(const struct fc_req *req, int oom, int *map)
 	if (fc_tgt.ipc_imported || compute_map(req->pairs, req->npairs, map) != 0)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* driver 580 refuses a VMM handle imported from another process */
-	if (fc_vmm_import_held())
+	if (fc_vmm_import_held() || fc_pool_import_held())
 		return CUDA_ERROR_NOT_SUPPORTED;
 	if (oom || !fits(map, &req->room)) {
 		fc_tgt.destroyed = 1;

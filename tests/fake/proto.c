@@ -17,6 +17,7 @@ static const char *const op_names[FC_OP_COUNT] = {
 	[FC_OP_DTOH] = "dtoh",
 	[FC_OP_IMPORT] = "import",
 	[FC_OP_MEM_UNMAP] = "mem_unmap",
+	[FC_OP_SYNC] = "sync",
 };
 
 int fc_op_from_name(const char *name)

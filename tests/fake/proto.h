@@ -22,6 +22,7 @@ enum fc_op {
 	FC_OP_DTOH,
 	FC_OP_IMPORT,
 	FC_OP_MEM_UNMAP,
+	FC_OP_SYNC,
 	FC_OP_COUNT
 };
 

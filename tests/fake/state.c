@@ -77,14 +77,16 @@ void fc_gate_leave(void)
 
 /* The stream holds at most one queued kernel beyond the running one, as an
  * application launching back to back keeps it: whatever the moment a lock
- * arrives, at least one whole kernel is still ahead of it. */
-CUresult fakecuda_kernel(unsigned int ms)
+ * arrives, at least one whole kernel is still ahead of it. Behind a stream
+ * wait, kernels queue without a bound. */
+CUresult fc_kernel_on(int dev, unsigned int ms)
 {
 	uint64_t len = (uint64_t)ms * 1000000u;
 	CUresult rc = CUDA_ERROR_DEINITIALIZED;
 	pthread_mutex_lock(&fc_tgt.mu);
 	while (!fc_tgt.shutdown) {
 		uint64_t now = fc_now_ns();
+		struct fc_stream *s = &fc_tgt.streams[dev];
 		if (!(fc_tgt.levels & FC_LEVEL_CUDA)) {
 			rc = CUDA_ERROR_NOT_INITIALIZED;
 			break;
@@ -93,11 +95,15 @@ CUresult fakecuda_kernel(unsigned int ms)
 			wait_forever();
 			continue;
 		}
-		if (fc_tgt.busy_until > now + len) {
-			fc_wait_until(fc_tgt.busy_until - len);
+		fc_streams_idle(dev, now); /* lets a satisfied wait go */
+		if (s->wait_addr != NULL) {
+			s->queued_ns += len;
+		} else if (s->busy_until > now + len) {
+			fc_wait_until(s->busy_until - len);
 			continue;
+		} else {
+			s->busy_until = (s->busy_until > now ? s->busy_until : now) + len;
 		}
-		fc_tgt.busy_until = (fc_tgt.busy_until > now ? fc_tgt.busy_until : now) + len;
 		rc = CUDA_SUCCESS;
 		break;
 	}
@@ -105,7 +111,12 @@ CUresult fakecuda_kernel(unsigned int ms)
 	return rc;
 }
 
-CUresult fc_stream_drain(void)
+CUresult fakecuda_kernel(unsigned int ms)
+{
+	return fc_kernel_on(0, ms);
+}
+
+CUresult fc_stream_drain_dev(int dev)
 {
 	CUresult rc = CUDA_ERROR_DEINITIALIZED;
 	pthread_mutex_lock(&fc_tgt.mu);
@@ -113,8 +124,8 @@ CUresult fc_stream_drain(void)
 		uint64_t now = fc_now_ns();
 		if (must_wait()) {
 			wait_forever();
-		} else if (fc_tgt.busy_until > now) {
-			fc_wait_until(fc_tgt.busy_until);
+		} else if (!fc_streams_idle(dev, now)) {
+			fc_wait_until(fc_streams_wake(dev, now));
 		} else {
 			rc = CUDA_SUCCESS;
 			break;

@@ -24,6 +24,7 @@ struct fc_phys {
 	size_t size;
 	int ordinal; /* the device it is on; -1: an import from a GPU we do not see */
 	int handle_types; /* requestedHandleTypes */
+	int rdma; /* allocFlags.gpuDirectRDMACapable */
 	int released; /* cuMemRelease was called (once more than cuMemRetainAllocationHandle) */
 	int retained; /* references cuMemRetainAllocationHandle added, not released yet */
 	int maps; /* mappings that use it */
@@ -31,6 +32,11 @@ struct fc_phys {
 	unsigned char *mem; /* imported: the whole memfd, mapped */
 	unsigned char *saved; /* our own, checkpointed: its bytes on the host */
 };
+
+/* attrs.c: whether the GPUs can register cuMemAlloc memory, and VMM
+ * memory created with the flag, with a NIC (GPUDirect RDMA) */
+int fc_gdr_legacy(void);
+int fc_gdr_vmm(void);
 
 /* vmm_phys.c; fc_vmm_phys answers live handles only (not released) */
 struct fc_phys *fc_vmm_phys(CUmemGenericAllocationHandle h);
@@ -51,6 +57,8 @@ CUmemGenericAllocationHandle fc_vmm_retain(struct fc_phys *p);
 CUresult fc_vmm_segment(uint64_t dptr, int write, struct fc_region *r, size_t *avail);
 /* The mapping that holds dptr; -1 when none does. */
 int fc_vmm_range(uint64_t dptr, uint64_t *base, size_t *bytes);
+/* The physical allocation mapped at dptr, or NULL. */
+struct fc_phys *fc_vmm_phys_at(uint64_t dptr);
 
 /* vmm_save.c. Checkpoint: save copies every physical allocation of our own to the host
  * (all or nothing); drop then closes their memfds, unsave undoes a save. */

@@ -113,6 +113,9 @@ static CUresult check_prop(const CUmemAllocationProp *prop, size_t size, CUuuid 
 		return CUDA_ERROR_INVALID_VALUE;
 	if (prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_NOT_SUPPORTED;
+	/* the flag on a device that cannot register VMM memory with a NIC */
+	if (prop->allocFlags.gpuDirectRDMACapable && !fc_gdr_vmm())
+		return CUDA_ERROR_NOT_SUPPORTED;
 	pthread_mutex_lock(&fc_tgt.mu);
 	int ok = prop->location.id >= 0 && prop->location.id < fc_tgt.ndev;
 	if (ok)
@@ -143,6 +146,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAl
 		*p = (struct fc_phys){ .size = size,
 				       .ordinal = prop->location.id,
 				       .handle_types = (int)prop->requestedHandleTypes,
+				       .rdma = prop->allocFlags.gpuDirectRDMACapable != 0,
 				       .fd = -1 };
 		p->fd = fc_vmm_memfd(&gpu, size);
 		rc = p->fd < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_phys(p, h, 1);

@@ -300,6 +300,12 @@ CUresult fc_vmm_segment(uint64_t dptr, int write, struct fc_region *r, size_t *a
 }
 
 /* Called with fc_mem_rw held. */
+struct fc_phys *fc_vmm_phys_at(uint64_t dptr)
+{
+	const struct vmap *m = find_map(dptr);
+	return m ? m->p : NULL;
+}
+
 int fc_vmm_range(uint64_t dptr, uint64_t *base, size_t *bytes)
 {
 	const struct vmap *m = find_map(dptr);
