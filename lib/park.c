@@ -30,6 +30,8 @@ static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t kl
 		snprintf(a->stage, sizeof(a->stage), "%.*s", (int)strcspn(v, " "), v);
 	else if (key_is(k, klen, "busy"))
 		a->busy = strtol(v, &end, 10);
+	else if (key_is(k, klen, "tid"))
+		a->busy_tid = (int)strtol(v, &end, 10);
 	else if (key_is(k, klen, "pid"))
 		a->pid = (int)strtol(v, &end, 10);
 	else if (key_is(k, klen, "importer"))
@@ -60,6 +62,8 @@ static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t kl
 		info->legacy = (unsigned)strtoul(v, &end, 10);
 	else if (key_is(k, klen, "vmm_imports"))
 		info->vmm = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "pool_imports"))
+		info->pools = (unsigned)strtoul(v, &end, 10);
 	else if (key_is(k, klen, "ipc_attached"))
 		info->attached = (unsigned)strtoul(v, &end, 10);
 	else if (key_is(k, klen, "held"))
@@ -212,6 +216,9 @@ bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, siz
 		snprintf(what, size, "%u import%s through the driver", info->legacy, info->legacy == 1 ? "" : "s");
 	else if (info->vmm)
 		snprintf(what, size, "%u VMM import%s through a file descriptor", info->vmm, info->vmm == 1 ? "" : "s");
+	else if (info->pools)
+		snprintf(what, size, "%u memory pool%s imported from another process", info->pools,
+			 info->pools == 1 ? "" : "s");
 	else if (info->imports && !(parking && info->parkable))
 		snprintf(what, size, "%u import%s through cudasnap's interposer%s", info->imports,
 			 info->imports == 1 ? "" : "s", parking ? ", which cannot park it" : " (--no-park)");
@@ -234,8 +241,16 @@ static void explain(const cs_target *t, bool park, const cs_park_answer *a, bool
 		cs_error_set(err, CS_EPROC,
 			     "The program kept driver calls running (a long kernel, or a wait on another thread's "
 			     "work); try again, or give a longer --timeout. Nothing was parked.",
-			     "park of process %d (%s) failed: %ld of its driver calls did not finish within %.1f s",
-			     (int)t->pid, t->comm, a->busy, timeout_ms / 1000.0);
+			     "park of process %d (%s) failed: %ld of its driver calls (thread %d) did not finish within "
+			     "%.1f s",
+			     (int)t->pid, t->comm, a->busy, a->busy_tid, timeout_ms / 1000.0);
+	else if (strcmp(a->stage, "sync") == 0)
+		cs_error_set(err, CS_EPROC,
+			     "GPU work that waits on one of the program's own threads (a host function, a flag a thread "
+			     "sets) cannot finish while its driver calls are held: it runs on, nothing was parked; try "
+			     "again, or give a longer --timeout.",
+			     "park of process %d (%s) failed: %s", (int)t->pid, t->comm,
+			     a->why[0] ? a->why : "its GPU work did not finish in time");
 	else if (strcmp(a->stage, "access") == 0)
 		cs_error_set(err, CS_EENV,
 			     "Parking and unparking take ptrace access to the process: run cudasnap as root, or as "

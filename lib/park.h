@@ -16,6 +16,7 @@ typedef struct cs_park_info {
 	unsigned imports; /* other interposed processes' memory it maps and can detach (CUDA IPC, VMM) */
 	unsigned legacy; /* the driver's CUDA IPC imports (never restorable) */
 	unsigned vmm; /* VMM imports the program made itself that cannot be detached (never restorable) */
+	unsigned pools; /* memory pools imported from another process (never restorable) */
 	unsigned attached; /* other processes that map its memory */
 	unsigned held; /* connections that hold its park (0: a committed park, or none) */
 	unsigned unclaimed; /* VMM exports whose descriptor its interposer keeps until a park */
@@ -28,6 +29,7 @@ typedef struct cs_park_answer {
 	int code;
 	char stage[32];
 	long busy;
+	int busy_tid; /* quiesce: a thread with a call under way */
 	int pid; /* status: the answering process, in its own PID namespace */
 	int importer; /* check: a process that maps its memory */
 	char why[160];

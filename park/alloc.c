@@ -3,23 +3,41 @@
  * can release the physical memory and an unpark map new memory at the same
  * address. Small and odd-sized allocations stay the driver's (rounding them
  * up to the VMM granularity would cost GPU memory); the driver's checkpoint
- * moves those as before. */
+ * moves those as before. So does all memory of a device on which VMM memory
+ * cannot be registered for GPUDirect RDMA while cuMemAlloc memory can:
+ * NICs, GDRCopy and GPUDirect Storage would refuse it. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "park.h"
 
-static bool backing_wanted(void)
+#define MAX_DEVS 64
+
+/* Per device: 0 not asked yet, 1 backed without the RDMA flag, 2 backed
+ * with it, 3 not backed. */
+static unsigned char rdma_state[MAX_DEVS];
+
+static int attr(const struct park_real *r, int which, CUdevice dev)
 {
-	static int wanted = -1;
-	if (wanted < 0) {
-		const char *e = getenv("CUDASNAP_PARK");
-		wanted = !(e && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0));
-	}
-	return wanted;
+	int v = 0;
+	return r->dev_attr && r->dev_attr(&v, which, dev) == CU_OK ? v : 0;
 }
 
-static CUmemAllocationProp prop_for(CUdevice dev)
+static unsigned char rdma_of(const struct park_real *r, CUdevice dev)
+{
+	if (dev < 0 || dev >= MAX_DEVS)
+		return 3;
+	unsigned char s = __atomic_load_n(&rdma_state[dev], __ATOMIC_ACQUIRE);
+	if (s == 0) {
+		bool legacy = attr(r, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, dev) != 0;
+		bool vmm = attr(r, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev) != 0;
+		s = vmm ? 2 : legacy ? 3 : 1;
+		__atomic_store_n(&rdma_state[dev], s, __ATOMIC_RELEASE);
+	}
+	return s;
+}
+
+static CUmemAllocationProp prop_for(const struct park_real *r, CUdevice dev)
 {
 	CUmemAllocationProp p;
 	memset(&p, 0, sizeof(p));
@@ -27,6 +45,8 @@ static CUmemAllocationProp prop_for(CUdevice dev)
 	p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; /* for CUDA IPC */
 	p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	p.location.id = dev;
+	/* cuMemAlloc memory can be registered with a NIC (GPUDirect RDMA) */
+	p.allocFlags.gpuDirectRDMACapable = rdma_of(r, dev) == 2;
 	return p;
 }
 
@@ -42,7 +62,7 @@ static bool worth_backing(size_t bytes, size_t gran)
  * once peer access is enabled). */
 CUresult park_map_new(struct park_alloc *a, const struct park_real *r)
 {
-	CUmemAllocationProp p = prop_for(a->dev);
+	CUmemAllocationProp p = prop_for(r, a->dev);
 	CUmemGenericAllocationHandle h = 0;
 	CUresult rc = park_create_fresh(r, &h, a->size, &p, 0);
 	if (rc != CU_OK)
@@ -86,7 +106,7 @@ static int add(const struct park_alloc *a)
 
 static size_t granularity(const struct park_real *r, CUdevice dev)
 {
-	CUmemAllocationProp p = prop_for(dev);
+	CUmemAllocationProp p = prop_for(r, dev);
 	size_t g = 0;
 	if (r->granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CU_OK)
 		return 0;
@@ -98,12 +118,13 @@ static size_t granularity(const struct park_real *r, CUdevice dev)
 static CUresult back(const struct park_real *r, CUdeviceptr *dptr, size_t bytes)
 {
 	struct park_alloc a = { 0 };
-	if (!backing_wanted() || !park_vmm() || r->ctx_get(&a.ctx) != CU_OK || a.ctx == NULL ||
-	    r->ctx_device(&a.dev) != CU_OK)
+	if (park_passthrough || !park_vmm() || r->ctx_get(&a.ctx) != CU_OK || a.ctx == NULL ||
+	    r->ctx_device(&a.dev) != CU_OK || rdma_of(r, a.dev) == 3)
 		return CU_ERR_NOT_SUPPORTED;
 	size_t gran = granularity(r, a.dev);
 	if (!worth_backing(bytes, gran))
 		return CU_ERR_NOT_SUPPORTED;
+	a.bytes = bytes;
 	a.size = (bytes + gran - 1) / gran * gran;
 	if (r->addr_reserve(&a.va, a.size, 0, 0, 0) != CU_OK)
 		return CU_ERR_NOT_SUPPORTED;
@@ -140,6 +161,22 @@ CUresult park_alloc(CUdeviceptr *dptr, size_t bytes)
 	return rc;
 }
 
+/* cuMemFree waits for the work that may still use the memory: that of the
+ * allocation's context, not the caller's. When that wait fails (the
+ * context met an error), the memory stays, and the error is the answer,
+ * as the driver's cuMemFree answers it. */
+static CUresult free_backed(const struct park_real *r, struct park_alloc *gone)
+{
+	CUresult rc = park_sync_ctx(r, gone->ctx);
+	if (rc == CU_OK)
+		rc = r->mem_unmap(gone->va, gone->size);
+	if (rc == CU_OK) {
+		r->mem_release(gone->handle);
+		r->addr_free(gone->va, gone->size);
+	}
+	return rc;
+}
+
 CUresult park_free(CUdeviceptr dptr)
 {
 	const struct park_real *r = park_real();
@@ -155,17 +192,12 @@ CUresult park_free(CUdeviceptr dptr)
 		*a = park_tab.a[--park_tab.n];
 	}
 	pthread_mutex_unlock(&park_tab.mu);
-	CUresult rc;
-	if (gone.va) {
-		/* cuMemFree waits for the work that may still use the memory. */
-		r->ctx_sync();
-		rc = r->mem_unmap(gone.va, gone.size);
-		if (rc == CU_OK)
-			rc = r->mem_release(gone.handle);
-		if (rc == CU_OK)
-			rc = r->addr_free(gone.va, gone.size);
-	} else {
-		rc = r->mem_free(dptr);
+	CUresult rc = gone.va ? free_backed(r, &gone) : r->mem_free(dptr);
+	if (rc != CU_OK && gone.va) {
+		pthread_mutex_lock(&park_tab.mu);
+		if (add(&gone) != 0)
+			park_mark_unparkable("it lost track of an allocation it could not free");
+		pthread_mutex_unlock(&park_tab.mu);
 	}
 	park_gate_leave();
 	return rc;

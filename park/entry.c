@@ -1,23 +1,33 @@
 /* How the program reaches the driver, and how the interposer stands in the
  * way: the CUDA runtime (PyTorch, cuBLAS, NCCL...) binds cuGetProcAddress
  * by dlsym on libcuda.so.1 and obtains every other entry point through it;
- * other code (Triton, driver-API programs) binds entry points by dlsym or
- * by name at link time. All three paths hand out gated stubs, and the few
- * functions that parking depends on (allocation, IPC) get wrappers. The
- * control socket starts with the first memory the interposer carries. */
-#include <dlfcn.h>
-#include <link.h>
+ * other code (Triton's launchers, programs linked with -lcuda) binds the
+ * driver's names at link time, or by dlsym. Every path hands out a gated
+ * stub (gate.c) or, for the functions parking depends on (allocation,
+ * IPC, contexts, what the program may ask of its memory), a wrapper of the
+ * interposer, exported under the driver's names as park_sp_NAME. */
+#include <limits.h>
 #include <string.h>
 
 #include "park.h"
 
-/* The allocation and import wrappers, which start the control socket once
- * there is something to park. */
+/* The control socket starts with the first memory the interposer carries,
+ * unless the program has forbidden itself system calls since it started:
+ * a seccomp filter may kill it for socket(2). */
+static void control_start(void)
+{
+	if (park_syscalls_changed())
+		park_mark_unparkable("it installed a seccomp filter, and the interposer makes no system call it "
+				     "might forbid (no control socket)");
+	else
+		park_control_start();
+}
+
 static CUresult w_alloc(CUdeviceptr *dptr, size_t bytes)
 {
 	CUresult rc = park_alloc(dptr, bytes);
 	if (rc == CU_OK && park_tab.n)
-		park_control_start();
+		control_start();
 	return rc;
 }
 
@@ -25,7 +35,7 @@ static CUresult w_ipc_open(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags)
 {
 	CUresult rc = park_ipc_open(dptr, h, flags);
 	if (rc == CU_OK && park_ipc_imports())
-		park_control_start();
+		control_start();
 	return rc;
 }
 
@@ -34,72 +44,95 @@ static CUresult w_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmem
 {
 	CUresult rc = park_w_import(h, os_handle, type);
 	if (rc == CU_OK)
-		park_control_start();
+		control_start();
 	return rc;
 }
 
-/* The interposer's own wrappers, by the names a program or cuGetProcAddress
- * knows them by (base name, and the exported versioned name). */
+static CUresult w_export(void *shareable, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+			 unsigned long long flags)
+{
+	bool marked = false;
+	CUresult rc = park_w_export(shareable, h, type, flags, &marked);
+	if (marked) /* its importers will ask for it again */
+		control_start();
+	return rc;
+}
+
+static CUresult w_pool_import(CUmemoryPool *pool, void *handle, CUmemAllocationHandleType type,
+			      unsigned long long flags)
+{
+	CUresult rc = park_pool_import(pool, handle, type, flags);
+	if (rc == CU_OK)
+		control_start();
+	return rc;
+}
+
 static CUresult w_get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
 			   CUdriverProcAddressQueryResult *status);
 static CUresult w_get_proc_v1(const char *symbol, void **pfn, int version, cuuint64_t flags);
 
+/* A wrapper, by the name a program or cuGetProcAddress knows it by: the
+ * base name at CUDA versions [from, to), and the exported name of that
+ * version of the function (the same ABI). */
 struct special {
 	const char *base, *exported;
-	int min_version; /* the ABI the wrapper implements, from this version on */
+	int from, to;
 	void *fn;
 };
 
+#define ALWAYS 0, INT_MAX
 static const struct special specials[] = {
-	{ "cuGetProcAddress", "cuGetProcAddress_v2", 12000, (void *)w_get_proc },
-	{ "cuMemAlloc", "cuMemAlloc_v2", 3020, (void *)w_alloc },
-	{ "cuMemFree", "cuMemFree_v2", 3020, (void *)park_free },
-	{ "cuIpcGetMemHandle", "cuIpcGetMemHandle", 0, (void *)park_ipc_get },
-	{ "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", 11000, (void *)w_ipc_open },
-	{ "cuIpcCloseMemHandle", "cuIpcCloseMemHandle", 0, (void *)park_ipc_close },
-	{ "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", 10020, (void *)w_import },
-	{ "cuMemMap", "cuMemMap", 10020, (void *)park_w_map },
-	{ "cuMemUnmap", "cuMemUnmap", 10020, (void *)park_w_unmap },
-	{ "cuMemRelease", "cuMemRelease", 10020, (void *)park_w_release },
-	{ "cuMemCreate", "cuMemCreate", 10020, (void *)park_w_create },
-	{ "cuMemExportToShareableHandle", "cuMemExportToShareableHandle", 10020, (void *)park_w_export },
-	{ "cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle", 11000, (void *)park_w_retain },
-	{ "cuMemGetAllocationPropertiesFromHandle", "cuMemGetAllocationPropertiesFromHandle", 10020,
+	{ "cuGetProcAddress", "cuGetProcAddress", 0, 12000, (void *)w_get_proc_v1 },
+	{ "cuGetProcAddress", "cuGetProcAddress_v2", 12000, INT_MAX, (void *)w_get_proc },
+	{ "cuMemAlloc", "cuMemAlloc_v2", 3020, INT_MAX, (void *)w_alloc },
+	{ "cuMemFree", "cuMemFree_v2", 3020, INT_MAX, (void *)park_free },
+	{ "cuMemGetAddressRange", "cuMemGetAddressRange_v2", 3020, INT_MAX, (void *)park_w_range },
+	{ "cuIpcGetMemHandle", "cuIpcGetMemHandle", ALWAYS, (void *)park_ipc_get },
+	/* the first version takes the same arguments */
+	{ "cuIpcOpenMemHandle", "cuIpcOpenMemHandle", 0, 11000, (void *)w_ipc_open },
+	{ "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", 11000, INT_MAX, (void *)w_ipc_open },
+	{ "cuIpcCloseMemHandle", "cuIpcCloseMemHandle", ALWAYS, (void *)park_ipc_close },
+	{ "cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", ALWAYS, (void *)w_import },
+	{ "cuMemMap", "cuMemMap", ALWAYS, (void *)park_w_map },
+	{ "cuMemUnmap", "cuMemUnmap", ALWAYS, (void *)park_w_unmap },
+	{ "cuMemRelease", "cuMemRelease", ALWAYS, (void *)park_w_release },
+	{ "cuMemCreate", "cuMemCreate", ALWAYS, (void *)park_w_create },
+	{ "cuMemExportToShareableHandle", "cuMemExportToShareableHandle", ALWAYS, (void *)w_export },
+	{ "cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle", ALWAYS, (void *)park_w_retain },
+	{ "cuMemGetAllocationPropertiesFromHandle", "cuMemGetAllocationPropertiesFromHandle", ALWAYS,
 	  (void *)park_w_props },
-	{ "cuMemSetAccess", "cuMemSetAccess", 10020, (void *)park_w_access },
+	{ "cuMemSetAccess", "cuMemSetAccess", ALWAYS, (void *)park_w_access },
+	{ "cuPointerGetAttribute", "cuPointerGetAttribute", ALWAYS, (void *)park_w_ptr_attr },
+	{ "cuPointerGetAttributes", "cuPointerGetAttributes", ALWAYS, (void *)park_w_ptr_attrs },
+	{ "cuMemPoolImportFromShareableHandle", "cuMemPoolImportFromShareableHandle", ALWAYS, (void *)w_pool_import },
+	{ "cuMemPoolDestroy", "cuMemPoolDestroy", ALWAYS, (void *)park_pool_destroy },
+	{ "cuCtxCreate", "cuCtxCreate", 0, 3020, (void *)park_ctx_create },
+	{ "cuCtxCreate", "cuCtxCreate_v2", 3020, 11040, (void *)park_ctx_create },
+	{ "cuCtxCreate", "cuCtxCreate_v3", 11040, 12050, (void *)park_ctx_create_v3 },
+	{ "cuCtxCreate", "cuCtxCreate_v4", 12050, INT_MAX, (void *)park_ctx_create_v4 },
+	{ "cuCtxDestroy", "cuCtxDestroy", 0, 4000, (void *)park_ctx_destroy },
+	{ "cuCtxDestroy", "cuCtxDestroy_v2", 4000, INT_MAX, (void *)park_ctx_destroy },
+	{ "cuGreenCtxCreate", "cuGreenCtxCreate", ALWAYS, (void *)park_green_create },
+	{ "cuGreenCtxDestroy", "cuGreenCtxDestroy", ALWAYS, (void *)park_green_destroy },
 };
 
 static const struct special *special_named(const char *name, bool base, int version)
 {
 	for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); i++) {
 		const struct special *s = &specials[i];
-		if (strcmp(name, base ? s->base : s->exported) == 0)
-			return version >= s->min_version ? s : NULL;
+		if (base ? strcmp(name, s->base) == 0 && version >= s->from && version < s->to :
+			   strcmp(name, s->exported) == 0)
+			return s;
 	}
 	return NULL;
 }
 
-/* Whether fn lies in libcuda.so.1 (and not, say, in this library). */
-static bool in_driver(void *fn)
+void *park_hand_out(const char *name, void *real, bool base, int version)
 {
-	const struct park_real *r = park_real();
-	Dl_info info;
-	struct link_map *lm = NULL;
-	if (r == NULL || dladdr(fn, &info) == 0 || dlinfo(r->lib, RTLD_DI_LINKMAP, &lm) != 0 || lm == NULL)
-		return false;
-	return info.dli_fbase == (void *)lm->l_addr || strcmp(info.dli_fname, lm->l_name) == 0;
-}
-
-static void *hand_out(const char *name, void *real, bool base, int version)
-{
-	if (real == NULL)
-		return NULL;
-	if (strcmp(name, "cuGetProcAddress") == 0 && !base)
-		return (void *)w_get_proc_v1; /* the exported name of the old ABI */
+	if (real == NULL || park_passthrough)
+		return real;
 	const struct special *s = special_named(name, base, version);
-	if (s)
-		return s->fn;
-	return park_gate_wrap(real);
+	return s ? s->fn : park_gate_wrap(real);
 }
 
 static CUresult w_get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
@@ -109,12 +142,8 @@ static CUresult w_get_proc(const char *symbol, void **pfn, int version, cuuint64
 	if (r == NULL || r->get_proc == NULL)
 		return CU_ERR_NOT_INITIALIZED;
 	CUresult rc = r->get_proc(symbol, pfn, version, flags, status);
-	if (rc == CU_OK && pfn && *pfn && symbol) {
-		if (strcmp(symbol, "cuGetProcAddress") == 0)
-			*pfn = version >= 12000 ? (void *)w_get_proc : (void *)w_get_proc_v1;
-		else
-			*pfn = hand_out(symbol, *pfn, true, version);
-	}
+	if (rc == CU_OK && pfn && *pfn && symbol)
+		*pfn = park_hand_out(symbol, *pfn, true, version);
 	return rc;
 }
 
@@ -124,70 +153,133 @@ static CUresult w_get_proc_v1(const char *symbol, void **pfn, int version, cuuin
 	if (r == NULL || r->get_proc_v1 == NULL)
 		return CU_ERR_NOT_INITIALIZED;
 	CUresult rc = r->get_proc_v1(symbol, pfn, version, flags);
-	if (rc == CU_OK && pfn && *pfn && symbol) {
-		if (strcmp(symbol, "cuGetProcAddress") == 0)
-			*pfn = version >= 12000 ? (void *)w_get_proc : (void *)w_get_proc_v1;
-		else
-			*pfn = hand_out(symbol, *pfn, true, version);
-	}
+	if (rc == CU_OK && pfn && *pfn && symbol)
+		*pfn = park_hand_out(symbol, *pfn, true, version);
 	return rc;
 }
 
-PARK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
-					 CUdriverProcAddressQueryResult *status)
-{
-	return w_get_proc(symbol, pfn, version, flags, status);
-}
+/* The exported names of the wrappers (gate_x86_64.S resolves the driver's
+ * names to them). */
+#define SP(name, fn) __typeof__(fn) park_sp_##name __attribute__((alias(#fn)))
 
-PARK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
-{
-	return w_get_proc_v1(symbol, pfn, version, flags);
-}
+SP(cuGetProcAddress, w_get_proc_v1);
+SP(cuGetProcAddress_v2, w_get_proc);
+SP(cuMemAlloc_v2, w_alloc);
+SP(cuIpcOpenMemHandle, w_ipc_open);
+SP(cuIpcOpenMemHandle_v2, w_ipc_open);
+SP(cuMemImportFromShareableHandle, w_import);
+SP(cuMemExportToShareableHandle, w_export);
+SP(cuMemPoolImportFromShareableHandle, w_pool_import);
 
-/* dlsym with a handle (dlsym_x86_64.S sends RTLD_NEXT and RTLD_DEFAULT
- * straight to the real one). */
-void *park_dlsym_handle(void *handle, const char *name)
-{
-	void *fn = park_real_dlsym(handle, name);
-	if (fn == NULL || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z')
-		return fn;
-	if (!in_driver(fn))
-		return fn; /* not the driver's (this library's own, or another cu*) */
-	return hand_out(name, fn, false, 1 << 30);
-}
-
-/* Programs linked with -lcuda call these by name, and their other calls
- * (launches, copies) reach the driver without the gate: such a program's
- * work cannot be held, so its memory is left to the driver. */
-PARK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
-{
-	park_mark_unparkable("it calls the driver by name (linked with -lcuda), so its GPU work cannot be held");
-	const struct park_real *r = park_real();
-	return r && r->mem_alloc ? r->mem_alloc(dptr, bytes) : CU_ERR_NOT_INITIALIZED;
-}
-
-PARK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+/* The others live beside what they wrap. */
+CUresult park_sp_cuMemFree_v2(CUdeviceptr dptr)
 {
 	return park_free(dptr);
 }
 
-PARK_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr)
+CUresult park_sp_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
+{
+	return park_w_range(base, size, dptr);
+}
+
+CUresult park_sp_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr)
 {
 	return park_ipc_get(h, dptr);
 }
 
-PARK_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags)
-{
-	return w_ipc_open(dptr, h, flags);
-}
-
-PARK_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+CUresult park_sp_cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
 	return park_ipc_close(dptr);
 }
 
-PARK_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
-						    CUmemAllocationHandleType type)
+CUresult park_sp_cuMemMap(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+			  unsigned long long flags)
 {
-	return w_import(h, os_handle, type);
+	return park_w_map(va, size, offset, h, flags);
+}
+
+CUresult park_sp_cuMemUnmap(CUdeviceptr va, size_t size)
+{
+	return park_w_unmap(va, size);
+}
+
+CUresult park_sp_cuMemRelease(CUmemGenericAllocationHandle h)
+{
+	return park_w_release(h);
+}
+
+CUresult park_sp_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+			     unsigned long long flags)
+{
+	return park_w_create(h, size, prop, flags);
+}
+
+CUresult park_sp_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
+{
+	return park_w_retain(h, addr);
+}
+
+CUresult park_sp_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h)
+{
+	return park_w_props(prop, h);
+}
+
+CUresult park_sp_cuMemSetAccess(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	return park_w_access(va, size, desc, count);
+}
+
+CUresult park_sp_cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr)
+{
+	return park_w_ptr_attr(data, attr, ptr);
+}
+
+CUresult park_sp_cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr ptr)
+{
+	return park_w_ptr_attrs(n, attrs, data, ptr);
+}
+
+CUresult park_sp_cuMemPoolDestroy(CUmemoryPool pool)
+{
+	return park_pool_destroy(pool);
+}
+
+CUresult park_sp_cuCtxCreate(CUcontext *ctx, unsigned flags, CUdevice dev)
+{
+	return park_ctx_create(ctx, flags, dev);
+}
+
+CUresult park_sp_cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice dev)
+{
+	return park_ctx_create(ctx, flags, dev);
+}
+
+CUresult park_sp_cuCtxCreate_v3(CUcontext *ctx, void *params, int n, unsigned flags, CUdevice dev)
+{
+	return park_ctx_create_v3(ctx, params, n, flags, dev);
+}
+
+CUresult park_sp_cuCtxCreate_v4(CUcontext *ctx, void *params, unsigned flags, CUdevice dev)
+{
+	return park_ctx_create_v4(ctx, params, flags, dev);
+}
+
+CUresult park_sp_cuCtxDestroy(CUcontext ctx)
+{
+	return park_ctx_destroy(ctx);
+}
+
+CUresult park_sp_cuCtxDestroy_v2(CUcontext ctx)
+{
+	return park_ctx_destroy(ctx);
+}
+
+CUresult park_sp_cuGreenCtxCreate(CUgreenCtx *g, void *desc, CUdevice dev, unsigned flags)
+{
+	return park_green_create(g, desc, dev, flags);
+}
+
+CUresult park_sp_cuGreenCtxDestroy(CUgreenCtx g)
+{
+	return park_green_destroy(g);
 }

@@ -1,128 +1,364 @@
-/* The gate in front of the driver. Every entry point the program obtains
- * (by name, by dlsym, by cuGetProcAddress) is handed out as a stub of
- * gate_x86_64.S, so that a park can hold the program's GPU work back and
+/* The gate in front of the driver. Every entry point the program can reach
+ * (by name, by dlsym or dlvsym, by cuGetProcAddress) is a stub of
+ * gate_x86_64.S or a wrapper that calls park_gate_enter and
+ * park_gate_leave, so that a park can hold the program's GPU work back and
  * know that none of it is running inside the driver, whatever function it
- * is. The cost while open: two atomic operations per driver call. */
+ * is.
+ *
+ * Each thread counts its calls in a record of its own (no cache line is
+ * shared between threads on the way in or out). A park sets park_gate_shut,
+ * then waits until every record says no call is inside. The entering side
+ * increments, then reads park_gate_shut; the park stores, then reads the
+ * counts: for neither to miss the other, the store and the load on each
+ * side must not be reordered. The entering side pays nothing for that:
+ * the park runs membarrier(2), which puts a full barrier into every running
+ * thread. Where membarrier cannot be used, the increments are locked
+ * instead (park_gate_plain 0). */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "gate_abi.h"
 #include "park.h"
 
-#define PARK_SLOTS 4096 /* as gate_x86_64.S */
-#define SHADOW_DEPTH 64
+#define HIDDEN __attribute__((visibility("hidden")))
+#define GATE_RECS 4096
 
-extern char park_tramp_base[];
-extern char park_tramp_leave[];
-void *park_tramp_enter(unsigned slot, void **ret);
-void *park_tramp_exit(void);
+struct gate_rec {
+	long count; /* GATE_REC_COUNT */
+	long held; /* GATE_REC_HELD */
+	_Atomic pid_t owner; /* the thread (its tid), 0 when free */
+} __attribute__((aligned(64)));
+_Static_assert(offsetof(struct gate_rec, count) == GATE_REC_COUNT, "as gate_x86_64.S");
+_Static_assert(offsetof(struct gate_rec, held) == GATE_REC_HELD, "as gate_x86_64.S");
 
-static void *slot_real[PARK_SLOTS];
-static unsigned nslots;
-static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+/* read by gate_x86_64.S */
+int park_gate_shut HIDDEN;
+unsigned char park_gate_plain HIDDEN;
+__thread struct gate_rec *park_gate_rec HIDDEN __attribute__((tls_model("initial-exec")));
 
-static atomic_int closed;
-static atomic_long inside;
-static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+/* from gate_x86_64.S */
+extern char park_name_stubs[] HIDDEN;
+extern char park_dyn_stubs[] HIDDEN;
+extern void *park_slot_real[] HIDDEN;
+extern const char park_name_strs[] HIDDEN;
+extern const unsigned park_name_offs[] HIDDEN;
+extern const unsigned park_name_count HIDDEN;
 
-/* The return addresses the stubs replaced, per thread (calls nest when a
- * signal handler calls the driver). initial-exec: the library is loaded at
- * start (LD_PRELOAD), and a stub must not allocate. */
-static __thread void *shadow[SHADOW_DEPTH] __attribute__((tls_model("initial-exec")));
-static __thread int depth __attribute__((tls_model("initial-exec")));
+static struct gate_rec recs[GATE_RECS];
+static atomic_uint recs_used; /* high-water mark */
+/* Threads beyond GATE_RECS share one record, with locked counts, and keep
+ * their nesting in TLS. */
+static struct gate_rec shared;
+static __thread long shared_held __attribute__((tls_model("initial-exec")));
+static bool barrier_registered;
 
-void *park_gate_wrap(void *real)
+static unsigned dyn_used;
+static pthread_mutex_t dyn_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void inc_plain(long *p)
 {
-	if (real == NULL)
-		return NULL;
-	void *stub = real;
-	pthread_mutex_lock(&slot_mu);
-	for (unsigned i = 0; i < nslots; i++)
-		if (slot_real[i] == real) {
-			stub = park_tramp_base + 16 * i;
-			goto out;
-		}
-	if (nslots < PARK_SLOTS) {
-		slot_real[nslots] = real;
-		stub = park_tramp_base + 16 * nslots++;
-	} else {
-		/* An entry point that no stub covers could run during a park. */
-		park_mark_unparkable("more driver entry points than the interposer can gate");
-	}
-out:
-	pthread_mutex_unlock(&slot_mu);
-	return stub;
+	__asm__ volatile("incq %0" : "+m"(*p)::"memory");
 }
 
-void park_gate_enter(void)
+static void dec_plain(long *p)
+{
+	__asm__ volatile("decq %0" : "+m"(*p)::"memory");
+}
+
+static void inc_count(struct gate_rec *r)
+{
+	if (park_gate_plain)
+		inc_plain(&r->count);
+	else
+		__atomic_fetch_add(&r->count, 1, __ATOMIC_SEQ_CST);
+}
+
+static void dec_count(struct gate_rec *r)
+{
+	if (park_gate_plain)
+		dec_plain(&r->count);
+	else
+		__atomic_fetch_sub(&r->count, 1, __ATOMIC_SEQ_CST);
+}
+
+static bool shut(void)
+{
+	return __atomic_load_n(&park_gate_shut, __ATOMIC_SEQ_CST) != 0;
+}
+
+void park_gate_init(bool barriers)
+{
+	if (barriers && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+		barrier_registered = true;
+	/* From now on increments may be plain: every park runs the barrier. */
+	__atomic_store_n(&park_gate_plain, barrier_registered, __ATOMIC_SEQ_CST);
+}
+
+static bool alive(pid_t tid)
+{
+	return syscall(SYS_tgkill, getpid(), tid, 0) == 0 || errno != ESRCH;
+}
+
+static struct gate_rec *take(struct gate_rec *r, pid_t expect, pid_t tid)
+{
+	if (!atomic_compare_exchange_strong(&r->owner, &expect, tid))
+		return NULL;
+	/* a thread that died inside a call (cancelled) left its count */
+	r->count = 0;
+	r->held = 0;
+	unsigned i = (unsigned)(r - recs) + 1, seen = atomic_load(&recs_used);
+	while (seen < i && !atomic_compare_exchange_weak(&recs_used, &seen, i))
+		;
+	park_gate_rec = r;
+	return r;
+}
+
+/* The calling thread's record: a free one, else one whose thread is gone.
+ * Async-signal-safe (a signal handler may make a thread's first call). */
+struct gate_rec *park_gate_claim(void) HIDDEN;
+struct gate_rec *park_gate_claim(void)
+{
+	int saved = errno;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	struct gate_rec *r = NULL;
+	for (unsigned i = 0; r == NULL && i < GATE_RECS; i++)
+		if (atomic_load(&recs[i].owner) == 0)
+			r = take(&recs[i], 0, tid);
+	for (unsigned i = 0; r == NULL && i < GATE_RECS; i++) {
+		pid_t o = atomic_load(&recs[i].owner);
+		if (o != 0 && o != tid && !alive(o))
+			r = take(&recs[i], o, tid);
+	}
+	errno = saved;
+	return r;
+}
+
+/* A child of fork() keeps its parent's record, under its own id now. */
+static void child_owns(void)
+{
+	if (park_gate_rec)
+		atomic_store(&park_gate_rec->owner, (pid_t)syscall(SYS_gettid));
+}
+
+void park_gate_wait_open(void)
+{
+	int saved = errno;
+	while (shut())
+		syscall(SYS_futex, &park_gate_shut, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+	errno = saved;
+}
+
+void park_gate_enter_shared(void) HIDDEN;
+void park_gate_enter_shared(void)
 {
 	for (;;) {
-		atomic_fetch_add(&inside, 1);
-		if (!atomic_load(&closed))
+		__atomic_fetch_add(&shared.count, 1, __ATOMIC_SEQ_CST);
+		if (!shut() || shared_held > 0) {
+			shared_held++;
 			return;
-		/* Closed: step back out, let the park see it, wait for the open. */
-		atomic_fetch_sub(&inside, 1);
-		pthread_mutex_lock(&gate_mu);
-		pthread_cond_broadcast(&gate_cv);
-		while (atomic_load(&closed))
-			pthread_cond_wait(&gate_cv, &gate_mu);
-		pthread_mutex_unlock(&gate_mu);
+		}
+		__atomic_fetch_sub(&shared.count, 1, __ATOMIC_SEQ_CST);
+		park_gate_wait_open();
+	}
+}
+
+void park_gate_leave_shared(void) HIDDEN;
+void park_gate_leave_shared(void)
+{
+	shared_held--;
+	__atomic_fetch_sub(&shared.count, 1, __ATOMIC_SEQ_CST);
+}
+
+/* The C wrappers' way in and out: the same protocol as the stubs. */
+void park_gate_enter(void)
+{
+	struct gate_rec *r = park_gate_rec ? park_gate_rec : park_gate_claim();
+	if (r == NULL) {
+		park_gate_enter_shared();
+		return;
+	}
+	for (;;) {
+		inc_count(r);
+		if (!shut() || r->held > 0) {
+			inc_plain(&r->held);
+			return;
+		}
+		dec_count(r);
+		park_gate_wait_open();
 	}
 }
 
 void park_gate_leave(void)
 {
-	if (atomic_fetch_sub(&inside, 1) == 1 && atomic_load(&closed)) {
-		pthread_mutex_lock(&gate_mu);
-		pthread_cond_broadcast(&gate_cv);
-		pthread_mutex_unlock(&gate_mu);
+	struct gate_rec *r = park_gate_rec;
+	if (r == NULL) {
+		park_gate_leave_shared();
+		return;
 	}
+	dec_plain(&r->held);
+	dec_count(r);
 }
 
-void *park_tramp_enter(unsigned slot, void **ret)
+/* The interposer's own threads (a park's) pass a closed gate: a driver
+ * call they make through a later interposer, which may call the driver by
+ * name, must not wait for the park itself. */
+static __thread bool exempt __attribute__((tls_model("initial-exec")));
+
+void park_gate_exempt(void)
 {
-	void *real = __atomic_load_n(&slot_real[slot], __ATOMIC_ACQUIRE);
-	if (depth >= SHADOW_DEPTH)
-		return real; /* too deep to count: passes, as before the gate */
-	park_gate_enter();
-	shadow[depth++] = *ret;
-	*ret = park_tramp_leave;
-	return real;
+	if (exempt)
+		return;
+	exempt = true;
+	struct gate_rec *r = park_gate_rec ? park_gate_rec : park_gate_claim();
+	if (r)
+		inc_plain(&r->held); /* for good: its calls count as nested */
+	else
+		shared_held++;
 }
 
-void *park_tramp_exit(void)
+bool park_gate_exempt_now(void)
 {
-	void *back = shadow[--depth];
-	park_gate_leave();
-	return back;
+	return exempt;
 }
 
-static void deadline_after(struct timespec *ts, unsigned ms)
+PARK_EARLY const char *park_name_at(unsigned slot)
 {
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
+	return slot < park_name_count ? park_name_strs + park_name_offs[slot] : NULL;
+}
+
+int park_name_index(const char *name)
+{
+	unsigned lo = 0, hi = park_name_count;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, park_name_at(mid));
+		if (c == 0)
+			return (int)mid;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
 	}
+	return -1;
 }
 
-int park_gate_close(unsigned timeout_ms, long *left)
+PARK_EARLY void *park_name_stub(unsigned slot)
 {
-	struct timespec until;
-	deadline_after(&until, timeout_ms);
-	pthread_mutex_lock(&gate_mu);
-	atomic_store(&closed, 1);
-	int rc = 0;
-	while (atomic_load(&inside) > 0 && rc != ETIMEDOUT)
-		rc = pthread_cond_timedwait(&gate_cv, &gate_mu, &until);
-	long n = atomic_load(&inside);
-	pthread_mutex_unlock(&gate_mu);
-	if (left)
-		*left = n;
-	if (n > 0) {
+	return park_name_stubs + GATE_STUB_SIZE * (size_t)slot;
+}
+
+bool park_gate_stub(const void *fn)
+{
+	const char *p = fn;
+	return p >= park_name_stubs && p < park_dyn_stubs + GATE_STUB_SIZE * (size_t)GATE_DYN_SLOTS;
+}
+
+/* A named stub's first call: what the name is after this library. A
+ * driver without the name was resolved to nothing (park_ifunc), so this is
+ * an object bound before the interposer could tell: it fails as the
+ * dynamic linker fails a lazy binding. */
+void *park_gate_resolve(unsigned slot) HIDDEN;
+void *park_gate_resolve(unsigned slot)
+{
+	int saved = errno;
+	const char *name = park_name_at(slot);
+	void *fn = name ? park_next_sym(name) : NULL;
+	if (fn == NULL) {
+		char msg[256];
+		int n = snprintf(msg, sizeof(msg), "symbol lookup error: undefined symbol: %s (libcudasnap-park.so)\n",
+				 name ? name : "?");
+		if (n > 0)
+			(void)!write(2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+		_exit(127);
+	}
+	__atomic_store_n(&park_slot_real[slot], fn, __ATOMIC_RELEASE);
+	errno = saved;
+	return fn;
+}
+
+void *park_gate_wrap(void *real)
+{
+	if (real == NULL || park_gate_stub(real))
+		return real;
+	void *stub = NULL;
+	pthread_mutex_lock(&dyn_mu);
+	for (unsigned i = 0; i < dyn_used && stub == NULL; i++)
+		if (park_slot_real[park_name_count + i] == real)
+			stub = park_dyn_stubs + GATE_STUB_SIZE * (size_t)i;
+	if (stub == NULL && dyn_used < GATE_DYN_SLOTS) {
+		__atomic_store_n(&park_slot_real[park_name_count + dyn_used], real, __ATOMIC_RELEASE);
+		stub = park_dyn_stubs + GATE_STUB_SIZE * (size_t)dyn_used++;
+	}
+	pthread_mutex_unlock(&dyn_mu);
+	if (stub == NULL) {
+		/* An entry point that no stub covers could run during a park. */
+		park_mark_unparkable("more driver entry points than the interposer can gate");
+		return real;
+	}
+	return stub;
+}
+
+/* Calls inside now; *tid one thread that has one. Records of threads that
+ * are gone count nothing. */
+static long inside(pid_t *tid)
+{
+	long n = __atomic_load_n(&shared.count, __ATOMIC_SEQ_CST);
+	unsigned used = atomic_load(&recs_used);
+	for (unsigned i = 0; i < used; i++) {
+		long c = __atomic_load_n(&recs[i].count, __ATOMIC_SEQ_CST);
+		pid_t o = atomic_load(&recs[i].owner);
+		if (c == 0 || o == 0)
+			continue;
+		if (!alive(o))
+			continue;
+		n += c;
+		*tid = o;
+	}
+	return n;
+}
+
+static void nap(unsigned us)
+{
+	struct timespec ts = { 0, (long)us * 1000L };
+	nanosleep(&ts, NULL);
+}
+
+int park_gate_close(unsigned timeout_ms, long *left, pid_t *tid, const char **why)
+{
+	*left = 0;
+	*tid = 0;
+	*why = NULL;
+	__atomic_store_n(&park_gate_shut, 1, __ATOMIC_SEQ_CST);
+	if (barrier_registered) {
+		/* A seccomp filter the program installed since it started may
+		 * forbid membarrier (and kill for it); without the barrier, a
+		 * thread's count may not be seen. */
+		*why = park_syscalls_changed() ? "the program installed a seccomp filter since it started, and the "
+						 "interposer cannot make sure that none of its calls is under way" :
+						 NULL;
+		if (*why == NULL && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+			*why = "membarrier(2) failed";
+		if (*why) {
+			park_gate_open();
+			return -1;
+		}
+	}
+	double until = park_now() + timeout_ms / 1000.0;
+	unsigned us = 50;
+	while ((*left = inside(tid)) > 0 && park_now() < until) {
+		nap(us);
+		us = us < 2000 ? us * 2 : us;
+	}
+	if (*left > 0) {
 		park_gate_open();
 		return -1;
 	}
@@ -131,13 +367,16 @@ int park_gate_close(unsigned timeout_ms, long *left)
 
 void park_gate_open(void)
 {
-	pthread_mutex_lock(&gate_mu);
-	atomic_store(&closed, 0);
-	pthread_cond_broadcast(&gate_cv);
-	pthread_mutex_unlock(&gate_mu);
+	__atomic_store_n(&park_gate_shut, 0, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &park_gate_shut, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 bool park_gate_closed(void)
 {
-	return atomic_load(&closed) != 0;
+	return shut();
+}
+
+__attribute__((constructor)) static void gate_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_owns);
 }

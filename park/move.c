@@ -178,6 +178,7 @@ static void *worker(void *arg)
 {
 	struct work *w = arg;
 	struct stage st = { 0 };
+	park_gate_exempt();
 	for (;;) {
 		size_t i = atomic_fetch_add(&w->next, 1);
 		if (i >= nchunks || atomic_load(&w->failed))
@@ -264,24 +265,6 @@ static int plan_chunks(void)
 	return 0;
 }
 
-/* Waits for the program's work on every context it allocated in. */
-static CUresult sync_all(const struct park_real *r)
-{
-	for (size_t i = 0; i < park_tab.n; i++) {
-		bool seen = false;
-		for (size_t k = 0; k < i && !seen; k++)
-			seen = park_tab.a[k].ctx == park_tab.a[i].ctx;
-		if (seen)
-			continue;
-		CUresult rc = r->ctx_set(park_tab.a[i].ctx);
-		if (rc == CU_OK)
-			rc = r->ctx_sync();
-		if (rc != CU_OK)
-			return rc;
-	}
-	return CU_OK;
-}
-
 /* Unmaps and releases the allocations [from, to) (their copies are safe). */
 static CUresult release_range(const struct park_real *r, size_t from, size_t to, size_t *done)
 {
@@ -350,65 +333,95 @@ static CUresult attach_imports(const struct park_real *r, unsigned wait_ms)
 	return rc;
 }
 
-/* What stops a park of its own, park_tab.mu held; NULL: nothing. */
-static const char *park_why_not(void)
+/* What stops a park of its own, park_tab.mu held; NULL: nothing (else the
+ * reason, which may be written into buf). */
+static const char *park_why_not(char *buf, size_t size)
 {
+	if (park_tab.unparkable)
+		return park_tab.unparkable;
 	const char *backed = park_backed_why();
-	return park_tab.unparkable      ? park_tab.unparkable :
-		backed                  ? backed :
-		park_tab.legacy_imports ? "it imported memory through the driver's CUDA IPC" :
-		park_vmm_imports()      ? "it imported VMM memory through a file descriptor "
-					  "(cuMemImportFromShareableHandle) from a process that runs no interposer, "
-					  "which nothing can carry" :
-					  NULL;
+	if (backed)
+		return backed;
+	if (park_tab.legacy_imports)
+		return "it imported memory through the driver's CUDA IPC";
+	if (park_vmm_imports())
+		return "it imported VMM memory through a file descriptor (cuMemImportFromShareableHandle) from a process "
+		       "that runs no interposer, which nothing can carry";
+	if (park_tab.pool_imports)
+		return "it imported a memory pool of another process (cuMemPoolImportFromShareableHandle), which "
+		       "neither the driver nor parking can give back";
+	return park_bindings_check(buf, size) == 0 ? NULL : buf;
 }
 
-static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpin, char *reply, size_t size)
+static int refuse(char *reply, size_t size, pid_t importer, const char *why)
 {
-	double t0 = park_now();
+	park_gate_open();
+	snprintf(reply, size, "error code=%d stage=check importer=%d why=%s\n", CU_ERR_NOT_SUPPORTED, (int)importer,
+		 why);
+	return -1;
+}
+
+/* The gate closed, nothing inside, nothing stops the park, the program's
+ * GPU work done: 0 with park_tab.mu held, or -1 with the answer written and
+ * the gate open again. */
+static int hold(const struct park_real *r, double t0, unsigned timeout_ms, char *reply, size_t size)
+{
 	long inside = 0;
-	if (park_gate_close(timeout_ms, &inside) != 0) {
-		snprintf(reply, size, "error code=0 stage=quiesce busy=%ld\n", inside);
+	pid_t tid = 0;
+	const char *cannot = NULL;
+	if (park_gate_close(timeout_ms, &inside, &tid, &cannot) != 0) {
+		if (cannot)
+			snprintf(reply, size, "error code=%d stage=check importer=0 why=%s\n", CU_ERR_NOT_SUPPORTED,
+				 cannot);
+		else
+			snprintf(reply, size, "error code=0 stage=quiesce busy=%ld tid=%d\n", inside, (int)tid);
 		return -1;
 	}
 	pthread_mutex_lock(&park_tab.mu);
+	char buf[256];
 	pid_t importer = 0;
-	const char *why = park_why_not();
+	const char *why = park_why_not(buf, sizeof(buf));
 	if (why == NULL && park_ipc_attached(&importer))
 		why = "another process maps its memory (CUDA IPC)";
 	if (why) {
 		pthread_mutex_unlock(&park_tab.mu);
-		park_gate_open();
-		snprintf(reply, size, "error code=%d stage=check importer=%d why=%s\n", CU_ERR_NOT_SUPPORTED,
-			 (int)importer, why);
-		return -1;
+		return refuse(reply, size, importer, why);
 	}
 	/* No device file of its own may be open at the checkpoint that follows
 	 * (vmm_export.c). */
 	park_vmm_close_unclaimed();
-	CUresult rc = sync_all(r);
-	/* What it maps of others goes first: their exporters park after it. */
-	pid_t lost = 0;
-	if (rc == CU_OK && (rc = detach_imports(r, &lost)) != CU_OK && lost) {
-		pthread_mutex_unlock(&park_tab.mu);
-		park_gate_open();
+	/* Bounded: GPU work that waits on a thread the gate holds never ends
+	 * while it is held. */
+	CUresult rc = park_sync_all(r, t0 + timeout_ms / 1000.0);
+	if (rc == CU_OK)
+		return 0;
+	pthread_mutex_unlock(&park_tab.mu);
+	park_gate_open();
+	if (rc == CU_ERR_NOT_READY)
 		snprintf(reply, size,
-			 "error code=%d stage=check importer=0 why=the process %d it imported VMM memory "
-			 "from no longer has that memory to give again (or is gone)\n",
-			 CU_ERR_NOT_SUPPORTED, (int)lost);
-		return -1;
-	}
-	double t1 = park_now();
-	if (rc == CU_OK && plan_chunks() != 0)
-		rc = CU_ERR_OUT_OF_MEMORY;
+			 "error code=%d stage=sync why=its GPU work did not finish within %.1f s while its driver calls "
+			 "were held (work that waits on one of its own threads cannot)\n",
+			 rc, timeout_ms / 1000.0);
+	else
+		snprintf(reply, size, "error code=%d stage=sync\n", rc);
+	return -1;
+}
+
+static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *reply, size_t size);
+
+/* Copies out and releases everything, park_tab.mu held; on failure, as it
+ * was. *stage: where it failed. */
+static CUresult move_out(const struct park_real *r, bool unpin, double *t2, const char **stage)
+{
+	CUresult rc = plan_chunks() == 0 ? CU_OK : CU_ERR_OUT_OF_MEMORY;
 	if (rc == CU_OK)
 		rc = move_all(r, PASS_OUT, unpin, park_tab.n);
-	double t2 = park_now();
+	*t2 = park_now();
 	size_t released = 0;
-	const char *stage = "copy";
+	*stage = "copy";
 	if (rc == CU_OK) {
 		rc = release_range(r, 0, park_tab.n, &released);
-		stage = "release";
+		*stage = "release";
 		/* Those released before the failure come back from their copies. */
 		if (rc != CU_OK && released && map_range(r, released) == CU_OK)
 			move_all(r, PASS_IN, false, released);
@@ -418,9 +431,34 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	 * and the unpark copies it back through staging too. */
 	if (rc == CU_OK && unpin)
 		move_all(r, PASS_UNPIN, false, park_tab.n);
+	if (rc != CU_OK)
+		drop_chunks(r);
+	return rc;
+}
+
+static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpin, char *reply, size_t size)
+{
+	double t0 = park_now();
+	if (hold(r, t0, timeout_ms, reply, size) != 0)
+		return -1;
+	/* What it maps of others goes first: their exporters park after it. */
+	pid_t lost = 0;
+	CUresult rc = detach_imports(r, &lost);
+	if (rc != CU_OK && lost) {
+		char why[160];
+		snprintf(why, sizeof(why),
+			 "the process %d it imported VMM memory from no longer has that memory to give again (or is "
+			 "gone)",
+			 (int)lost);
+		pthread_mutex_unlock(&park_tab.mu);
+		return refuse(reply, size, 0, why);
+	}
+	double t1 = park_now(), t2 = t1;
+	const char *stage = "copy";
+	if (rc == CU_OK)
+		rc = move_out(r, unpin, &t2, &stage);
 	double t3 = park_now();
 	if (rc != CU_OK) {
-		drop_chunks(r);
 		attach_imports_again(r);
 		pthread_mutex_unlock(&park_tab.mu);
 		park_gate_open();
@@ -428,6 +466,17 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	}
 	pthread_mutex_unlock(&park_tab.mu);
 	parked = true;
+	/* A library whose load began before the park may have bound a driver
+	 * function past the gate meanwhile: the park is undone. */
+	char why[256];
+	if (park_bindings_check(why, sizeof(why)) != 0) {
+		char back[256];
+		if (unpark_locked(r, timeout_ms, back, sizeof(back)) != 0)
+			return fail(reply, size, "undo", CU_ERR_UNKNOWN);
+		drop_chunks(r);
+		snprintf(reply, size, "error code=%d stage=check importer=0 why=%s\n", CU_ERR_NOT_SUPPORTED, why);
+		return -1;
+	}
 	double gb = parked_bytes / 1e9;
 	snprintf(reply, size,
 		 "ok parked=1 bytes=%llu allocs=%zu quiesce_s=%.4f copy_s=%.4f release_s=%.4f total_s=%.4f "
@@ -438,6 +487,7 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 
 int park_park(unsigned timeout_ms, bool unpin, char *reply, size_t size)
 {
+	park_gate_exempt(); /* the interposer's own thread */
 	const struct park_real *r = park_real();
 	if (r == NULL)
 		return fail(reply, size, "driver", CU_ERR_NOT_INITIALIZED);
@@ -462,7 +512,7 @@ static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *r
 		stage = "copy";
 		rc = move_all(r, PASS_IN, false, park_tab.n);
 		if (rc == CU_OK)
-			rc = sync_all(r);
+			rc = park_sync_all(r, park_now() + 60 + timeout_ms / 1000.0);
 		/* Its exporters are back (they unpark first): attach again. */
 		if (rc == CU_OK && (rc = attach_imports(r, timeout_ms)) != CU_OK)
 			stage = "attach";
@@ -486,6 +536,7 @@ static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *r
 int park_unpark(unsigned timeout_ms, char *reply, size_t size)
 {
 	/* the driver bounds its own calls; only an import waits, for its exporter */
+	park_gate_exempt();
 	const struct park_real *r = park_real();
 	if (r == NULL)
 		return fail(reply, size, "driver", CU_ERR_NOT_INITIALIZED);
@@ -516,15 +567,17 @@ void park_status(char *reply, size_t size)
 	unsigned exported = 0;
 	for (size_t i = 0; i < park_tab.n; i++)
 		exported += park_tab.a[i].exported;
-	const char *why = park_why_not();
+	char buf[256];
+	const char *why = park_why_not(buf, sizeof(buf));
 	why = why ? why : "";
 	int len = snprintf(reply, size,
 			   "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "
-			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u held=%u unclaimed=%u",
+			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u pool_imports=%u held=%u "
+			   "unclaimed=%u",
 			   (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes,
 			   park_tab.n, park_gate_closed() ? "closed" : "open", exported, park_ipc_attached(NULL),
 			   park_ipc_imports() + park_vmm_carried(), park_tab.legacy_imports, park_vmm_imports(),
-			   park_control_held(), park_vmm_unclaimed());
+			   park_tab.pool_imports, park_control_held(), park_vmm_unclaimed());
 	/* the reason last, to the end of the line */
 	if (len >= 0 && (size_t)len < size)
 		snprintf(reply + len, size - (size_t)len, "%s%s\n", why[0] ? " why=" : "", why);

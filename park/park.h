@@ -19,7 +19,12 @@
 #include "cuda_vmm_abi.h"
 #include "request.h"
 
-#define PARK_EXPORT __attribute__((visibility("default")))
+typedef void *(*dlsym_fn)(void *, const char *);
+
+/* Code that may run before a sanitizer's runtime has set itself up: while
+ * the dynamic linker binds a name (park_ifunc), or from a lookup the
+ * runtime makes as it starts. Built without the sanitizers' checks. */
+#define PARK_EARLY __attribute__((no_sanitize("address", "undefined")))
 
 /* The driver's functions the interposer itself calls, never gated. */
 struct park_real {
@@ -41,6 +46,7 @@ struct park_real {
 	cu_import_fn import_handle;
 	cu_ipc_get_fn ipc_get;
 	cu_ipc_open_fn ipc_open;
+	cu_ipc_open_fn ipc_open_v1; /* optional */
 	cu_ipc_close_fn ipc_close;
 	cu_dtoh_fn dtoh;
 	cu_htod_fn htod;
@@ -52,36 +58,104 @@ struct park_real {
 	cu_ctx_device_fn ctx_device;
 	cu_can_peer_fn can_peer;
 	cu_device_count_fn device_count;
-	cu_mem_retain_fn retain; /* optional */
-	cu_props_fn props; /* optional */
+	/* optional */
+	cu_mem_retain_fn retain;
+	cu_props_fn props;
+	cu_ptr_attr_fn ptr_attr;
+	cu_ptr_attrs_fn ptr_attrs;
+	cu_dev_attr_fn dev_attr;
+	cu_pool_import_fn pool_import;
+	cu_pool_destroy_fn pool_destroy;
+	cu_ctx_create_fn ctx_create_v1, ctx_create;
+	cu_ctx_create_v3_fn ctx_create_v3;
+	cu_ctx_create_v4_fn ctx_create_v4;
+	cu_ctx_destroy_fn ctx_destroy_v1, ctx_destroy;
+	cu_green_create_fn green_create;
+	cu_green_destroy_fn green_destroy;
+	cu_ctx_from_green_fn ctx_from_green;
+	cu_primary_state_fn primary_state;
+	cu_primary_retain_fn primary_retain;
+	cu_primary_release_fn primary_release;
 };
 
 /* resolve.c: the real driver, loaded once; NULL when it cannot be (no
- * driver, or one without VMM): the interposer then only passes calls on. */
+ * driver, or one without VMM): the interposer then only passes calls on.
+ * Its functions are the next definitions after this library: a later
+ * interposer's, else the driver's. */
 const struct park_real *park_real(void);
 /* Whether the driver has every VMM function backing needs. */
 bool park_vmm(void);
-/* The real dlsym, not the interposer's. */
+/* The C library's dlsym and dlvsym (this library exports its own). */
 void *park_real_dlsym(void *handle, const char *name);
-void *(*park_dlsym_init(void))(void *, const char *);
-void *park_dlsym_handle(void *handle, const char *name);
+void *park_real_dlvsym(void *handle, const char *name, const char *version);
+void park_dl_init(void);
+/* The definition of name after this library (a later interposer's, else the
+ * driver's, loaded globally or not); NULL when none. */
+void *park_next_sym(const char *name);
+/* Whether the driver (libcuda.so.1 of the program's namespace) is loaded and
+ * defines the function name; whether it versions its names. Safe while the
+ * dynamic linker binds (reads its symbol table in place). */
+bool park_driver_defines(const char *name);
+bool park_driver_versions(void);
+/* Whether the program installed a seccomp filter since it started (or it
+ * cannot be told): system calls it may forbid are then not made. */
+bool park_syscalls_changed(void);
+/* CUDASNAP_PARK=0: every name and lookup answers the driver's own function,
+ * nothing is backed, no control socket. */
+extern bool park_passthrough;
+
+/* What dl_x86_64.S passes the program's lookups and loads on to (resolve.c:
+ * the next definitions after this library). */
+extern void *park_dlsym_next, *park_dlvsym_next, *park_dlopen_next, *park_dlmopen_next;
+
+/* dl.c: lookups and loads (dl_x86_64.S) */
+/* Whether lm was loaded by, or after, a dlopen with RTLD_DEEPBIND. */
+struct link_map;
+bool park_after_deepbind(const struct link_map *lm);
+
+/* bindings.c: 0 when every driver function any loaded object binds by name
+ * goes through the gate; else -1 with why (what binds which name how). */
+int park_bindings_check(char *why, size_t size);
+/* Whether addr lies in the driver (any copy of it), in this library. */
+bool park_in_driver(const void *addr);
+bool park_is_ours(const void *addr);
+
+/* entry.c: what stands for the driver's function real, of the given name
+ * (a base name of cuGetProcAddress at version, or an exported name): a
+ * wrapper, or a gated stub. */
+void *park_hand_out(const char *name, void *real, bool base, int version);
 
 /* gate.c: every driver entry point the program obtained goes through the
  * gate. While it is closed, calls wait at its door; park_gate_close waits
- * (at most timeout_ms) for the calls already inside to leave. */
+ * (at most timeout_ms) for the calls already inside to leave: 0, or -1
+ * with *inside calls still in (*tid one of their threads), or why it could
+ * not tell. */
+void park_gate_init(bool barriers);
 void *park_gate_wrap(void *real); /* a gated entry point, or real when none is left */
-int park_gate_close(unsigned timeout_ms, long *inside);
+bool park_gate_stub(const void *fn);
+int park_gate_close(unsigned timeout_ms, long *inside, pid_t *tid, const char **why);
 void park_gate_open(void);
 bool park_gate_closed(void);
+void park_gate_wait_open(void);
 /* For the interposer's own wrappers, which are C functions. */
 void park_gate_enter(void);
 void park_gate_leave(void);
+/* The calling thread is the interposer's own (a park's): its driver calls
+ * pass a closed gate. */
+void park_gate_exempt(void);
+bool park_gate_exempt_now(void);
+/* The exported names (driver_api.inc): the name of slot, its stub; the slot
+ * of name, or -1. */
+const char *park_name_at(unsigned slot);
+void *park_name_stub(unsigned slot);
+int park_name_index(const char *name);
 
 /* alloc.c: device memory the interposer backs with VMM, at addresses that
  * stay reserved for the life of the allocation. */
 struct park_alloc {
 	CUdeviceptr va;
-	size_t size;
+	size_t size; /* mapped: bytes rounded up to the granularity */
+	size_t bytes; /* what the program asked for */
 	CUdevice dev;
 	CUcontext ctx;
 	CUmemGenericAllocationHandle handle; /* 0 while parked */
@@ -103,6 +177,7 @@ struct park_table {
 	/* what the process did that parking cannot carry (0: nothing) */
 	const char *unparkable;
 	unsigned legacy_imports; /* cuIpcOpenMemHandle of memory the interposer did not make */
+	unsigned pool_imports; /* memory pools imported from another process (never restorable) */
 };
 
 extern struct park_table park_tab;
@@ -176,8 +251,9 @@ unsigned park_ipc_imports(void);
 CUresult park_w_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
 		       unsigned long long flags);
 CUresult park_w_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type);
+/* *marked: the exported descriptor carries the interposer's mark */
 CUresult park_w_export(void *shareable, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
-		       unsigned long long flags);
+		       unsigned long long flags, bool *marked);
 CUresult park_w_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
 		    unsigned long long flags);
 CUresult park_w_unmap(CUdeviceptr va, size_t size);
@@ -247,27 +323,65 @@ const char *park_backed_why(void);
 
 double park_now(void);
 
-/* resolve.c: what the interposer exports by name */
-PARK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
-					 CUdriverProcAddressQueryResult *status);
-PARK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
-PARK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes);
-PARK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
-PARK_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr);
-PARK_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags);
-PARK_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
-PARK_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
-						    CUmemAllocationHandleType type);
-PARK_EXPORT CUresult cuMemMap(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
-			      unsigned long long flags);
-PARK_EXPORT CUresult cuMemUnmap(CUdeviceptr va, size_t size);
-PARK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h);
-PARK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
-				 unsigned long long flags);
-PARK_EXPORT CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle h,
-						  CUmemAllocationHandleType type, unsigned long long flags);
-PARK_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr);
-PARK_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h);
-PARK_EXPORT CUresult cuMemSetAccess(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count);
+/* observe.c: what the program asks of its memory, answered as the driver
+ * answers for memory it did not back */
+CUresult park_w_range(CUdeviceptr *base, size_t *size, CUdeviceptr dptr);
+CUresult park_w_ptr_attr(void *data, int attr, CUdeviceptr ptr);
+CUresult park_w_ptr_attrs(unsigned n, int *attrs, void **data, CUdeviceptr ptr);
+/* Memory pools imported from another process, counted while they live. */
+CUresult park_pool_import(CUmemoryPool *pool, void *handle, CUmemAllocationHandleType type, unsigned long long flags);
+CUresult park_pool_destroy(CUmemoryPool pool);
+
+/* ctx.c: the program's contexts, and waiting for their work with a bound */
+CUresult park_ctx_create(CUcontext *ctx, unsigned flags, CUdevice dev);
+CUresult park_ctx_create_v3(CUcontext *ctx, void *params, int n, unsigned flags, CUdevice dev);
+CUresult park_ctx_create_v4(CUcontext *ctx, void *params, unsigned flags, CUdevice dev);
+CUresult park_ctx_destroy(CUcontext ctx);
+CUresult park_green_create(CUgreenCtx *g, void *desc, CUdevice dev, unsigned flags);
+CUresult park_green_destroy(CUgreenCtx g);
+/* Waits until every context of the process has finished its work, for at
+ * most until (park_now()): CU_OK, CU_ERR_NOT_READY when time ran out (the
+ * waits go on by themselves), or the driver's error. */
+CUresult park_sync_all(const struct park_real *r, double until);
+/* Waits for the work of ctx (from this thread, made current for it). */
+CUresult park_sync_ctx(const struct park_real *r, CUcontext ctx);
+
+/* entry.c: the driver's names the interposer wraps (gate_x86_64.S) */
+CUresult park_sp_cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
+CUresult park_sp_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+				     CUdriverProcAddressQueryResult *status);
+CUresult park_sp_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes);
+CUresult park_sp_cuMemFree_v2(CUdeviceptr dptr);
+CUresult park_sp_cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr);
+CUresult park_sp_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr);
+CUresult park_sp_cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags);
+CUresult park_sp_cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, unsigned flags);
+CUresult park_sp_cuIpcCloseMemHandle(CUdeviceptr dptr);
+CUresult park_sp_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
+						CUmemAllocationHandleType type);
+CUresult park_sp_cuMemMap(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+			  unsigned long long flags);
+CUresult park_sp_cuMemUnmap(CUdeviceptr va, size_t size);
+CUresult park_sp_cuMemRelease(CUmemGenericAllocationHandle h);
+CUresult park_sp_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+			     unsigned long long flags);
+CUresult park_sp_cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle h,
+					      CUmemAllocationHandleType type, unsigned long long flags);
+CUresult park_sp_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr);
+CUresult park_sp_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h);
+CUresult park_sp_cuMemSetAccess(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count);
+CUresult park_sp_cuPointerGetAttribute(void *data, int attr, CUdeviceptr ptr);
+CUresult park_sp_cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr ptr);
+CUresult park_sp_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *handle, CUmemAllocationHandleType type,
+						    unsigned long long flags);
+CUresult park_sp_cuMemPoolDestroy(CUmemoryPool pool);
+CUresult park_sp_cuCtxCreate(CUcontext *ctx, unsigned flags, CUdevice dev);
+CUresult park_sp_cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice dev);
+CUresult park_sp_cuCtxCreate_v3(CUcontext *ctx, void *params, int n, unsigned flags, CUdevice dev);
+CUresult park_sp_cuCtxCreate_v4(CUcontext *ctx, void *params, unsigned flags, CUdevice dev);
+CUresult park_sp_cuCtxDestroy(CUcontext ctx);
+CUresult park_sp_cuCtxDestroy_v2(CUcontext ctx);
+CUresult park_sp_cuGreenCtxCreate(CUgreenCtx *g, void *desc, CUdevice dev, unsigned flags);
+CUresult park_sp_cuGreenCtxDestroy(CUgreenCtx g);
 
 #endif

@@ -1,12 +1,21 @@
-/* The real driver, as the interposer itself calls it: libcuda.so.1 loaded
- * once, its functions found with the real dlsym. */
+/* Where the driver's functions are: the real dynamic linker's functions
+ * (which this library's own exports of dlsym and dlopen stand in front
+ * of), the definition of a driver name that comes after this library (a
+ * later interposer's, else libcuda.so.1's), and the functions the
+ * interposer itself calls. */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "elfread.h"
 #include "park.h"
+
+#define HIDDEN __attribute__((visibility("hidden")))
 
 struct park_real_all {
 	struct park_real r;
@@ -20,36 +29,107 @@ struct park_real_all {
  * find nothing published load a copy each; the first copy published is
  * kept, the others let go. */
 static _Atomic(struct park_real_all *) real_pub;
-typedef void *(*dlsym_fn)(void *, const char *);
-/* read by dlsym_x86_64.S */
-dlsym_fn park_dlsym_real __attribute__((visibility("hidden")));
 
-dlsym_fn park_dlsym_init(void)
+/* The C library's dynamic linking functions, read from its symbol table:
+ * a call by name from here would reach this library's own exports. */
+static dlsym_fn glibc_dlsym;
+static void *(*glibc_dlvsym)(void *, const char *, const char *);
+static void *(*glibc_dlopen)(const char *, int);
+
+/* What dl_x86_64.S passes the program's calls on to: the next definition
+ * after this library (a later interposer's, else the C library's). */
+void *park_dlsym_next HIDDEN;
+void *park_dlvsym_next HIDDEN;
+void *park_dlopen_next HIDDEN;
+void *park_dlmopen_next HIDDEN;
+
+bool park_passthrough;
+bool park_ready;
+
+PARK_EARLY static void *libc_sym(const char *name)
 {
-	dlsym_fn f = __atomic_load_n(&park_dlsym_real, __ATOMIC_ACQUIRE);
-	if (f == NULL) {
-		f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-		if (f == NULL)
-			f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-		__atomic_store_n(&park_dlsym_real, f, __ATOMIC_RELEASE);
+	for (struct link_map *l = _r_debug.r_map; l; l = l->l_next) {
+		struct park_elf e;
+		if (!park_elf_read(l->l_addr, l->l_ld, &e) || e.soname == NULL ||
+		    (!park_elf_same(e.soname, "libc.so.6") && !park_elf_same(e.soname, "libdl.so.2")))
+			continue;
+		const ElfW(Sym) *s = park_elf_find(&e, name);
+		if (s)
+			return (void *)(e.base + s->st_value);
 	}
-	return f;
+	return NULL;
+}
+
+PARK_EARLY static void dl_load(void)
+{
+	*(void **)&glibc_dlsym = libc_sym("dlsym");
+	*(void **)&glibc_dlvsym = libc_sym("dlvsym");
+	*(void **)&glibc_dlopen = libc_sym("dlopen");
+	if (glibc_dlsym == NULL)
+		return;
+	/* RTLD_NEXT from here: the next definition after this library */
+	void *n[4] = { glibc_dlsym(RTLD_NEXT, "dlsym"), glibc_dlsym(RTLD_NEXT, "dlvsym"),
+		       glibc_dlsym(RTLD_NEXT, "dlopen"), glibc_dlsym(RTLD_NEXT, "dlmopen") };
+	__atomic_store_n(&park_dlvsym_next, n[1] ? n[1] : (void *)glibc_dlvsym, __ATOMIC_RELEASE);
+	__atomic_store_n(&park_dlopen_next, n[2] ? n[2] : (void *)glibc_dlopen, __ATOMIC_RELEASE);
+	__atomic_store_n(&park_dlmopen_next, n[3] ? n[3] : libc_sym("dlmopen"), __ATOMIC_RELEASE);
+	__atomic_store_n(&park_dlsym_next, n[0] ? n[0] : (void *)glibc_dlsym, __ATOMIC_RELEASE);
+}
+
+static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
+
+void park_dl_init(void)
+{
+	pthread_once(&dl_once, dl_load);
 }
 
 void *park_real_dlsym(void *handle, const char *name)
 {
-	dlsym_fn f = park_dlsym_init();
-	return f ? f(handle, name) : NULL;
+	park_dl_init();
+	return glibc_dlsym ? glibc_dlsym(handle, name) : NULL;
 }
 
-#define GET(field, name) (*(void **)&r->field = park_real_dlsym(r->lib, name))
+void *park_real_dlvsym(void *handle, const char *name, const char *version)
+{
+	park_dl_init();
+	return glibc_dlvsym ? glibc_dlvsym(handle, name, version) : NULL;
+}
+
+static void *driver_handle(void)
+{
+	static void *lib;
+	void *h = __atomic_load_n(&lib, __ATOMIC_ACQUIRE);
+	if (h == NULL && glibc_dlopen) {
+		h = glibc_dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+		if (h)
+			__atomic_store_n(&lib, h, __ATOMIC_RELEASE);
+	}
+	return h;
+}
+
+void *park_next_sym(const char *name)
+{
+	park_dl_init();
+	if (glibc_dlsym == NULL)
+		return NULL;
+	/* after this library in the global scope: a later interposer, or the
+	 * driver; one loaded locally (the CUDA runtime's dlopen) by its handle */
+	void *fn = glibc_dlsym(RTLD_NEXT, name);
+	void *h = fn ? NULL : driver_handle();
+	return fn ? fn : h ? glibc_dlsym(h, name) : NULL;
+}
+
+#define GET(field, name) (*(void **)&r->field = park_next_sym(name))
 
 static void load(struct park_real_all *all)
 {
 	struct park_real *r = &all->r;
-	r->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	park_dl_init();
+	if (glibc_dlopen == NULL)
+		return;
+	r->lib = glibc_dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 	if (r->lib == NULL)
-		r->lib = dlopen("libcuda.so.1", RTLD_NOW);
+		r->lib = glibc_dlopen("libcuda.so.1", RTLD_NOW);
 	if (r->lib == NULL)
 		return;
 	GET(get_proc, "cuGetProcAddress_v2");
@@ -59,9 +139,27 @@ static void load(struct park_real_all *all)
 	GET(mem_range, "cuMemGetAddressRange_v2");
 	GET(ipc_get, "cuIpcGetMemHandle");
 	GET(ipc_open, "cuIpcOpenMemHandle_v2");
+	GET(ipc_open_v1, "cuIpcOpenMemHandle");
 	GET(ipc_close, "cuIpcCloseMemHandle");
 	GET(retain, "cuMemRetainAllocationHandle");
 	GET(props, "cuMemGetAllocationPropertiesFromHandle");
+	GET(ptr_attr, "cuPointerGetAttribute");
+	GET(ptr_attrs, "cuPointerGetAttributes");
+	GET(dev_attr, "cuDeviceGetAttribute");
+	GET(pool_import, "cuMemPoolImportFromShareableHandle");
+	GET(pool_destroy, "cuMemPoolDestroy");
+	GET(ctx_create_v1, "cuCtxCreate");
+	GET(ctx_create, "cuCtxCreate_v2");
+	GET(ctx_create_v3, "cuCtxCreate_v3");
+	GET(ctx_create_v4, "cuCtxCreate_v4");
+	GET(ctx_destroy_v1, "cuCtxDestroy");
+	GET(ctx_destroy, "cuCtxDestroy_v2");
+	GET(green_create, "cuGreenCtxCreate");
+	GET(green_destroy, "cuGreenCtxDestroy");
+	GET(ctx_from_green, "cuCtxFromGreenCtx");
+	GET(primary_state, "cuDevicePrimaryCtxGetState");
+	GET(primary_retain, "cuDevicePrimaryCtxRetain");
+	GET(primary_release, "cuDevicePrimaryCtxRelease_v2");
 	void **vmm[] = {
 		(void **)&r->addr_reserve,  (void **)&r->addr_free,
 		(void **)&r->mem_create,    (void **)&r->mem_release,
@@ -99,7 +197,7 @@ static void load(struct park_real_all *all)
 	_Static_assert(sizeof(vmm) / sizeof(vmm[0]) == sizeof(names) / sizeof(names[0]), "one name per function");
 	all->vmm = r->mem_alloc && r->mem_free;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		*vmm[i] = park_real_dlsym(r->lib, names[i]);
+		*vmm[i] = park_next_sym(names[i]);
 		all->vmm &= *vmm[i] != NULL;
 	}
 }
@@ -135,4 +233,121 @@ bool park_vmm(void)
 {
 	const struct park_real_all *all = real_get();
 	return all && all->r.lib && all->vmm;
+}
+
+/* ---- the driver's symbol table, for park_ifunc ---- */
+
+/* libcuda.so.1 in the program's namespace, found by its name among the
+ * loaded objects; false when it is not loaded. Remembered once the
+ * interposer holds it open (park_real), since it stays then. No call into
+ * the dynamic linker (park_ifunc runs while it binds). */
+PARK_EARLY static bool driver_elf(struct park_elf *out)
+{
+	static struct park_elf found;
+	static int state; /* 0 not yet, 1 found */
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE)) {
+		*out = found;
+		return true;
+	}
+	for (struct link_map *l = _r_debug.r_map; l; l = l->l_next) {
+		struct park_elf e;
+		if (park_elf_read(l->l_addr, l->l_ld, &e) && e.soname && park_elf_same(e.soname, "libcuda.so.1")) {
+			*out = e;
+			/* kept once the interposer holds the driver open */
+			const struct park_real_all *held = atomic_load_explicit(&real_pub, memory_order_acquire);
+			if (held && held->r.lib &&
+			    !__atomic_load_n(&state, __ATOMIC_ACQUIRE)) {
+				found = e;
+				__atomic_store_n(&state, 1, __ATOMIC_RELEASE);
+			}
+			return true;
+		}
+	}
+	return false;
+}
+
+PARK_EARLY bool park_driver_defines(const char *name)
+{
+	struct park_elf e;
+	return driver_elf(&e) && park_elf_find(&e, name) != NULL;
+}
+
+bool park_driver_versions(void)
+{
+	struct park_elf e;
+	return driver_elf(&e) && e.has_verdef;
+}
+
+/* The resolver of an exported driver name (gate_x86_64.S), once this
+ * library is relocated: the name's stub or wrapper when a driver that
+ * defines it is loaded, nothing otherwise, as the lookup would answer
+ * without the interposer. Before the constructor below has run (an object
+ * bound while the program starts) every name is answered: the objects that
+ * bind driver names then are those linked with the driver. */
+void *park_ifunc(unsigned slot, void *special) HIDDEN;
+PARK_EARLY void *park_ifunc(unsigned slot, void *special)
+{
+	void *stub = special ? special : park_name_stub(slot);
+	if (!__atomic_load_n(&park_ready, __ATOMIC_ACQUIRE))
+		return stub;
+	const char *name = park_name_at(slot);
+	if (name == NULL || !park_driver_defines(name))
+		return NULL;
+	return park_passthrough ? park_next_sym(name) : stub;
+}
+
+/* ---- what the program may forbid ---- */
+
+struct seccomp_state {
+	int mode, filters; /* -1: not known */
+};
+
+static struct seccomp_state at_start = { -1, -1 };
+
+static struct seccomp_state seccomp_now(void)
+{
+	struct seccomp_state s = { -1, -1 };
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return s;
+	char buf[4096];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return s;
+	buf[n] = 0;
+	const char *m = strstr(buf, "\nSeccomp:"), *f = strstr(buf, "\nSeccomp_filters:");
+	if (m)
+		s.mode = atoi(m + 9);
+	if (f)
+		s.filters = atoi(f + 17);
+	return s;
+}
+
+bool park_syscalls_changed(void)
+{
+	struct seccomp_state now = seccomp_now();
+	if (now.mode < 0 || at_start.mode < 0)
+		return true;
+	return now.mode != at_start.mode || now.filters != at_start.filters;
+}
+
+static bool env_off(const char *name)
+{
+	const char *e = getenv(name);
+	return e && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0);
+}
+
+/* Before the program's own code runs (an LD_PRELOAD library is initialized
+ * before the objects that need it): what the process allows, then the
+ * gate's barrier, then the exported names answer for the driver. */
+__attribute__((constructor)) static void init(void)
+{
+	park_passthrough = env_off("CUDASNAP_PARK");
+	at_start = seccomp_now();
+	/* A filter that was there from the start (a container's) is known to
+	 * have let the program start; membarrier is asked for only without. */
+	park_gate_init(at_start.mode == 0);
+	park_dl_init();
+	__atomic_store_n(&park_ready, true, __ATOMIC_RELEASE);
 }

@@ -32,7 +32,7 @@ CUresult park_w_import(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAl
 }
 
 CUresult park_w_export(void *shareable, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
-		       unsigned long long flags)
+		       unsigned long long flags, bool *marked)
 {
 	const struct park_real *r = park_real();
 	if (r == NULL || r->export_handle == NULL)
@@ -41,11 +41,9 @@ CUresult park_w_export(void *shareable, CUmemGenericAllocationHandle h, CUmemAll
 	CUresult rc = r->export_handle(shareable, park_vmm_real(h), type, flags);
 	if (rc == CU_OK)
 		park_backed_exported(h);
-	bool marked = rc == CU_OK && type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && shareable &&
+	*marked = rc == CU_OK && type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && shareable &&
 		park_vmm_exported(h, *(int *)shareable);
 	park_gate_leave();
-	if (marked) /* its importers will ask for it again */
-		park_control_start();
 	return rc;
 }
 
@@ -135,47 +133,4 @@ CUresult park_w_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc,
 		park_vmm_access(va, size, desc, count);
 	park_gate_leave();
 	return rc;
-}
-
-PARK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
-				 unsigned long long flags)
-{
-	return park_w_create(h, size, prop, flags);
-}
-
-PARK_EXPORT CUresult cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle h,
-						  CUmemAllocationHandleType type, unsigned long long flags)
-{
-	return park_w_export(shareable, h, type, flags);
-}
-
-PARK_EXPORT CUresult cuMemMap(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
-			      unsigned long long flags)
-{
-	return park_w_map(va, size, offset, h, flags);
-}
-
-PARK_EXPORT CUresult cuMemUnmap(CUdeviceptr va, size_t size)
-{
-	return park_w_unmap(va, size);
-}
-
-PARK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
-{
-	return park_w_release(h);
-}
-
-PARK_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
-{
-	return park_w_retain(h, addr);
-}
-
-PARK_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h)
-{
-	return park_w_props(prop, h);
-}
-
-PARK_EXPORT CUresult cuMemSetAccess(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count)
-{
-	return park_w_access(va, size, desc, count);
 }

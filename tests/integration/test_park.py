@@ -23,12 +23,12 @@ MODE = "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE"
 class App:
     """A fakecuda-cuapp process and its output lines."""
 
-    def __init__(self, case, args, park=True, wrap=(), env_more=None, umask=None):
+    def __init__(self, case, args, park=True, wrap=(), env_more=None, umask=None, env=None):
         """wrap: a command that ends by running its arguments (the program's
-        pid is then the one its ready line says); env_more: more variables;
-        umask: the program's."""
+        pid is then the one its ready line says); env_more, env: more
+        variables; umask: the program's."""
         argv = [*wrap, *([BIN, "run", "--"] if park else []), CUAPP, *args]
-        env = dict(case.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=case.tmp)
+        env = dict(case.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=case.tmp, **(env or {}))
         env.update(env_more or {})
         # in the sanitizer build the preloaded interposer comes before
         # libasan, which the program itself also links

@@ -1,0 +1,459 @@
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <getopt.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda_vmm_api.h"
+#include "named.h"
+
+static const char usage_text[] =
+	"fakecuda-named: gets its memory as the CUDA runtime does (cuGetProcAddress), and\n"
+	"writes, launches, synchronizes and reads it back through driver functions\n"
+	"reached another way.\n"
+	"\n"
+	"  --via MODE        name (linked calls), dlsym, default (RTLD_DEFAULT), next\n"
+	"                    (RTLD_NEXT), procaddr:VERSION, procaddr1:VERSION\n"
+	"                    (cuGetProcAddress), lib[-lazy][-deepbind][-next][-default]\n"
+	"                    [-unlisted] (libfakecuda-probe.so; unlisted: its -new.so,\n"
+	"                    whose copy is a driver function the interposer does not know)\n"
+	"  --alloc-mib N     its memory (8); --alloc-bytes B: exactly B bytes\n"
+	"  --interval-ms MS  between two rounds of the worker (1)\n"
+	"  --probe PATH      the probe library (beside this program)\n"
+	"  --idle            no worker\n"
+	"  --hold            GPU work waits on a host word that a thread sets after a\n"
+	"                    driver call, once SIGUSR2 comes (implies --idle)\n"
+	"  --other-ms MS     one kernel of MS ms on device 1 once set up (--idle)\n"
+	"  --free-test       frees its memory from device 1's context while device 0\n"
+	"                    runs a kernel of 300 ms; prints 'free ms=<n> rc=<rc>' and\n"
+	"                    'range rc=<rc>', exits\n"
+	"  --attrs           prints 'attrs range_size=<n> range_start=<hex> rdma=<n>\n"
+	"                    addr_range=<n> addr_base=<hex>' for its memory\n"
+	"  --no-socket       forbids itself socket(2) (seccomp, killed) before allocating\n"
+	"  --pool-share FILE exports a memory pool's descriptor, 'PID FD' into FILE\n"
+	"  --pool-import FILE imports that pool (--idle)\n"
+	"  --unwind          a signal comes while it waits in cuCtxSynchronize (from\n"
+	"                    cuGetProcAddress; make it last with the fault 'sync delay=...'): prints\n"
+	"                    'unwind main=<yes|no> frames=<n>', whether a backtrace taken\n"
+	"                    there reaches main; exits\n"
+	"\n"
+	"Prints 'ready pid=<pid> bytes=<n> addr=<hex>'. SIGUSR1: prints 'verify ok\n"
+	"bytes=<n>' or 'verify FAILED <why>'. SIGTERM: exit 0 when every round passed.\n";
+
+#define PAGE (64u << 10)
+#define VERSION 12080
+
+struct opts {
+	const char *via, *probe, *pool_share, *pool_import;
+	size_t bytes;
+	unsigned interval_ms, other_ms;
+	int idle, hold, free_test, attrs, no_socket, unwind;
+};
+
+static struct opts o = { .via = "name", .bytes = 8u << 20, .interval_ms = 1 };
+static cu_get_proc_fn get;
+static CUcontext ctx0;
+static CUdeviceptr mem;
+static size_t pages;
+static unsigned long *expected; /* the round each page was last written in */
+static struct named_fns fns;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int verify_requests, stopping, failed, released;
+static volatile uint32_t *host_word;
+
+static void fail(const char *why)
+{
+	pthread_mutex_lock(&mu);
+	if (!failed)
+		fprintf(stderr, "fakecuda-named: FAILED %s\n", why);
+	failed = 1;
+	pthread_mutex_unlock(&mu);
+}
+
+static void *rt(const char *name)
+{
+	void *f = NULL;
+	CUdriverProcAddressQueryResult st;
+	if (get(name, &f, VERSION, 0, &st) != CU_OK || f == NULL) {
+		fprintf(stderr, "fakecuda-named: no %s\n", name);
+		exit(2);
+	}
+	return f;
+}
+
+static uint64_t word(unsigned long round, size_t page, size_t k)
+{
+	uint64_t x = (uint64_t)round * 0x9e3779b97f4a7c15ull ^ (page << 32) ^ k;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	return x ^ (x >> 31);
+}
+
+static void pattern(uint64_t *buf, unsigned long round, size_t page)
+{
+	for (size_t k = 0; k < PAGE / 8; k++)
+		buf[k] = word(round, page, k);
+}
+
+static int check_page(size_t p, unsigned long round, uint64_t *buf, uint64_t *want, char *why, size_t len)
+{
+	CUresult rc = fns.dtoh(buf, mem + p * PAGE, PAGE);
+	if (rc != CU_OK) {
+		snprintf(why, len, "read of page %zu -> %d", p, rc);
+		return -1;
+	}
+	pattern(want, round, p);
+	if (memcmp(buf, want, PAGE) != 0) {
+		snprintf(why, len, "page %zu does not hold round %lu", p, round);
+		return -1;
+	}
+	return 0;
+}
+
+static void verify(uint64_t *buf, uint64_t *want)
+{
+	char why[128];
+	for (size_t p = 0; p < pages; p++) {
+		pthread_mutex_lock(&mu);
+		unsigned long r = expected[p];
+		pthread_mutex_unlock(&mu);
+		if (check_page(p, r, buf, want, why, sizeof(why)) != 0) {
+			fail(why);
+			printf("verify FAILED %s\n", why);
+			fflush(stdout);
+			return;
+		}
+	}
+	printf("verify ok bytes=%zu\n", pages * PAGE);
+	fflush(stdout);
+}
+
+static void round_of_work(unsigned long r, uint64_t *buf, uint64_t *want)
+{
+	char why[128];
+	size_t p = r % pages;
+	unsigned ms = 1;
+	void *params[] = { &ms };
+	pattern(buf, r, p);
+	CUresult rc = fns.htod(mem + p * PAGE, buf, PAGE);
+	if (rc != CU_OK) {
+		snprintf(why, sizeof(why), "write of page %zu -> %d", p, rc);
+		fail(why);
+		return;
+	}
+	pthread_mutex_lock(&mu);
+	expected[p] = r;
+	pthread_mutex_unlock(&mu);
+	if ((rc = fns.launch(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL)) != CU_OK || (rc = fns.sync()) != CU_OK) {
+		snprintf(why, sizeof(why), "launch or sync -> %d", rc);
+		fail(why);
+	} else if (check_page(p, r, buf, want, why, sizeof(why)) != 0) {
+		fail(why);
+	}
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	static uint64_t buf[PAGE / 8], want[PAGE / 8];
+	cu_ctx_set_fn set = (cu_ctx_set_fn)rt("cuCtxSetCurrent");
+	if (set(ctx0) != CU_OK)
+		fail("no context on the worker");
+	for (unsigned long r = 1;; r++) {
+		pthread_mutex_lock(&mu);
+		int verify_now = verify_requests > 0, stop = stopping;
+		verify_requests = 0;
+		pthread_mutex_unlock(&mu);
+		if (stop)
+			return NULL;
+		if (verify_now)
+			verify(buf, want);
+		else if (!o.idle)
+			round_of_work(r, buf, want);
+		struct timespec ts = { 0, (long)o.interval_ms * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* --hold: sets the host word once released, after a driver call (which a
+ * closed gate holds). */
+static void *holder(void *arg)
+{
+	(void)arg;
+	cu_ctx_get_fn ctx_get = (cu_ctx_get_fn)rt("cuCtxGetCurrent");
+	pthread_mutex_lock(&mu);
+	while (!released && !stopping)
+		pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+	CUcontext c;
+	ctx_get(&c);
+	*host_word = 1;
+	printf("released\n");
+	fflush(stdout);
+	return NULL;
+}
+
+static int parse(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "via", 1, NULL, 'v' },         { "alloc-mib", 1, NULL, 'm' },
+		{ "alloc-bytes", 1, NULL, 'b' }, { "interval-ms", 1, NULL, 'i' },
+		{ "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
+		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },
+		{ "free-test", 0, NULL, 'f' },   { "attrs", 0, NULL, 'a' },
+		{ "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
+		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' },
+		{ "unwind", 0, NULL, 'u' },      { NULL, 0, NULL, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'v': o.via = optarg; break;
+		case 'm': o.bytes = (size_t)strtoull(optarg, NULL, 0) << 20; break;
+		case 'b': o.bytes = (size_t)strtoull(optarg, NULL, 0); break;
+		case 'i': o.interval_ms = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'p': o.probe = optarg; break;
+		case 'I': o.idle = 1; break;
+		case 'H': o.hold = o.idle = 1; break;
+		case 'o': o.other_ms = (unsigned)strtoul(optarg, NULL, 0), o.idle = 1; break;
+		case 'f': o.free_test = 1; break;
+		case 'a': o.attrs = 1; break;
+		case 'n': o.no_socket = 1; break;
+		case 's': o.pool_share = optarg; break;
+		case 'P': o.pool_import = optarg, o.idle = 1; break;
+		case 'u': o.unwind = 1; break;
+		default: fputs(usage_text, c == 'h' ? stdout : stderr); return c == 'h' ? 1 : -1;
+		}
+	}
+	return optind == argc && o.bytes >= PAGE ? 0 : -1;
+}
+
+static void forbid_socket(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+		perror("fakecuda-named: seccomp");
+		exit(2);
+	}
+}
+
+static CUcontext context(CUdevice dev)
+{
+	CUresult (*retain)(CUcontext *, CUdevice) = NULL;
+	*(void **)&retain = rt("cuDevicePrimaryCtxRetain");
+	CUcontext c = NULL;
+	if (retain(&c, dev) != CU_OK) {
+		fprintf(stderr, "fakecuda-named: no context on device %d\n", dev);
+		exit(2);
+	}
+	return c;
+}
+
+static void setup(void)
+{
+	void *handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (handle == NULL || (*(void **)&get = dlsym(handle, "cuGetProcAddress_v2")) == NULL) {
+		fprintf(stderr, "fakecuda-named: no driver: %s\n", dlerror());
+		exit(2);
+	}
+	CUresult (*init)(unsigned) = NULL;
+	*(void **)&init = rt("cuInit");
+	if (init(0) != CU_OK)
+		exit(2);
+	ctx0 = context(0);
+	((cu_ctx_set_fn)rt("cuCtxSetCurrent"))(ctx0);
+	if (o.no_socket)
+		forbid_socket();
+	if (((cu_mem_alloc_fn)rt("cuMemAlloc"))(&mem, o.bytes) != CU_OK) {
+		fprintf(stderr, "fakecuda-named: cuMemAlloc failed\n");
+		exit(2);
+	}
+	char probe[4200];
+	if (o.probe == NULL) {
+		ssize_t n = readlink("/proc/self/exe", probe, sizeof(probe) - 32);
+		char *slash = n > 0 ? (probe[n] = 0, strrchr(probe, '/')) : NULL;
+		if (slash)
+			strcpy(slash + 1, "libfakecuda-probe.so");
+		o.probe = probe;
+	}
+	if (named_via(o.via, handle, get, o.probe, &fns) != 0)
+		exit(2);
+	pages = o.bytes / PAGE;
+	expected = calloc(pages, sizeof(*expected));
+	static uint64_t buf[PAGE / 8];
+	for (size_t p = 0; p < pages; p++) {
+		pattern(buf, 0, p);
+		if (((cu_htod_fn)rt("cuMemcpyHtoD"))(mem + p * PAGE, buf, PAGE) != CU_OK)
+			exit(2);
+	}
+}
+
+static void hold(void)
+{
+	static uint32_t page[1024] __attribute__((aligned(4096)));
+	CUresult (*reg)(void *, size_t, unsigned) = NULL;
+	*(void **)&reg = rt("cuMemHostRegister");
+	named_wait_fn wait = (named_wait_fn)rt("cuStreamWaitValue32");
+	host_word = page;
+	unsigned ms = 1;
+	void *params[] = { &ms };
+	if (reg(page, sizeof(page), 0) != CU_OK || wait(NULL, (CUdeviceptr)(uintptr_t)page, 1, 0) != CU_OK ||
+	    ((named_launch_fn)rt("cuLaunchKernel"))(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) != CU_OK)
+		exit(2);
+	pthread_t t;
+	pthread_create(&t, NULL, holder, NULL);
+}
+
+static void other_device(void)
+{
+	cu_ctx_set_fn set = (cu_ctx_set_fn)rt("cuCtxSetCurrent");
+	unsigned ms = o.other_ms;
+	void *params[] = { &ms };
+	if (set(context(1)) != CU_OK ||
+	    ((named_launch_fn)rt("cuLaunchKernel"))(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) != CU_OK ||
+	    set(ctx0) != CU_OK)
+		exit(2);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int free_test(void)
+{
+	unsigned ms = 300;
+	void *params[] = { &ms };
+	if (((named_launch_fn)rt("cuLaunchKernel"))(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) != CU_OK ||
+	    ((cu_ctx_set_fn)rt("cuCtxSetCurrent"))(context(1)) != CU_OK)
+		return 2;
+	double t0 = now();
+	CUresult rc = ((cu_mem_free_fn)rt("cuMemFree"))(mem);
+	printf("free ms=%d rc=%d\n", (int)((now() - t0) * 1000), rc);
+	CUdeviceptr base;
+	size_t size;
+	printf("range rc=%d\n", ((cu_mem_range_fn)rt("cuMemGetAddressRange"))(&base, &size, mem));
+	return 0;
+}
+
+/* --unwind: the backtrace of the main thread, taken by a signal handler
+ * while the thread waits inside the driver (through the gate). */
+static volatile int unwound_main = -1, unwound_frames;
+
+static void on_prof(int sig)
+{
+	(void)sig;
+	void *pcs[64];
+	int n = backtrace(pcs, 64), seen = 0;
+	for (int i = 0; i < n; i++) {
+		Dl_info info;
+		seen |= dladdr(pcs[i], &info) != 0 && info.dli_sname && strcmp(info.dli_sname, "main") == 0;
+	}
+	unwound_frames = n;
+	unwound_main = seen;
+}
+
+static void *poke(void *arg)
+{
+	struct timespec ts = { 0, 100000000L };
+	nanosleep(&ts, NULL);
+	pthread_kill(*(pthread_t *)arg, SIGPROF);
+	return NULL;
+}
+
+static int unwind(void)
+{
+	void *warm[4];
+	backtrace(warm, 4); /* loads the unwinder before the signal */
+	signal(SIGPROF, on_prof);
+	pthread_t self = pthread_self(), t;
+	pthread_create(&t, NULL, poke, &self);
+	CUresult rc = ((cu_ctx_sync_fn)rt("cuCtxSynchronize"))();
+	pthread_join(t, NULL);
+	printf("unwind main=%s frames=%d rc=%d\n", unwound_main == 1 ? "yes" : "no", unwound_frames, rc);
+	return 0;
+}
+
+static void attrs(void)
+{
+	size_t range_size = 0, addr_range = 0;
+	CUdeviceptr range_start = 0, base = 0;
+	int rdma = -1;
+	cu_ptr_attr_fn attr = (cu_ptr_attr_fn)rt("cuPointerGetAttribute");
+	attr(&range_size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, mem + 5);
+	attr(&range_start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, mem + 5);
+	attr(&rdma, 15 /* IS_GPU_DIRECT_RDMA_CAPABLE */, mem);
+	((cu_mem_range_fn)rt("cuMemGetAddressRange"))(&base, &addr_range, mem + 5);
+	printf("attrs range_size=%zu range_start=0x%llx rdma=%d addr_range=%zu addr_base=0x%llx\n", range_size,
+	       range_start, rdma, addr_range, base);
+}
+
+int main(int argc, char **argv)
+{
+	int rc = parse(argc, argv);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	setup();
+	if (o.free_test)
+		return free_test();
+	if (o.unwind)
+		return unwind();
+	if ((o.pool_share && named_pool_share(rt, o.pool_share) != 0) ||
+	    (o.pool_import && named_pool_import(rt, o.pool_import) != 0))
+		return 2;
+	if (o.attrs)
+		attrs();
+	if (o.hold)
+		hold();
+	if (o.other_ms)
+		other_device();
+	printf("ready pid=%d bytes=%zu addr=0x%llx\n", (int)getpid(), o.bytes, mem);
+	fflush(stdout);
+	pthread_t t;
+	if (pthread_create(&t, NULL, worker, NULL) != 0)
+		return 2;
+	int sig;
+	while (sigwait(&set, &sig) == 0 && (sig == SIGUSR1 || sig == SIGUSR2)) {
+		pthread_mutex_lock(&mu);
+		verify_requests += sig == SIGUSR1;
+		released |= sig == SIGUSR2;
+		pthread_cond_broadcast(&cv);
+		pthread_mutex_unlock(&mu);
+	}
+	pthread_mutex_lock(&mu);
+	stopping = 1;
+	pthread_cond_broadcast(&cv);
+	rc = failed;
+	pthread_mutex_unlock(&mu);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	if (pthread_timedjoin_np(t, NULL, &until) != 0)
+		_exit(rc ? 1 : 0);
+	return rc ? 1 : 0;
+}

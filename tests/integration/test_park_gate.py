@@ -1,0 +1,317 @@
+"""The interposer's gate (park/): every way a program reaches the driver is
+held during a park, or the process is not parked and says why; the park's
+waits are bounded; what the program observes of its memory is the driver's
+answer; programs that do not use CUDA the expected way are left as they
+are. The programs are fakecuda-named (its memory from cuGetProcAddress,
+its work through driver functions reached by name, dlsym, cuGetProcAddress
+at some version, or a library it loads) and fakecuda-nodriver (no driver
+until it loads one)."""
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+import unittest
+
+from harness import BIN, GPU0, GPU1, LIBCUDA
+from test_park import CUAPP, PARK_LIB, App, ParkCase, status
+
+NAMED = os.environ.get("FAKE_NAMED", "")
+NODRIVER = os.environ.get("FAKE_NODRIVER", "")
+SHIM = os.environ.get("FAKE_SHIM", "")
+# AddressSanitizer refuses RTLD_DEEPBIND (google/sanitizers#611), and its
+# runtime's RTLD_NEXT lookups go wrong through a dlsym wrapper preloaded
+# ahead of it (the shim), with or without the interposer
+ASAN = "address" in os.environ.get("CUDASNAP_SANITIZE", "")
+
+
+class Named:
+    """A fakecuda-named process and its output lines."""
+
+    def __init__(self, case, args, env=None, park=True, asan_order=True):
+        argv = [BIN, "run", "--", NAMED, *args] if park else [NAMED, *args]
+        env = dict(case.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=case.tmp, **(env or {}))
+        if asan_order:
+            asan = env.get("ASAN_OPTIONS", "")
+            env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+        self.p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  start_new_session=True)
+        case.apps.append(self.p)
+        self.pid = self.p.pid
+        self.buf = b""
+        self.case = case
+
+    def line(self, prefix, timeout=20):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            while b"\n" in self.buf:
+                ln, self.buf = self.buf.split(b"\n", 1)
+                if ln.decode().startswith(prefix):
+                    return ln.decode()
+            r, _, _ = select.select([self.p.stdout], [], [], 0.1)
+            if r:
+                chunk = os.read(self.p.stdout.fileno(), 4096)
+                if not chunk:
+                    return None
+                self.buf += chunk
+        return None
+
+    def ready(self):
+        ln = self.line("ready")
+        if ln is None:
+            err = self.p.stderr.read1(4096) if self.p.poll() is not None else b""
+            self.case.fail(f"fakecuda-named not ready (exit {self.p.poll()}): {err}")
+        return self
+
+    def verify(self):
+        os.kill(self.pid, signal.SIGUSR1)
+        return self.line("verify")
+
+    def finish(self):
+        """Its exit status (0: every round of its worker passed) and stderr."""
+        self.p.send_signal(signal.SIGTERM)
+        rc = self.p.wait(20)
+        return rc, self.p.stderr.read().decode()
+
+
+@unittest.skipUnless(PARK_LIB and NAMED, "the interposer is built for x86-64 only")
+class EntryPoints(ParkCase):
+    """Every way to reach the driver that the interposer stands in front of."""
+
+    def named(self, *args, **kw):
+        return Named(self, list(args), **kw).ready()
+
+    def assertCycles(self, a, n=2):
+        for _ in range(n):
+            r = self.cs("checkpoint", "--pid", a.pid, "--json")
+            self.assertEqual(r.rc, 0, r)
+            t = r.obj["processes"][0]
+            self.assertIn("park", t["seconds"], t)
+            self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
+            r = self.cs("restore", "--pid", a.pid, "--json")
+            self.assertEqual(r.rc, 0, r)
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+        rc, err = a.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("FAILED", err)
+
+    def test_calls_by_name_are_held_and_no_write_is_lost(self):
+        # as code linked with -lcuda calls the driver (Triton's launchers):
+        # the worker writes, launches, synchronizes and reads back every
+        # millisecond, through every park
+        a = self.named("--via", "name")
+        self.assertEqual(status(a.pid)["parkable"], "1")
+        self.assertCycles(a, 3)
+
+    def test_every_other_way_to_the_driver_is_held(self):
+        for via in ("dlsym", "default", "next", "procaddr:3020", "procaddr:12080", "procaddr1:10020", "lib",
+                    "lib-lazy", "lib-default"):
+            with self.subTest(via=via):
+                a = self.named("--via", via)
+                self.assertEqual(status(a.pid)["parkable"], "1")
+                self.assertCycles(a)
+
+    def test_what_the_gate_cannot_hold_is_left_to_the_driver(self):
+        # a driver function the interposer does not know, a library that
+        # binds the driver's own functions (RTLD_DEEPBIND), one that looks
+        # them up past the interposer (RTLD_NEXT): never parked, and said
+        cases = {
+            "lib-unlisted": "libfakecuda-probe-new.so binds cuMemcpyHtoD_v9 to the driver directly",
+            "lib-deepbind": "libfakecuda-probe.so binds",
+            "lib-lazy-deepbind": "libfakecuda-probe.so binds",
+            "lib-next": "dlsym(RTLD_NEXT)",
+        }
+        for via, why in cases.items():
+            if "deepbind" in via and ASAN:
+                continue
+            with self.subTest(via=via):
+                a = self.named("--via", via)
+                st = status(a.pid)
+                self.assertEqual(st["parkable"], "0", st)
+                procs, _ = self.ps()
+                self.assertIn(why, procs[a.pid]["park"]["why_not"])
+                self.assertIn(f"parking: {a.pid} (fakecuda-named) runs the interposer but its checkpoint is the "
+                              "driver's: ", self.cs("ps").out)
+                r = self.cs("checkpoint", "--pid", a.pid, "--dry-run")
+                self.assertIn("driver-path", r.err)
+                self.assertIn(why, r.err)
+                r = self.cs("checkpoint", "--pid", a.pid, "--json")
+                self.assertEqual(r.rc, 0, r)
+                self.assertNotIn("park", r.obj["processes"][0]["seconds"])
+                self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+                self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+                rc, err = a.finish()
+                self.assertEqual(rc, 0, err)
+
+    def test_a_backtrace_taken_inside_the_driver_reaches_the_program(self):
+        # the gated frame is an ordinary one, described for the unwinder
+        self.fault("* sync delay=400 1")
+        a = Named(self, ["--unwind"])
+        ln = a.line("unwind")
+        self.assertIsNotNone(ln, a.p.stderr.read1(4096) if a.p.poll() is not None else "")
+        self.assertIn("unwind main=yes", ln)
+        self.assertIn("rc=0", ln)
+
+
+@unittest.skipUnless(PARK_LIB and NAMED, "the interposer is built for x86-64 only")
+class Waits(ParkCase):
+    """The park waits with a bound, for the right contexts; cuMemFree too."""
+
+    gpus = f"{GPU0},{GPU1}"
+
+    def test_gpu_work_that_waits_on_a_held_thread_does_not_freeze_the_process(self):
+        # GPU work waits on a word of host memory that one of the program's
+        # threads sets after a driver call: held at the gate, it never
+        # would; the park gives up at its deadline and lets the program go
+        a = Named(self, ["--hold"]).ready()
+        r = self.cs("checkpoint", "--pid", a.pid, "--timeout", "1000", "--json", timeout=30)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("did not finish within 1.0 s", r.err)
+        self.assertEqual(status(a.pid)["gate"], "open")
+        self.assertEqual(self.states([a.pid]), {a.pid: "running"})
+        os.kill(a.pid, signal.SIGUSR2)
+        self.assertEqual(a.line("released"), "released")
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+
+    def test_a_park_waits_for_the_work_of_every_context(self):
+        # backed memory on device 0, a kernel of 1.5 s queued on device 1's
+        # context (which copies or peers could aim at it)
+        a = Named(self, ["--other-ms", "1500"]).ready()
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGreater(r.obj["processes"][0]["seconds"]["park"], 1.0, r)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+
+    def test_cumemfree_waits_for_the_allocations_context(self):
+        # freed from device 1's context while device 0 runs a 300 ms kernel
+        a = Named(self, ["--free-test"])
+        ln = a.line("free")
+        self.assertIsNotNone(ln, a.p.stderr.read() if a.p.wait(20) is not None else "")
+        ms, rc = (int(kv.split("=")[1]) for kv in ln.split()[1:])
+        self.assertEqual(rc, 0, ln)
+        self.assertGreaterEqual(ms, 250, ln)
+        self.assertEqual(a.line("range"), "range rc=500")  # gone, CUDA_ERROR_NOT_FOUND
+
+    def test_cumemfree_answers_the_drivers_error_and_keeps_the_memory(self):
+        # the context met an error (CUDA_ERROR_ILLEGAL_ADDRESS): its work
+        # may still use the memory, which stays, and the error is the answer
+        self.fault("* sync error=700 1")
+        a = Named(self, ["--free-test"])
+        self.assertRegex(a.line("free") or "", r"^free ms=\d+ rc=700$")
+        self.assertEqual(a.line("range"), "range rc=0")
+
+
+@unittest.skipUnless(PARK_LIB and NAMED, "the interposer is built for x86-64 only")
+class Observed(ParkCase):
+    """What the program sees of its memory is what the driver would say."""
+
+    def test_the_range_of_an_allocation_is_the_size_asked_for(self):
+        size = (65 << 20) + 4096  # backed, rounded up to 66 MiB
+        a = Named(self, ["--alloc-bytes", str(size), "--attrs", "--idle"])
+        ln = a.line("attrs")
+        self.assertIsNotNone(ln)
+        got = dict(kv.split("=") for kv in ln.split()[1:])
+        self.assertEqual(got["range_size"], str(size), ln)
+        self.assertEqual(got["addr_range"], str(size), ln)
+        self.assertEqual(got["range_start"], got["addr_base"], ln)
+        self.assertEqual(got["rdma"], "1", ln)  # GPUDirect RDMA, as cuMemAlloc memory
+        a.ready()
+        self.assertEqual(status(a.pid)["bytes"], str(66 << 20))
+
+    def test_memory_a_nic_could_not_register_as_vmm_memory_is_left_to_the_driver(self):
+        # the GPU registers cuMemAlloc memory with a NIC but not VMM memory
+        a = Named(self, ["--attrs", "--idle"], env={"FAKECUDA_GDR": "legacy"})
+        ln = a.line("attrs")
+        self.assertIn("rdma=1", ln or "")
+        a.ready()
+        procs, _ = self.ps()
+        self.assertIsNone(procs[a.pid]["park"])  # nothing backed: no control socket
+
+    def test_an_imported_memory_pool_is_refused_before_anything_changes(self):
+        share = os.path.join(self.tmp, "pool")
+        e = Named(self, ["--pool-share", share, "--idle"], park=False).ready()
+        i = Named(self, ["--pool-import", share]).ready()
+        st = status(i.pid)
+        self.assertEqual((st["pool_imports"], st["parkable"]), ("1", "0"), st)
+        r = self.cs("checkpoint", "--pid", i.pid)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("(CUDA IPC, 1 memory pool imported from another process)", r.err)
+        self.assertEqual(self.states([i.pid, e.pid]), {i.pid: "running", e.pid: "running"})
+        self.assertEqual(i.verify(), f"verify ok bytes={8 << 20}")
+
+
+@unittest.skipUnless(PARK_LIB and NODRIVER, "the interposer is built for x86-64 only")
+class Unexpected(ParkCase):
+    """Programs that do not use CUDA, or not the way the interposer expects."""
+
+    def nodriver(self, env=None, preload=None):
+        env = dict(self.env, CUDASNAP_PARK_LIB=PARK_LIB, **(env or {}))
+        asan = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+        if preload:
+            argv = ["env", f"LD_PRELOAD={preload}", NODRIVER, LIBCUDA]
+        else:
+            argv = [BIN, "run", "--", NODRIVER, LIBCUDA]
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p)
+        return dict(kv.split("=") for kv in p.stdout.split())
+
+    def test_a_program_without_a_driver_finds_none(self):
+        got = self.nodriver()
+        self.assertEqual(got["before"], "none")
+        self.assertEqual(got["after"], "found")
+        # once it loads one, what it finds is the gate's
+        self.assertEqual(got["handle_owner"], "libcudasnap-park.so")
+        self.assertEqual(got["default_owner"], "libcudasnap-park.so")
+
+    def test_park_0_leaves_the_program_to_the_driver_alone(self):
+        for how in ("run", "preload"):
+            with self.subTest(how=how):
+                got = self.nodriver(env={"CUDASNAP_PARK": "0"}, preload=PARK_LIB if how == "preload" else None)
+                self.assertEqual((got["before"], got["after"]), ("none", "found"))
+                self.assertEqual(got["handle_owner"], "libcuda.so.1")
+                self.assertEqual(got["default_owner"], "libcuda.so.1")
+
+    @unittest.skipUnless(SHIM and CUAPP and not ASAN, "needs the shim and fakecuda-cuapp, and no AddressSanitizer")
+    def test_a_dlsym_wrapper_after_the_interposer_sees_the_lookups(self):
+        a = App(self, ["--alloc-mib", "8", "--interval-ms", "20"], park=True, env={"LD_PRELOAD": SHIM})
+        r = self.cs("checkpoint", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+        os.kill(a.pid, signal.SIGTERM)
+        a.p.wait(20)
+        self.assertIn("shim: dlsym cuGetProcAddress_v2", a.p.stderr.read().decode())
+
+    @unittest.skipUnless(NAMED, "needs fakecuda-named")
+    def test_a_program_that_forbids_itself_sockets_keeps_running(self):
+        # its filter kills it for socket(2): the interposer opens none, and
+        # the process is the driver's to checkpoint
+        a = Named(self, ["--no-socket"]).ready()
+        time.sleep(0.3)
+        self.assertIsNone(a.p.poll())
+        procs, _ = self.ps()
+        self.assertIsNone(procs[a.pid]["park"])
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+        rc, err = a.finish()
+        self.assertEqual(rc, 0, err)
+
+
+@unittest.skipUnless(PARK_LIB and shutil.which("readelf"), "needs the interposer and readelf")
+class Cet(unittest.TestCase):
+    def test_the_interposer_keeps_the_shadow_stack_property(self):
+        # every call it makes returns where it was made (no return address
+        # is replaced), so the process keeps its shadow stack (CET)
+        out = subprocess.run(["readelf", "-n", PARK_LIB], capture_output=True, text=True).stdout
+        self.assertRegex(out, r"x86 feature: .*SHSTK")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
