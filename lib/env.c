@@ -260,6 +260,11 @@ const char *cs_env_preload(void)
 	return secure_getenv("LD_PRELOAD");
 }
 
+const char *cs_env_asan_options(void)
+{
+	return secure_getenv("ASAN_OPTIONS");
+}
+
 bool cs_env_on(const char *name)
 {
 	const char *v = cs_env(name);

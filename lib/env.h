@@ -88,5 +88,7 @@ bool cs_env_on(const char *name);
 /* LD_PRELOAD as cudasnap run found it (NULL with elevated privileges), to
  * keep behind the interposer. */
 const char *cs_env_preload(void);
+/* ASAN_OPTIONS as cudasnap run found it (NULL with elevated privileges). */
+const char *cs_env_asan_options(void);
 
 #endif

@@ -54,8 +54,10 @@ static void usage(FILE *f)
 		"opened in another PID namespace fails as the driver's own do.\n"
 		"\n"
 		"Environment: CUDASNAP_PARK_LIB (the library to preload), CUDASNAP_PARK=0 (no\n"
-		"backing: the program runs as without the interposer), CUDASNAP_PARK_DIR,\n"
-		"CUDASNAP_PARK_IDLE_S (see cudasnap(1)).\n"
+		"backing: every call and lookup is the driver's own, as without the interposer),\n"
+		"CUDASNAP_PARK_DIR, CUDASNAP_PARK_IDLE_S (see cudasnap(1)). An AddressSanitizer\n"
+		"program is started with verify_asan_link_order=0 added to ASAN_OPTIONS (the\n"
+		"interposer is loaded ahead of its runtime).\n"
 		"Exit status: the program's; 2 when it cannot be started.\n",
 		cs_prog, CUDASNAP_PARK_LIB);
 }
@@ -88,6 +90,27 @@ static int find_lib(char *out, size_t size)
 	}
 	snprintf(out, size, "%s", CUDASNAP_PARK_LIB);
 	return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+/* An AddressSanitizer program refuses to start unless its runtime is the
+ * first library loaded, lest another one take malloc and the like first;
+ * the interposer, loaded ahead of it, defines none of what the runtime
+ * intercepts. The check is turned off, unless the program's options say
+ * otherwise. Programs without AddressSanitizer ignore the variable. */
+static int let_asan_start(void)
+{
+	const char *opts = cs_env_asan_options();
+	if (opts && strstr(opts, "verify_asan_link_order"))
+		return 0;
+	const char *add = "verify_asan_link_order=0";
+	size_t len = (opts ? strlen(opts) + 1 : 0) + strlen(add) + 1;
+	char *v = malloc(len);
+	if (v == NULL)
+		return -1;
+	snprintf(v, len, "%s%s%s", opts && opts[0] ? opts : "", opts && opts[0] ? ":" : "", add);
+	int rc = setenv("ASAN_OPTIONS", v, 1);
+	free(v);
+	return rc;
 }
 
 int cmd_run(int argc, char **argv)
@@ -129,6 +152,8 @@ int cmd_run(int argc, char **argv)
 	snprintf(pre, len, "%s%s%s", lib, old && old[0] ? " " : "", old ? old : "");
 	setenv("LD_PRELOAD", pre, 1);
 	free(pre);
+	if (let_asan_start() != 0)
+		return EXIT_USAGE;
 	execvp(argv[first], argv + first);
 	cli_errorf(NULL, "cannot run %s: %s", argv[first], strerror(errno));
 	return errno == ENOENT ? 127 : 126;

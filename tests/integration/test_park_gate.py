@@ -20,6 +20,7 @@ from test_park import CUAPP, PARK_LIB, App, ParkCase, status
 NAMED = os.environ.get("FAKE_NAMED", "")
 NODRIVER = os.environ.get("FAKE_NODRIVER", "")
 SHIM = os.environ.get("FAKE_SHIM", "")
+ASANPROBE = os.environ.get("FAKE_ASANPROBE", "")
 # AddressSanitizer refuses RTLD_DEEPBIND (google/sanitizers#611), and its
 # runtime's RTLD_NEXT lookups go wrong through a dlsym wrapper preloaded
 # ahead of it (the shim), with or without the interposer
@@ -286,6 +287,17 @@ class Unexpected(ParkCase):
         os.kill(a.pid, signal.SIGTERM)
         a.p.wait(20)
         self.assertIn("shim: dlsym cuGetProcAddress_v2", a.p.stderr.read().decode())
+
+    @unittest.skipUnless(ASANPROBE, "the compiler cannot build with AddressSanitizer")
+    def test_an_addresssanitizer_program_starts(self):
+        env = dict(self.env, CUDASNAP_PARK_LIB=PARK_LIB)
+        env.pop("ASAN_OPTIONS", None)
+        p = subprocess.run([BIN, "run", "--", ASANPROBE], env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual((p.returncode, p.stdout), (0, "asan ok\n"), p)
+        # the program's own choice stands
+        env["ASAN_OPTIONS"] = "verify_asan_link_order=1"
+        p = subprocess.run([BIN, "run", "--", ASANPROBE], env=env, capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(p.returncode, 0, p)
 
     @unittest.skipUnless(NAMED, "needs fakecuda-named")
     def test_a_program_that_forbids_itself_sockets_keeps_running(self):
