@@ -142,11 +142,13 @@ struct gate_rec *park_gate_claim(void)
 	return r;
 }
 
-/* A child of fork() keeps its parent's record, under its own id now. */
+/* A child of fork() keeps its parent's record, under its own id now, and
+ * no park: one under way in the parent is not the child's to wait for. */
 static void child_owns(void)
 {
 	if (park_gate_rec)
 		atomic_store(&park_gate_rec->owner, (pid_t)syscall(SYS_gettid));
+	__atomic_store_n(&park_gate_shut, 0, __ATOMIC_SEQ_CST);
 }
 
 void park_gate_wait_open(void)
