@@ -42,6 +42,10 @@ static const char usage_text[] =
 	"  --no-socket       forbids itself socket(2) (seccomp, killed) before allocating\n"
 	"  --pool-share FILE exports a memory pool's descriptor, 'PID FD' into FILE\n"
 	"  --pool-import FILE imports that pool (--idle)\n"
+	"  --storm SECONDS   a thread signals the main thread every few microseconds,\n"
+	"                    whose handler calls the driver, while the main thread calls\n"
+	"                    it over and over (both through cuGetProcAddress's pointer);\n"
+	"                    prints 'storm ok calls=<n> signals=<n>' or 'storm FAILED', exits\n"
 	"  --unwind          a signal comes while it waits in cuCtxSynchronize (from\n"
 	"                    cuGetProcAddress; make it last with the fault 'sync delay=...'): prints\n"
 	"                    'unwind main=<yes|no> frames=<n>', whether a backtrace taken\n"
@@ -57,7 +61,7 @@ struct opts {
 	const char *via, *probe, *pool_share, *pool_import;
 	size_t bytes;
 	unsigned interval_ms, other_ms;
-	int idle, hold, free_test, attrs, no_socket, unwind;
+	int idle, hold, free_test, attrs, no_socket, unwind, storm;
 };
 
 static struct opts o = { .via = "name", .bytes = 8u << 20, .interval_ms = 1 };
@@ -206,14 +210,23 @@ static void *holder(void *arg)
 static int parse(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "via", 1, NULL, 'v' },         { "alloc-mib", 1, NULL, 'm' },
-		{ "alloc-bytes", 1, NULL, 'b' }, { "interval-ms", 1, NULL, 'i' },
-		{ "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
-		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },
-		{ "free-test", 0, NULL, 'f' },   { "attrs", 0, NULL, 'a' },
-		{ "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
-		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' },
-		{ "unwind", 0, NULL, 'u' },      { NULL, 0, NULL, 0 },
+		{ "via", 1, NULL, 'v' },
+		{ "alloc-mib", 1, NULL, 'm' },
+		{ "alloc-bytes", 1, NULL, 'b' },
+		{ "interval-ms", 1, NULL, 'i' },
+		{ "probe", 1, NULL, 'p' },
+		{ "idle", 0, NULL, 'I' },
+		{ "hold", 0, NULL, 'H' },
+		{ "other-ms", 1, NULL, 'o' },
+		{ "free-test", 0, NULL, 'f' },
+		{ "attrs", 0, NULL, 'a' },
+		{ "no-socket", 0, NULL, 'n' },
+		{ "help", 0, NULL, 'h' },
+		{ "pool-share", 1, NULL, 's' },
+		{ "pool-import", 1, NULL, 'P' },
+		{ "unwind", 0, NULL, 'u' },
+		{ "storm", 1, NULL, 'S' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -232,6 +245,7 @@ static int parse(int argc, char **argv)
 		case 's': o.pool_share = optarg; break;
 		case 'P': o.pool_import = optarg, o.idle = 1; break;
 		case 'u': o.unwind = 1; break;
+		case 'S': o.storm = atoi(optarg); break;
 		default: fputs(usage_text, c == 'h' ? stdout : stderr); return c == 'h' ? 1 : -1;
 		}
 	}
@@ -392,6 +406,54 @@ static int unwind(void)
 	return 0;
 }
 
+/* --storm: gated calls from a signal handler land at every point of the
+ * main thread's gated calls; each must return where it was called from,
+ * with the driver's answer. */
+static cu_ctx_get_fn storm_get;
+static volatile long storm_signals, storm_bad;
+static volatile int storm_stop;
+
+static void on_storm(int sig)
+{
+	(void)sig;
+	CUcontext c = NULL;
+	if (storm_get(&c) != CU_OK || c != ctx0)
+		storm_bad++;
+	storm_signals++;
+}
+
+static void *storm_sender(void *arg)
+{
+	pthread_t main_thread = *(pthread_t *)arg;
+	while (!storm_stop) {
+		pthread_kill(main_thread, SIGPROF);
+		struct timespec ts = { 0, 5000 };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static int storm(void)
+{
+	storm_get = (cu_ctx_get_fn)rt("cuCtxGetCurrent");
+	struct sigaction sa = { .sa_handler = on_storm, .sa_flags = SA_RESTART };
+	sigaction(SIGPROF, &sa, NULL);
+	pthread_t self = pthread_self(), t;
+	pthread_create(&t, NULL, storm_sender, &self);
+	long calls = 0, bad = 0;
+	for (double until = now() + o.storm; now() < until;) {
+		for (int i = 0; i < 1000; i++, calls++) {
+			CUcontext c = NULL;
+			if (storm_get(&c) != CU_OK || c != ctx0)
+				bad++;
+		}
+	}
+	storm_stop = 1;
+	pthread_join(t, NULL);
+	printf("storm %s calls=%ld signals=%ld\n", bad || storm_bad ? "FAILED" : "ok", calls, storm_signals);
+	return 0;
+}
+
 static void attrs(void)
 {
 	size_t range_size = 0, addr_range = 0;
@@ -423,6 +485,8 @@ int main(int argc, char **argv)
 		return free_test();
 	if (o.unwind)
 		return unwind();
+	if (o.storm)
+		return storm();
 	if ((o.pool_share && named_pool_share(rt, o.pool_share) != 0) ||
 	    (o.pool_import && named_pool_import(rt, o.pool_import) != 0))
 		return 2;

@@ -145,6 +145,15 @@ class EntryPoints(ParkCase):
                 rc, err = a.finish()
                 self.assertEqual(rc, 0, err)
 
+    def test_gated_calls_from_a_signal_handler_return_where_they_were_made(self):
+        # a signal every few microseconds, whose handler makes a gated call,
+        # lands at every point of the main thread's gated calls
+        a = Named(self, ["--storm", "3"])
+        ln = a.line("storm", timeout=60)
+        self.assertIsNotNone(ln, f"exit {a.p.wait(20)}: {a.p.stderr.read()}")
+        self.assertTrue(ln.startswith("storm ok"), ln)
+        self.assertEqual(a.p.wait(20), 0)
+
     def test_a_backtrace_taken_inside_the_driver_reaches_the_program(self):
         # the gated frame is an ordinary one, described for the unwinder
         self.fault("* sync delay=400 1")
