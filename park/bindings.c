@@ -92,6 +92,18 @@ static bool in_driver(const struct world *w, uintptr_t v)
 	return false;
 }
 
+int park_driver_ranges(uintptr_t *lo, uintptr_t *hi, int max)
+{
+	struct world w = { 0 };
+	dl_iterate_phdr(find_world, &w);
+	int n = w.ndrv < max ? w.ndrv : max;
+	for (int i = 0; i < n; i++) {
+		lo[i] = w.drv[i].lo;
+		hi[i] = w.drv[i].hi;
+	}
+	return n;
+}
+
 bool park_in_driver(const void *addr)
 {
 	struct world w = { 0 };

@@ -151,6 +151,25 @@ static void child_owns(void)
 	__atomic_store_n(&park_gate_shut, 0, __ATOMIC_SEQ_CST);
 }
 
+/* Where the driver lies, as a park closing the gate found it: a call the
+ * driver makes to one of its own exported functions (through the
+ * interposer's name) is part of a call already under way, or of its own
+ * work, and must not wait for the park. */
+#define GATE_DRIVERS 8
+static uintptr_t drv_lo[GATE_DRIVERS], drv_hi[GATE_DRIVERS];
+static int ndrv;
+
+int park_gate_from_driver(const void *ret) HIDDEN;
+int park_gate_from_driver(const void *ret)
+{
+	uintptr_t a = (uintptr_t)ret;
+	int n = __atomic_load_n(&ndrv, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < n; i++)
+		if (a >= drv_lo[i] && a < drv_hi[i])
+			return 1;
+	return 0;
+}
+
 void park_gate_wait_open(void)
 {
 	int saved = errno;
@@ -339,6 +358,7 @@ int park_gate_close(unsigned timeout_ms, long *left, pid_t *tid, const char **wh
 	*left = 0;
 	*tid = 0;
 	*why = NULL;
+	__atomic_store_n(&ndrv, park_driver_ranges(drv_lo, drv_hi, GATE_DRIVERS), __ATOMIC_RELEASE);
 	__atomic_store_n(&park_gate_shut, 1, __ATOMIC_SEQ_CST);
 	if (barrier_registered) {
 		/* A seccomp filter the program installed since it started may

@@ -138,11 +138,21 @@ park_tramp_common:
 	jmp .Lret
 
 	/* The gate is closed: a call of a thread already inside goes on (a
-	 * signal handler's, or a wrapper's that calls the next library); any
-	 * other steps back and waits for the gate to open. */
+	 * signal handler's, or a wrapper's that calls the next library), and
+	 * so does one the driver makes itself (its caller lies in the driver);
+	 * any other steps back and waits for the gate to open. */
 .Lclosed:
 	cmpq $0, GATE_REC_HELD(%r10)
 	jne .Lpass
+	movq %r10, -16(%rbp)
+	SAVE_ARGS
+	movq 8(%rbp), %rdi
+	call park_gate_from_driver
+	movl %eax, %r11d
+	RESTORE_ARGS
+	movq -16(%rbp), %r10
+	testl %r11d, %r11d
+	jnz .Lpass
 	cmpb $0, park_gate_plain(%rip)
 	je 1f
 	decq GATE_REC_COUNT(%r10)

@@ -48,6 +48,11 @@ struct fakecuda_ipc_mem {
  * CUDA_ERROR_INVALID_HANDLE when pid exports nothing or holds no device
  * memory now (it is checkpointed). */
 FC_EXPORT CUresult fakecuda_ipc_import(int pid, struct fakecuda_ipc_mem *mem);
+/* The driver calls one of its own exported functions (cuDriverGetVersion)
+ * by name from a thread of its own, through the process's lookup, and waits
+ * up to wait_ms for it: its answer, or CUDA_ERROR_NOT_READY when it is
+ * still waiting; *took_ms how long. */
+FC_EXPORT CUresult fakecuda_self_call(unsigned int wait_ms, unsigned int *took_ms);
 /* Wakes every call blocked on a locked process with CUDA_ERROR_DEINITIALIZED
  * so that an application can join its threads and exit. */
 FC_EXPORT void fakecuda_shutdown(void);

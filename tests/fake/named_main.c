@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cuda_vmm_api.h"
+#include "fakecuda.h"
 #include "named.h"
 
 static const char usage_text[] =
@@ -42,6 +43,9 @@ static const char usage_text[] =
 	"  --no-socket       forbids itself socket(2) (seccomp, killed) before allocating\n"
 	"  --pool-share FILE exports a memory pool's descriptor, 'PID FD' into FILE\n"
 	"  --pool-import FILE imports that pool (--idle)\n"
+	"  --self-call       on SIGUSR2, the driver calls one of its own functions from a\n"
+	"                    thread of its own (fakecuda_self_call); prints 'selfcall\n"
+	"                    rc=<rc> ms=<n>'\n"
 	"  --storm SECONDS   a thread signals the main thread every few microseconds,\n"
 	"                    whose handler calls the driver, while the main thread calls\n"
 	"                    it over and over (both through cuGetProcAddress's pointer);\n"
@@ -61,7 +65,7 @@ struct opts {
 	const char *via, *probe, *pool_share, *pool_import;
 	size_t bytes;
 	unsigned interval_ms, other_ms;
-	int idle, hold, free_test, attrs, no_socket, unwind, storm;
+	int idle, hold, free_test, attrs, no_socket, unwind, storm, self_call;
 };
 
 static struct opts o = { .via = "name", .bytes = 8u << 20, .interval_ms = 1 };
@@ -210,23 +214,12 @@ static void *holder(void *arg)
 static int parse(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "via", 1, NULL, 'v' },
-		{ "alloc-mib", 1, NULL, 'm' },
-		{ "alloc-bytes", 1, NULL, 'b' },
-		{ "interval-ms", 1, NULL, 'i' },
-		{ "probe", 1, NULL, 'p' },
-		{ "idle", 0, NULL, 'I' },
-		{ "hold", 0, NULL, 'H' },
-		{ "other-ms", 1, NULL, 'o' },
-		{ "free-test", 0, NULL, 'f' },
-		{ "attrs", 0, NULL, 'a' },
-		{ "no-socket", 0, NULL, 'n' },
-		{ "help", 0, NULL, 'h' },
-		{ "pool-share", 1, NULL, 's' },
-		{ "pool-import", 1, NULL, 'P' },
-		{ "unwind", 0, NULL, 'u' },
-		{ "storm", 1, NULL, 'S' },
-		{ NULL, 0, NULL, 0 },
+		{ "via", 1, NULL, 'v' },         { "alloc-mib", 1, NULL, 'm' },   { "alloc-bytes", 1, NULL, 'b' },
+		{ "interval-ms", 1, NULL, 'i' }, { "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
+		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },    { "free-test", 0, NULL, 'f' },
+		{ "attrs", 0, NULL, 'a' },       { "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
+		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' }, { "unwind", 0, NULL, 'u' },
+		{ "storm", 1, NULL, 'S' },       { "self-call", 0, NULL, 'c' },   { NULL, 0, NULL, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -246,6 +239,7 @@ static int parse(int argc, char **argv)
 		case 'P': o.pool_import = optarg, o.idle = 1; break;
 		case 'u': o.unwind = 1; break;
 		case 'S': o.storm = atoi(optarg); break;
+		case 'c': o.self_call = o.idle = 1; break;
 		default: fputs(usage_text, c == 'h' ? stdout : stderr); return c == 'h' ? 1 : -1;
 		}
 	}
@@ -503,6 +497,13 @@ int main(int argc, char **argv)
 		return 2;
 	int sig;
 	while (sigwait(&set, &sig) == 0 && (sig == SIGUSR1 || sig == SIGUSR2)) {
+		if (sig == SIGUSR2 && o.self_call) {
+			unsigned ms = 0;
+			CUresult src = fakecuda_self_call(2000, &ms);
+			printf("selfcall rc=%d ms=%u\n", src, ms);
+			fflush(stdout);
+			continue;
+		}
 		pthread_mutex_lock(&mu);
 		verify_requests += sig == SIGUSR1;
 		released |= sig == SIGUSR2;

@@ -15,7 +15,7 @@ import time
 import unittest
 
 from harness import BIN, GPU0, GPU1, LIBCUDA
-from test_park import CUAPP, PARK_LIB, App, ParkCase, status
+from test_park import CUAPP, PARK_LIB, App, ParkCase, control, status
 
 NAMED = os.environ.get("FAKE_NAMED", "")
 NODRIVER = os.environ.get("FAKE_NODRIVER", "")
@@ -153,6 +153,23 @@ class EntryPoints(ParkCase):
         self.assertIsNotNone(ln, f"exit {a.p.wait(20)}: {a.p.stderr.read()}")
         self.assertTrue(ln.startswith("storm ok"), ln)
         self.assertEqual(a.p.wait(20), 0)
+
+    def test_the_drivers_calls_to_its_own_names_pass_a_closed_gate(self):
+        # a thread of the driver's own calls one of its exported functions
+        # through the lookup, where the interposer's name stands first:
+        # part of the driver's work, it must not wait for the park
+        a = Named(self, ["--self-call"]).ready()
+        held = []
+        answer, _ = control(a.pid, "park 5000", keep=held)
+        self.assertTrue(answer.startswith("ok parked=1"), answer)
+        self.assertEqual(status(a.pid)["gate"], "closed")
+        os.kill(a.pid, signal.SIGUSR2)
+        self.assertRegex(a.line("selfcall") or "", r"^selfcall rc=0 ms=\d+$")
+        held[0].close()  # undone by the process itself
+        deadline = time.monotonic() + 10
+        while status(a.pid)["parked"] != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
 
     def test_a_backtrace_taken_inside_the_driver_reaches_the_program(self):
         # the gated frame is an ordinary one, described for the unwinder
