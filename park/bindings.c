@@ -11,8 +11,7 @@
  * - a name bound to another object that defines it (an interposer loaded
  *   after this one, for a name this one does not export).
  * Each object is read in place (elfread.c); one found bound to no driver
- * function is not read again. The driver's own libraries are not looked
- * at (drivers_own). */
+ * function is not read again. */
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>
@@ -210,24 +209,13 @@ static bool scan(struct check *c, const struct dl_phdr_info *info, const struct 
 	return any;
 }
 
-/* The driver's own libraries (libnvidia-*: the JIT compiler, NVML...) call
- * into it as part of its calls, or for queries that touch no memory of the
- * program's. */
-static bool drivers_own(const struct dl_phdr_info *info)
-{
-	const char *n = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-	n = n ? n + 1 : info->dlpi_name;
-	return n && strncmp(n, "libnvidia-", 10) == 0;
-}
-
 static int check_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	struct check *c = arg;
 	struct range r = range_of(info);
 	struct park_elf e;
-	if (c->bad || r.lo == c->w->self.lo || in_driver(c->w, r.lo) || drivers_own(info) || is_clean(info) ||
-	    !read_elf(info, &e))
+	if (c->bad || r.lo == c->w->self.lo || in_driver(c->w, r.lo) || is_clean(info) || !read_elf(info, &e))
 		return 0;
 	bool any = scan(c, info, &e, e.jmprel, e.njmprel);
 	any = scan(c, info, &e, e.rela, e.nrela) || any;
