@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +47,9 @@ static const char usage_text[] =
 	"  --self-call       on SIGUSR2, the driver calls one of its own functions from a\n"
 	"                    thread of its own (fakecuda_self_call); prints 'selfcall\n"
 	"                    rc=<rc> ms=<n>'\n"
+	"  --fork-call       on SIGUSR2, forks a child that calls the driver\n"
+	"                    (cuDriverGetVersion) and exits; prints 'forkcall rc=<its exit\n"
+	"                    status, -1 when it did not end within 2 s>'\n"
 	"  --storm SECONDS   a thread signals the main thread every few microseconds,\n"
 	"                    whose handler calls the driver, while the main thread calls\n"
 	"                    it over and over (both through cuGetProcAddress's pointer);\n"
@@ -65,7 +69,7 @@ struct opts {
 	const char *via, *probe, *pool_share, *pool_import;
 	size_t bytes;
 	unsigned interval_ms, other_ms;
-	int idle, hold, free_test, attrs, no_socket, unwind, storm, self_call;
+	int idle, hold, free_test, attrs, no_socket, unwind, storm, self_call, fork_call;
 };
 
 static struct opts o = { .via = "name", .bytes = 8u << 20, .interval_ms = 1 };
@@ -211,15 +215,53 @@ static void *holder(void *arg)
 	return NULL;
 }
 
+/* --fork-call: a child forked while the parent may be parked calls the
+ * driver and exits. */
+static int fork_call(void)
+{
+	CUresult (*version)(int *) = NULL;
+	*(void **)&version = rt("cuDriverGetVersion");
+	pid_t child = fork();
+	if (child == 0) {
+		int v = 0;
+		_exit(version(&v) == CU_OK ? 0 : 1);
+	}
+	for (int i = 0; child > 0 && i < 200; i++) {
+		int st;
+		if (waitpid(child, &st, WNOHANG) == child)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+		struct timespec ts = { 0, 10000000L };
+		nanosleep(&ts, NULL);
+	}
+	if (child > 0) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+	return -1;
+}
+
 static int parse(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "via", 1, NULL, 'v' },         { "alloc-mib", 1, NULL, 'm' },   { "alloc-bytes", 1, NULL, 'b' },
-		{ "interval-ms", 1, NULL, 'i' }, { "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
-		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },    { "free-test", 0, NULL, 'f' },
-		{ "attrs", 0, NULL, 'a' },       { "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
-		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' }, { "unwind", 0, NULL, 'u' },
-		{ "storm", 1, NULL, 'S' },       { "self-call", 0, NULL, 'c' },   { NULL, 0, NULL, 0 },
+		{ "via", 1, NULL, 'v' },
+		{ "alloc-mib", 1, NULL, 'm' },
+		{ "alloc-bytes", 1, NULL, 'b' },
+		{ "interval-ms", 1, NULL, 'i' },
+		{ "probe", 1, NULL, 'p' },
+		{ "idle", 0, NULL, 'I' },
+		{ "hold", 0, NULL, 'H' },
+		{ "other-ms", 1, NULL, 'o' },
+		{ "free-test", 0, NULL, 'f' },
+		{ "attrs", 0, NULL, 'a' },
+		{ "no-socket", 0, NULL, 'n' },
+		{ "help", 0, NULL, 'h' },
+		{ "pool-share", 1, NULL, 's' },
+		{ "pool-import", 1, NULL, 'P' },
+		{ "unwind", 0, NULL, 'u' },
+		{ "storm", 1, NULL, 'S' },
+		{ "self-call", 0, NULL, 'c' },
+		{ "fork-call", 0, NULL, 'F' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -240,6 +282,7 @@ static int parse(int argc, char **argv)
 		case 'u': o.unwind = 1; break;
 		case 'S': o.storm = atoi(optarg); break;
 		case 'c': o.self_call = o.idle = 1; break;
+		case 'F': o.fork_call = o.idle = 1; break;
 		default: fputs(usage_text, c == 'h' ? stdout : stderr); return c == 'h' ? 1 : -1;
 		}
 	}
@@ -497,6 +540,11 @@ int main(int argc, char **argv)
 		return 2;
 	int sig;
 	while (sigwait(&set, &sig) == 0 && (sig == SIGUSR1 || sig == SIGUSR2)) {
+		if (sig == SIGUSR2 && o.fork_call) {
+			printf("forkcall rc=%d\n", fork_call());
+			fflush(stdout);
+			continue;
+		}
 		if (sig == SIGUSR2 && o.self_call) {
 			unsigned ms = 0;
 			CUresult src = fakecuda_self_call(2000, &ms);

@@ -171,6 +171,20 @@ class EntryPoints(ParkCase):
             time.sleep(0.05)
         self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
 
+    def test_a_child_forked_during_a_park_is_not_held(self):
+        # the child has no control socket and no park of its own
+        a = Named(self, ["--fork-call"]).ready()
+        held = []
+        answer, _ = control(a.pid, "park 5000", keep=held)
+        self.assertTrue(answer.startswith("ok parked=1"), answer)
+        os.kill(a.pid, signal.SIGUSR2)
+        self.assertEqual(a.line("forkcall"), "forkcall rc=0")
+        held[0].close()
+        deadline = time.monotonic() + 10
+        while status(a.pid)["parked"] != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+
     def test_a_backtrace_taken_inside_the_driver_reaches_the_program(self):
         # the gated frame is an ordinary one, described for the unwinder
         self.fault("* sync delay=400 1")
