@@ -8,7 +8,10 @@
 /* Contexts, reduced to what the runtime does with them: one primary context
  * per device, retained and made current by each thread that uses it. Calls
  * on device memory need a current context, as on the real driver. Releasing
- * the last reference does not destroy the context (nor its memory) here. */
+ * the last reference does not destroy the context (nor its memory) here.
+ * A program may also create contexts of its own (cuCtxCreate_v2, current on
+ * the creating thread, until cuCtxDestroy_v2); work in one runs on its
+ * device's stream, as in the primary context. */
 
 struct CUctx_st {
 	int dev;
@@ -17,6 +20,8 @@ struct CUctx_st {
 
 static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct CUctx_st primary[FC_MAX_GPUS];
+#define FC_CREATED 16
+static struct CUctx_st created[FC_CREATED]; /* refs 1: in use */
 static __thread CUcontext current;
 
 /* CUDA_SUCCESS when cuInit succeeded and dev is a device of the process */
@@ -83,10 +88,50 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
 	int known = ctx == NULL;
 	for (int d = 0; !known && d < FC_MAX_GPUS; d++)
 		known = ctx == &primary[d] && check_dev(d) == CUDA_SUCCESS;
+	pthread_mutex_lock(&ctx_mu);
+	for (int i = 0; !known && i < FC_CREATED; i++)
+		known = ctx == &created[i] && created[i].refs > 0;
+	pthread_mutex_unlock(&ctx_mu);
 	if (!known)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	current = ctx;
 	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev)
+{
+	CUresult rc = ctx == NULL ? CUDA_ERROR_INVALID_VALUE : check_dev(dev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	(void)flags;
+	pthread_mutex_lock(&ctx_mu);
+	rc = CUDA_ERROR_OUT_OF_MEMORY;
+	for (int i = 0; rc != CUDA_SUCCESS && i < FC_CREATED; i++) {
+		if (created[i].refs > 0)
+			continue;
+		created[i] = (struct CUctx_st){ dev, 1 };
+		*ctx = current = &created[i];
+		rc = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&ctx_mu);
+	return rc;
+}
+
+/* A primary context is not the program's to destroy. */
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	CUresult rc = CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&ctx_mu);
+	for (int i = 0; i < FC_CREATED; i++) {
+		if (ctx != &created[i] || created[i].refs == 0)
+			continue;
+		created[i].refs = 0;
+		if (current == ctx)
+			current = NULL;
+		rc = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&ctx_mu);
+	return rc;
 }
 
 CUresult cuCtxGetDevice(CUdevice *dev)

@@ -21,6 +21,8 @@ FC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev);
 FC_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 FC_EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx);
 FC_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx);
+FC_EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev);
+FC_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx);
 FC_EXPORT CUresult cuCtxGetDevice(CUdevice *dev);
 FC_EXPORT CUresult cuCtxSynchronize(void);
 FC_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer);

@@ -36,6 +36,8 @@ static const char usage_text[] =
 	"  --hold            GPU work waits on a host word that a thread sets after a\n"
 	"                    driver call, once SIGUSR2 comes (implies --idle)\n"
 	"  --other-ms MS     one kernel of MS ms on device 1 once set up (--idle)\n"
+	"  --created-ms MS   one kernel of MS ms in a context it creates on device 1\n"
+	"                    (cuCtxCreate, by name; --idle)\n"
 	"  --free-test       frees its memory from device 1's context while device 0\n"
 	"                    runs a kernel of 300 ms; prints 'free ms=<n> rc=<rc>' and\n"
 	"                    'range rc=<rc>', exits\n"
@@ -68,7 +70,7 @@ static const char usage_text[] =
 struct opts {
 	const char *via, *probe, *pool_share, *pool_import;
 	size_t bytes;
-	unsigned interval_ms, other_ms;
+	unsigned interval_ms, other_ms, created_ms;
 	int idle, hold, free_test, attrs, no_socket, unwind, storm, self_call, fork_call;
 };
 
@@ -243,25 +245,16 @@ static int fork_call(void)
 static int parse(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "via", 1, NULL, 'v' },
-		{ "alloc-mib", 1, NULL, 'm' },
-		{ "alloc-bytes", 1, NULL, 'b' },
-		{ "interval-ms", 1, NULL, 'i' },
-		{ "probe", 1, NULL, 'p' },
-		{ "idle", 0, NULL, 'I' },
-		{ "hold", 0, NULL, 'H' },
-		{ "other-ms", 1, NULL, 'o' },
-		{ "free-test", 0, NULL, 'f' },
-		{ "attrs", 0, NULL, 'a' },
-		{ "no-socket", 0, NULL, 'n' },
-		{ "help", 0, NULL, 'h' },
-		{ "pool-share", 1, NULL, 's' },
-		{ "pool-import", 1, NULL, 'P' },
-		{ "unwind", 0, NULL, 'u' },
-		{ "storm", 1, NULL, 'S' },
-		{ "self-call", 0, NULL, 'c' },
-		{ "fork-call", 0, NULL, 'F' },
-		{ NULL, 0, NULL, 0 },
+		{ "via", 1, NULL, 'v' },         { "alloc-mib", 1, NULL, 'm' },
+		{ "alloc-bytes", 1, NULL, 'b' }, { "interval-ms", 1, NULL, 'i' },
+		{ "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
+		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },
+		{ "free-test", 0, NULL, 'f' },   { "attrs", 0, NULL, 'a' },
+		{ "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
+		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' },
+		{ "unwind", 0, NULL, 'u' },      { "storm", 1, NULL, 'S' },
+		{ "self-call", 0, NULL, 'c' },   { "fork-call", 0, NULL, 'F' },
+		{ "created-ms", 1, NULL, 'C' },  { NULL, 0, NULL, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -283,6 +276,7 @@ static int parse(int argc, char **argv)
 		case 'S': o.storm = atoi(optarg); break;
 		case 'c': o.self_call = o.idle = 1; break;
 		case 'F': o.fork_call = o.idle = 1; break;
+		case 'C': o.created_ms = (unsigned)strtoul(optarg, NULL, 0), o.idle = 1; break;
 		default: fputs(usage_text, c == 'h' ? stdout : stderr); return c == 'h' ? 1 : -1;
 		}
 	}
@@ -379,6 +373,19 @@ static void other_device(void)
 	if (set(context(1)) != CU_OK ||
 	    ((named_launch_fn)rt("cuLaunchKernel"))(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) != CU_OK ||
 	    set(ctx0) != CU_OK)
+		exit(2);
+}
+
+/* --created-ms: a context the program creates itself (its device's primary
+ * context never retained) runs a kernel. */
+static void created_context(void)
+{
+	CUcontext c = NULL;
+	unsigned ms = o.created_ms;
+	void *params[] = { &ms };
+	if (cuCtxCreate_v2(&c, 0, 1) != CU_OK ||
+	    ((named_launch_fn)rt("cuLaunchKernel"))(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) != CU_OK ||
+	    ((cu_ctx_set_fn)rt("cuCtxSetCurrent"))(ctx0) != CU_OK)
 		exit(2);
 }
 
@@ -533,6 +540,8 @@ int main(int argc, char **argv)
 		hold();
 	if (o.other_ms)
 		other_device();
+	if (o.created_ms)
+		created_context();
 	printf("ready pid=%d bytes=%zu addr=0x%llx\n", (int)getpid(), o.bytes, mem);
 	fflush(stdout);
 	pthread_t t;

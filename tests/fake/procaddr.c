@@ -54,6 +54,10 @@ static const struct versioned versions[] = {
 	{ "cuMemPoolDestroy", 11020, 0, 0 },
 	{ "cuMemPoolExportToShareableHandle", 11020, 0, 0 },
 	{ "cuMemPoolImportFromShareableHandle", 11020, 0, 0 },
+	/* the double has cuCtxCreate_v2 only (the real driver answers _v4 from
+	 * 12050): call it by name */
+	{ "cuCtxCreate", 2000, 3020, 0 },
+	{ "cuCtxDestroy", 2000, 4000, 0 },
 };
 
 static pthread_once_t self_once = PTHREAD_ONCE_INIT;

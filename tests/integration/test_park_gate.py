@@ -227,6 +227,14 @@ class Waits(ParkCase):
         self.assertGreater(r.obj["processes"][0]["seconds"]["park"], 1.0, r)
         self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
 
+    def test_a_park_waits_for_the_work_of_a_context_the_program_made(self):
+        # cuCtxCreate on device 1, whose primary context it never used
+        a = Named(self, ["--created-ms", "1500"]).ready()
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGreater(r.obj["processes"][0]["seconds"]["park"], 1.0, r)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+
     def test_cumemfree_waits_for_the_allocations_context(self):
         # freed from device 1's context while device 0 runs a 300 ms kernel
         a = Named(self, ["--free-test"])
