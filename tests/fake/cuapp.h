@@ -96,7 +96,10 @@ struct cuapp {
 	int n;
 };
 
-/* cuapp_drv.c: 0, or -1 with the reason on stderr */
+/* cuapp_drv.c: the CUDA version it asks cuGetProcAddress for (--cuda-version,
+ * 12080) */
+extern int cuapp_cuda_version;
+/* 0, or -1 with the reason on stderr */
 int cuapp_load(struct cu *cu);
 /* One entry point by cuGetProcAddress into slot; 0, or -1 said on stderr. */
 int cuapp_resolve(cu_get_proc_fn get, const char *name, void *slot);

@@ -10,13 +10,13 @@
 /* How the CUDA runtime reaches the driver: one dlsym, of
  * cuGetProcAddress_v2; everything else through it, by base name. */
 
-#define CUDA_VERSION 12080
+int cuapp_cuda_version = 12080;
 
 int cuapp_resolve(cu_get_proc_fn get, const char *name, void *slot)
 {
 	CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
 	void *f = NULL;
-	CUresult rc = get(name, &f, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+	CUresult rc = get(name, &f, cuapp_cuda_version, CU_GET_PROC_ADDRESS_DEFAULT, &status);
 	if (rc != CU_OK || f == NULL || status != CU_GET_PROC_ADDRESS_SUCCESS) {
 		fprintf(stderr, "fakecuda-cuapp: cuGetProcAddress(%s) -> %d (status %d)\n", name, rc, (int)status);
 		return -1;

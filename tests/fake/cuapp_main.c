@@ -35,6 +35,7 @@ static const char usage_text[] = "fakecuda-cuapp: a CUDA application on the driv
 				 "                    memory (cuMemRetainAllocationHandle) and keep it\n"
 				 "  --retain-share FILE  retain it, export it as a POSIX fd, release the handle\n"
 				 "                    and write 'PID FD' to FILE (as NCCL registers a buffer)\n"
+				 "  --cuda-version V  the CUDA version it gives cuGetProcAddress (12080)\n"
 				 "\n"
 				 "Prints 'ready pid=<pid> allocs=<n> bytes=<n> addrs=<hex,...>' once filled.\n"
 				 "SIGUSR2: forks a child (no exec) that sleeps until the process ends.\n"
@@ -77,7 +78,7 @@ static int parse(int argc, char **argv, struct cuapp *app)
 		{ "kernel-ms", 1, NULL, 'K' },  { "ipc-export", 1, NULL, 'e' }, { "ipc-import", 1, NULL, 'I' },
 		{ "peer-seed", 1, NULL, 'P' },  { "ipc-event", 0, NULL, 'E' },  { "vmm-share", 1, NULL, 'x' },
 		{ "vmm-import", 1, NULL, 'X' }, { "retain", 0, NULL, 'r' },     { "retain-share", 1, NULL, 'R' },
-		{ "help", 0, NULL, 'h' },       { NULL, 0, NULL, 0 },
+		{ "help", 0, NULL, 'h' },       { "cuda-version", 1, NULL, 'V' }, { NULL, 0, NULL, 0 },
 	};
 	unsigned long long v = 0;
 	int c;
@@ -111,6 +112,7 @@ static int parse(int argc, char **argv, struct cuapp *app)
 		case 'X': app->vmm_import = optarg; break;
 		case 'r': app->retain = 1; break;
 		case 'R': app->retain_share = optarg; break;
+		case 'V': cuapp_cuda_version = (int)v; break;
 		}
 	}
 	if (optind != argc || app->nalloc_opts * (unsigned long long)app->allocs_each > CUAPP_MAX_ALLOCS) {

@@ -102,7 +102,10 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
 
 /* The exporter is found by the pid in the handle, which is the pid it
  * sees itself by: importer and exporter share a pid namespace. */
-CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
+/* Both exported names of the function; called directly, not through the
+ * process's lookup (where an interposer's names stand first), as the real
+ * driver's entry points call their implementation. */
+static CUresult open_handle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
 {
 	struct fc_ipc_handle h;
 	struct fakecuda_ipc_mem mem;
@@ -123,10 +126,15 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigne
 	return rc;
 }
 
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
+{
+	return open_handle(dptr, handle, flags);
+}
+
 /* CUDA 4.1-10.2's name: the same function */
 CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
 {
-	return cuIpcOpenMemHandle_v2(dptr, handle, flags);
+	return open_handle(dptr, handle, flags);
 }
 
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)

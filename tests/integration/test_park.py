@@ -427,6 +427,16 @@ class IpcPairs(ParkCase):
         self.assertEqual(status(e.pid)["ipc_attached"], "1")
         self.assertBothOk(e, i)
 
+    def test_an_importer_of_an_old_cuda_version_opens_the_interposers_handle(self):
+        # cuGetProcAddress("cuIpcOpenMemHandle") below CUDA 11.0 gives the
+        # function's first version, which takes the same arguments: still
+        # the interposer's, or the driver would be handed its handle
+        handle = os.path.join(self.tmp, "handle")
+        e = App(self, ["--alloc-mib", "8", "--seed", "7", "--ipc-export", handle])
+        i = App(self, ["--alloc-mib", "4", "--ipc-import", handle, "--peer-seed", "7", "--cuda-version", "10020"])
+        self.assertEqual(status(i.pid)["ipc_imports"], "1")
+        self.assertTogetherCycle(e, i)
+
     def test_parked_together_both_come_back(self):
         e, i = self.pair()
         self.assertEqual(status(i.pid)["ipc_imports"], "1")
