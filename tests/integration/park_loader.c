@@ -7,7 +7,7 @@
  * "ok" and exits 0 once both are through.
  *
  *   park-loader PROBE.so   (LD_PRELOAD=libcudasnap-park.so, the driver
- *                           findable as libcuda.so.1) */
+ *                           findable as libcuda.so.1, which it loads first) */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -30,7 +30,10 @@ static void *load(void *path)
 int main(int argc, char **argv)
 {
 	typedef int (*get_proc_fn)(const char *, void **, int, unsigned long long, void *);
-	get_proc_fn get = (get_proc_fn)dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+	/* The driver loaded, as a CUDA program has it (linked, or the
+	 * runtime's dlopen): the interposer answers its names only then. */
+	void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+	get_proc_fn get = driver ? (get_proc_fn)dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2") : NULL;
 	int p[2];
 	char fd[16], byte;
 	if (argc != 2 || get == NULL || pipe(p) != 0) {

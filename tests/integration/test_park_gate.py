@@ -160,7 +160,7 @@ class EntryPoints(ParkCase):
         # part of the driver's work, it must not wait for the park
         a = Named(self, ["--self-call"]).ready()
         held = []
-        answer, _ = control(a.pid, "park 5000", keep=held)
+        answer, _ = control(a.pid, "park 5000", keep=held, key=True)
         self.assertTrue(answer.startswith("ok parked=1"), answer)
         self.assertEqual(status(a.pid)["gate"], "closed")
         os.kill(a.pid, signal.SIGUSR2)
@@ -175,7 +175,7 @@ class EntryPoints(ParkCase):
         # the child has no control socket and no park of its own
         a = Named(self, ["--fork-call"]).ready()
         held = []
-        answer, _ = control(a.pid, "park 5000", keep=held)
+        answer, _ = control(a.pid, "park 5000", keep=held, key=True)
         self.assertTrue(answer.startswith("ok parked=1"), answer)
         os.kill(a.pid, signal.SIGUSR2)
         self.assertEqual(a.line("forkcall"), "forkcall rc=0")
