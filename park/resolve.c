@@ -255,8 +255,7 @@ PARK_EARLY static bool driver_elf(struct park_elf *out)
 			*out = e;
 			/* kept once the interposer holds the driver open */
 			const struct park_real_all *held = atomic_load_explicit(&real_pub, memory_order_acquire);
-			if (held && held->r.lib &&
-			    !__atomic_load_n(&state, __ATOMIC_ACQUIRE)) {
+			if (held && held->r.lib && !__atomic_load_n(&state, __ATOMIC_ACQUIRE)) {
 				found = e;
 				__atomic_store_n(&state, 1, __ATOMIC_RELEASE);
 			}
