@@ -4,7 +4,7 @@
  * Podman and containerd over its RPC), checkpoints and restores them all as
  * one transaction. This file is the descriptor CRIU reads and the
  * translation of CRIU's hooks into the stages of a staged session
- * (lib/engine.h), where every rule lives; what stays here is CRIU's: its
+ * (lib/engine/engine.h), where every rule lives; what stays here is CRIU's: its
  * options, log, images and inventory (host.c), the helper processes
  * (helper.c) and the restore threads CRIU holds (restore_thread.c). */
 #include "engine.h"

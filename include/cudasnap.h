@@ -263,7 +263,7 @@ typedef struct cs_scan_opts {
 	 * once the parents of every process are known (cs_ptable_descends). */
 	bool (*ask)(void *ctx, const cs_ptable *t, pid_t pid);
 	void *ask_ctx;
-	/* A process that another operation holds (a claim, see lib/claim.h) is
+	/* A process that another operation holds (a claim, see lib/record/claim.h) is
 	 * not asked: the driver would make the question wait behind that
 	 * operation's calls. It is marked busy, with its holder. */
 	bool skip_busy;
@@ -503,7 +503,7 @@ typedef struct cs_session_opts {
 	const pid_t *scope;
 	size_t nscope;
 	/* Restore: the order, memory sizes and GPUs of the processes from this
-	 * record (cs_manifest of lib/manifest.h, with the pids they have now)
+	 * record (cs_manifest of lib/record/manifest.h, with the pids they have now)
 	 * instead of the state directory's manifest. */
 	const struct cs_manifest *manifest;
 	/* Checkpoint: do not refuse a process whose checkpoint would not fit in
@@ -572,7 +572,7 @@ CS_PUBLIC int cs_session_select(cs_session *s, cs_error *err);
  * then false); otherwise res describes the transaction. */
 CS_PUBLIC int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err);
 CS_PUBLIC cs_target *cs_session_targets(const cs_session *s, size_t *n);
-/* Device references left after a checkpoint (see lib/verify.h), and how
+/* Device references left after a checkpoint (see lib/find/verify.h), and how
  * many of them are inside the selection. */
 CS_PUBLIC const struct cs_leftover *cs_session_leftovers(const cs_session *s, size_t *n, size_t *in_scope);
 CS_PUBLIC void cs_session_free(cs_session *s);

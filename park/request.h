@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PARK_REQ_KEY_LEN 32 /* = PARK_KEY_LEN (lib/park_find.h) */
+#define PARK_REQ_KEY_LEN 32 /* = PARK_KEY_LEN (lib/proc/park_find.h) */
 #define PARK_SECRET_LEN 16 /* what a proof exchange is keyed with */
 #define PARK_NONCE_LEN 16
 #define PARK_LINE_MAX 256 /* longer lines are refused whole */

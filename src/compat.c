@@ -1,6 +1,6 @@
 /* cudasnap as NVIDIA's cuda-checkpoint: the same options, output and exit
  * statuses, so that callers written for NVIDIA's binary run unchanged. Each
- * action is one driver call, made by the library (lib/onecall.h), which
+ * action is one driver call, made by the library (lib/onecall/onecall.h), which
  * also claims the process and refuses what would lose it. */
 #include "compat.h"
 #include "util.h"

@@ -2,7 +2,7 @@
  * name (CRIU's CUDA plugin, runsc --cuda-checkpoint-path, wrapper scripts).
  * One process per call: callers run many at once, one per target. What may
  * be done to the target, and what is kept of it, is the library's
- * (lib/onecall.h); here are NVIDIA's options, lines and exit statuses, and
+ * (lib/onecall/onecall.h); here are NVIDIA's options, lines and exit statuses, and
  * the words of cudasnap's hints. */
 #ifndef CS_COMPAT_H
 #define CS_COMPAT_H

@@ -1,5 +1,5 @@
 /* cudasnap history: what cudasnap did on this node, newest first, from the
- * history of operations that every front-end writes (lib/history.h). */
+ * history of operations that every front-end writes (lib/record/history.h). */
 #include "cli.h"
 #include "history.h"
 #include "json.h"

@@ -237,7 +237,7 @@ static int leave(int status)
 static int dispatch(int argc, char **argv);
 
 /* The GPU memory probe runs in a fresh process of this same binary
- * (lib/gpuprobe.h), found by its real path: the probe runs as "cudasnap" (a process
+ * (lib/driver/gpuprobe.h), found by its real path: the probe runs as "cudasnap" (a process
  * that the selection of a concurrent command recognizes as a tool), where
  * /proc/self/exe would run as "exe". */
 static void register_probe(void)

@@ -1,5 +1,5 @@
 /* The two binary records of the GPU room from arbitrary bytes: a booking's
- * file (lib/gpubook.c) and the driver probe's answer (lib/gpuprobe.c); the
+ * file (lib/room/gpubook.c) and the driver probe's answer (lib/driver/gpuprobe.c); the
  * first byte picks which. What parses is bounded and terminated. */
 #include "fuzz.h"
 #include "gpubook.h"

@@ -1,4 +1,4 @@
-/* The two parsers of lib/halt.c on the same bytes, read both as
+/* The two parsers of lib/proc/halt.c on the same bytes, read both as
  * /proc/self/mountinfo and as /proc/PID/cgroup, in a buffer of exactly the
  * input's length. Checks: the mount strings end inside their buffers and a
  * mount is taken with its root or not at all; with no mounts nothing is

@@ -1,4 +1,4 @@
-/* The history of operations read back (lib/history_read.c) over arbitrary
+/* The history of operations read back (lib/record/history_read.c) over arbitrary
  * bytes, exactly the input: every line is an entry that the checks accept
  * or a skipped one, none is lost or counted twice; what is described of an
  * entry is printable UTF-8, one header line and then indented lines; and

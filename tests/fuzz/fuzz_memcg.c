@@ -1,4 +1,4 @@
-/* The parsers of lib/memcg.c on the same bytes, read as a value file, as
+/* The parsers of lib/room/memcg.c on the same bytes, read as a value file, as
  * "key value" lines, as /proc/PID/cgroup and as the reply of the helper
  * that reads the initial cgroup namespace, in a buffer of exactly the
  * input's length; the first two lines, as a cgroup path and a mount's root,

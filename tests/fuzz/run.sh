@@ -22,10 +22,12 @@ esac
 mkdir -p "$work/obj"
 jsonc_cflags=$(pkg-config --cflags json-c)
 jsonc_libs=$(pkg-config --libs json-c)
-cflags="-std=gnu11 -D_GNU_SOURCE -DCUDASNAP_VERSION=\"fuzz\" -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$root/include -I$root/lib -I$root/src -I$here"
+libinc=""
+for d in "$root"/lib/*/; do libinc="$libinc -I$d"; done
+cflags="-std=gnu11 -D_GNU_SOURCE -DCUDASNAP_VERSION=\"fuzz\" -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$root/include $libinc -I$root/src -I$here"
 
 # The library once, instrumented; each target links what it uses from it.
-for src in "$root"/lib/*.c; do
+for src in "$root"/lib/*/*.c; do
 	"$cc" $cflags $jsonc_cflags -c -o "$work/obj/$(basename "$src" .c).o" "$src"
 done
 for t in $targets; do

@@ -1,4 +1,4 @@
-"""Every explanation of lib/explain.c, triggered through the driver double, and
+"""Every explanation of lib/driver/explain.c, triggered through the driver double, and
 the regression tests named after the two public reports."""
 import os
 import shutil

@@ -5,7 +5,7 @@ A restore that runs out of GPU memory destroys the process's checkpointed
 state for good (driver 580). Two restores that each fit alone but not
 together both read the same free memory: every cudasnap of the node books
 the room of a restore in the state directory, under one lock, from the
-check until the driver answers (lib/gpubook.h). The driver double's
+check until the driver answers (lib/room/gpubook.h). The driver double's
 allocations are atomic as the real driver's are (a restore measured after
 another took its memory runs out of memory), so a restore let through
 without room shows as LOST here.

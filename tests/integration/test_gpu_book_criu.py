@@ -1,7 +1,7 @@
 """Restores at once onto one GPU through CRIU and cudasnap_plugin.so, beside
 each other and beside the command line (criu_case.py: a real CRIU, the
 driver double). Each restore books its room in the state directory from the
-check until the driver answers, whoever runs it (lib/gpubook.h), so that two
+check until the driver answers, whoever runs it (lib/room/gpubook.h), so that two
 restores that each fit alone are never both let through; the double's
 allocations are atomic as the real driver's, so one let through without room
 would show as LOST.

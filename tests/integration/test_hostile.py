@@ -320,7 +320,7 @@ class Privileges(Hostile):
         """cudasnap executes nothing but its own command line (cudasnap run),
         so nothing taken from a target (comm, environ, paths) can be run: no
         exec*/system/popen/spawn/fork in lib/ or src/ but src/run.c's execvp
-        and lib/archive_child.c's fork, which executes nothing
+        and lib/inspect/archive_child.c's fork, which executes nothing
         (tests/lint/no_exec.py, also a meson test of its own)."""
         lint = os.path.join(SOURCE_ROOT, "tests", "lint", "no_exec.py")
         p = subprocess.run([sys.executable, lint, SOURCE_ROOT, BIN], capture_output=True, text=True)
@@ -504,10 +504,10 @@ class StateDirectory(Hostile):
         self.assertIsNotNone(flags, "claim file not seen open")
         self.assertTrue(flags & os.O_CLOEXEC and flags & os.O_NOFOLLOW, oct(flags))
         self.assertEqual(self.cs("restore").rc, 0)
-        # In the source: every file lib/state.c and lib/claim.c open.
+        # In the source: every file lib/record/state.c and lib/record/claim.c open.
         calls = []
         for name in ("state.c", "claim.c"):
-            with open(os.path.join(SOURCE_ROOT, "lib", name)) as f:
+            with open(os.path.join(SOURCE_ROOT, "lib", "record", name)) as f:
                 calls += re.findall(r"\bopen(?:at)?\((.*?)\)", f.read(), re.S)
         self.assertGreaterEqual(len(calls), 7)
         for c in calls:

@@ -55,7 +55,7 @@ PIDFS_MAGIC = 0x50494446
 
 def pidfs():
     """Whether pidfds live on pidfs (Linux 6.9+), where a flock on one is a
-    lock on that process: the kernel's fstatfs type, as lib/claim.c checks."""
+    lock on that process: the kernel's fstatfs type, as lib/record/claim.c checks."""
     try:
         fd = os.pidfd_open(os.getpid())
     except (AttributeError, OSError):

@@ -1,4 +1,4 @@
-"""cudasnap reads its environment in one place, lib/env.c, through
+"""cudasnap reads its environment in one place, lib/base/env.c, through
 secure_getenv(3), so that a setuid or file-capability copy never honours a
 variable chosen by whoever started it. Fails when any other source file of
 lib/ or src/ names getenv, secure_getenv or environ (outside comments and
@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-ALLOWED = os.path.join("lib", "env.c")
+ALLOWED = os.path.join("lib", "base", "env.c")
 # Any mention, not only calls: a function pointer to getenv reads as much.
 BANNED = ["getenv", "secure_getenv", "__secure_getenv", "environ", "__environ"]
 WORD = re.compile(r"\b(" + "|".join(BANNED) + r")\b")
@@ -26,7 +26,7 @@ def strip(text):
 
 def scan_sources(root):
     bad = []
-    files = sorted(glob.glob(os.path.join(root, "lib", "*.[ch]")) + glob.glob(os.path.join(root, "src", "*.[ch]")))
+    files = sorted(glob.glob(os.path.join(root, "lib", "*", "*.[ch]")) + glob.glob(os.path.join(root, "src", "*.[ch]")))
     rels = [os.path.relpath(p, root) for p in files]
     if ALLOWED not in rels:
         bad.append(f"{ALLOWED} not found under {root}")
@@ -37,7 +37,7 @@ def scan_sources(root):
             code = strip(f.read())
         for n, line in enumerate(code.splitlines(), 1):
             for m in WORD.finditer(line):
-                bad.append(f"{rel}:{n}: reads the environment ({m.group(1)}); use cs_env() of lib/env.h")
+                bad.append(f"{rel}:{n}: reads the environment ({m.group(1)}); use cs_env() of lib/base/env.h")
     return bad, len(files)
 
 
@@ -57,7 +57,7 @@ def check_man_page(root):
         man = f.read()
     m = re.search(r"^# ENVIRONMENT$(.*?)^# ", man, re.S | re.M)
     section = m.group(1).replace("\\_", "_") if m else ""
-    return [f"docs/cudasnap.1.scd: {name} is read (lib/env.c) but not in ENVIRONMENT"
+    return [f"docs/cudasnap.1.scd: {name} is read (lib/base/env.c) but not in ENVIRONMENT"
             for name in names if name not in section]
 
 

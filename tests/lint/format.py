@@ -1,4 +1,4 @@
-"""The C sources follow .clang-format: lib/, src/, include/, criu/ and park/
+"""The C sources follow .clang-format: lib/ (its layers), src/, include/, criu/ and park/
 
 Usage: format.py SOURCE_ROOT CLANG_FORMAT"""
 import glob
@@ -8,7 +8,7 @@ import sys
 
 def main():
     root, tool = sys.argv[1], sys.argv[2]
-    files = sorted(f for d in ("lib", "src", "include", "criu", "park") for ext in ("c", "h")
+    files = sorted(f for d in ("lib/*", "src", "include", "criu", "park") for ext in ("c", "h")
                    for f in glob.glob(f"{root}/{d}/*.{ext}"))
     if not files:
         print("no source file found")

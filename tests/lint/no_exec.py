@@ -4,11 +4,11 @@ when any source file of lib/ or src/ calls a function that starts a program,
 or when the built binary imports one, except for three exceptions:
 src/run.c (cudasnap run -- PROGRAM) executes its own command line with
 execvp, after refusing a setuid or file-capability copy (AT_SECURE);
-lib/gpuprobe.c forks and executes cudasnap's own binary (the path its
+lib/driver/gpuprobe.c forks and executes cudasnap's own binary (the path its
 front-end registered: the command line's /proc/self/exe, the CRIU plugin's
 installed cudasnap) with a fixed argument, to read the GPUs' free memory
 from the driver in a fresh process where NVML is absent; and
-lib/archive_child.c forks (and never executes anything) to read a
+lib/inspect/archive_child.c forks (and never executes anything) to read a
 checkpoint archive within resource limits that the command itself must not
 be bound by.
 
@@ -26,8 +26,8 @@ import sys
 BANNED = ["execl", "execlp", "execle", "execv", "execvp", "execvpe", "execve", "execveat", "fexecve",
           "system", "popen", "posix_spawn", "posix_spawnp", "fork", "vfork", "clone", "clone3"]
 # The exceptions: file -> the functions it may call (and the binary imports).
-ALLOWED = {os.path.join("src", "run.c"): {"execvp"}, os.path.join("lib", "gpuprobe.c"): {"fork", "execv"},
-           os.path.join("lib", "archive_child.c"): {"fork"}}
+ALLOWED = {os.path.join("src", "run.c"): {"execvp"}, os.path.join("lib", "driver", "gpuprobe.c"): {"fork", "execv"},
+           os.path.join("lib", "inspect", "archive_child.c"): {"fork"}}
 CALL = re.compile(r"\b(" + "|".join(BANNED) + r")\s*\(")
 # Comments, string and character literals, so that prose does not count.
 NOISE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
@@ -35,7 +35,7 @@ NOISE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*
 
 def scan_sources(root):
     bad = []
-    files = sorted(glob.glob(os.path.join(root, "lib", "*.[ch]")) + glob.glob(os.path.join(root, "src", "*.[ch]")))
+    files = sorted(glob.glob(os.path.join(root, "lib", "*", "*.[ch]")) + glob.glob(os.path.join(root, "src", "*.[ch]")))
     if not files:
         bad.append(f"no sources found under {root}")
     for path in files:

@@ -1,4 +1,4 @@
-/* Calls with a deadline (lib/bounded.c). The moment a signal was first
+/* Calls with a deadline (lib/base/bounded.c). The moment a signal was first
  * noticed and the rollback's extra time are process-wide and only ever set
  * once, so the tests that interrupt run as their own process: the first
  * argument picks the group ("calls" or "interrupt"). Times are generous:

@@ -1,7 +1,7 @@
-/* lib/env.c for an ordinary caller (no AT_SECURE): every documented
+/* lib/base/env.c for an ordinary caller (no AT_SECURE): every documented
  * override is honoured, nothing else is read. The privileged side is
  * tests/integration/test_secure_env.py, which needs setcap and root. And
- * the settings file (lib/config.c): read only when nobody but root and the
+ * the settings file (lib/base/config.c): read only when nobody but root and the
  * caller can have chosen what it says, with every skipped line kept. */
 #include "env.h"
 #include "testutil.h"

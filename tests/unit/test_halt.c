@@ -1,4 +1,4 @@
-/* Stopped, traced and frozen processes (lib/halt.c): the mountinfo and
+/* Stopped, traced and frozen processes (lib/proc/halt.c): the mountinfo and
  * /proc/PID/cgroup parsers on real-looking and hostile text, the freezer
  * files under a scratch directory laid out as cgroup mounts, and
  * cs_proc_halt against a fake /proc. Text is passed in buffers of its exact

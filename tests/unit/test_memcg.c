@@ -1,4 +1,4 @@
-/* The memory cgroup reader (lib/memcg.c): its parsers on real and hostile
+/* The memory cgroup reader (lib/room/memcg.c): its parsers on real and hostile
  * text (in buffers of the text's exact length, so that the sanitizers see
  * any read past it), cgroup v2 and v1 chains laid out in a scratch
  * directory next to a fake /proc, the room under a node's limits, and one

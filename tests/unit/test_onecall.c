@@ -1,4 +1,4 @@
-/* Single calls (lib/onecall.c) against a scripted driver (stubcuda.c): the
+/* Single calls (lib/onecall/onecall.c) against a scripted driver (stubcuda.c): the
  * rules the cuda-checkpoint drop-in keeps without a transaction. The target
  * is this test's own process, or a child it stopped, as /proc shows them:
  * only the driver is a double, so the claims, /proc and the history are

@@ -1,4 +1,4 @@
-/* Reaching an interposer's control socket (lib/park_find.c), as every
+/* Reaching an interposer's control socket (lib/proc/park_find.c), as every
  * client of it does (the command line, the CRIU plugin, the hook, an
  * importer's interposer): the path the process names is followed inside
  * its root without links, and only the process itself may answer there.

@@ -560,7 +560,7 @@ static void expect_map_id(const char *line, bool has_id, unsigned long maj, unsi
 }
 
 /* The mapped file's identity: device numbers in hex, the inode in decimal
- * (lib/ipc.c compares it with a stat of each fd). A line whose fields do not
+ * (lib/proc/ipc.c compares it with a stat of each fd). A line whose fields do not
  * read so still parses, without an identity. */
 static void maps_file_id(void **state)
 {

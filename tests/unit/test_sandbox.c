@@ -56,7 +56,7 @@ static void status_fields(void **state)
 }
 
 /* MemAvailable of the root's /proc; the cgroups of each process are
- * lib/memcg.c's (tests/unit/test_memcg.c). */
+ * lib/room/memcg.c's (tests/unit/test_memcg.c). */
 static void mem_available(void **state)
 {
 	(void)state;

@@ -1,4 +1,4 @@
-/* The transaction engine (lib/txn.c) against a scripted driver and a fake
+/* The transaction engine (lib/txn/txn.c) against a scripted driver and a fake
  * /proc, for what the integration tests cannot arrange: a target's PID that
  * names another process between two driver calls. The engine must then
  * leave that PID alone (the driver would act on the stranger) and report

@@ -1,0 +1,36 @@
+/* JSON renderings of library objects, shared by the commands. */
+#ifndef CS_JSON_H
+#define CS_JSON_H
+
+#include "cudasnap.h"
+#include "util.h"
+
+#include <json-c/json.h>
+
+CS_DEFINE_CLEANUP(json_object, json_object_put)
+CS_DEFINE_CLEANUP(json_tokener, json_tokener_free)
+
+json_object *cs_json_driver(const cs_driver *d);
+json_object *cs_json_proc(const cs_proc *p, const cs_driver *d);
+json_object *cs_json_error(const cs_error *e);
+/* [{"pid": 1, "error": "Permission denied"}, ...]: the processes a scan could not read. */
+json_object *cs_json_unreadable(const cs_ptable *t);
+/* Adds key -> int, or null when !valid. */
+void cs_json_add_int_or_null(json_object *o, const char *key, long long v, bool valid);
+void cs_json_add_str_or_null(json_object *o, const char *key, const char *s);
+struct cs_plan;
+/* A plan (lib/session/plan.h): what an operation would do to each process. */
+json_object *cs_json_plan(const struct cs_plan *p);
+/* What untrusted JSON text holds, counted outside its strings, before it
+ * is parsed (lib/base/jsonshape.c). */
+typedef struct cs_json_shape {
+	size_t objects, arrays, commas;
+} cs_json_shape;
+void cs_json_shape_of(const char *buf, size_t len, cs_json_shape *out);
+/* Whether s has no more of each than max. */
+bool cs_json_shape_within(const cs_json_shape *s, const cs_json_shape *max);
+
+/* Prints o on stdout with a newline, and releases it. */
+int cs_json_print(json_object *o);
+
+#endif

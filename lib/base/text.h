@@ -1,0 +1,14 @@
+/* Text from processes, made safe to print (lib/base/text.c). */
+#ifndef CS_TEXT_H
+#define CS_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Whether s is well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF); control bytes allowed. */
+bool cs_utf8_valid(const char *s, size_t len);
+/* Copies s into dst, replacing control bytes and invalid UTF-8 with '?'. */
+void cs_sanitize(char *dst, size_t dstsize, const char *s, size_t len);
+
+#endif

@@ -1,0 +1,339 @@
+/* Parking, seen from cudasnap: the control socket of an interposed process
+ * (found by lib/proc/park_find.c), one request and one answer per line. */
+#include "park.h"
+#include "park_find.h"
+#include "env.h"
+#include "halt.h"
+#include "proc.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define LINE_MAX_PARK 2048
+
+static bool key_is(const char *tok, size_t klen, const char *key)
+{
+	return strlen(key) == klen && strncmp(tok, key, klen) == 0;
+}
+
+static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t klen, const char *v)
+{
+	char *end;
+	if (key_is(k, klen, "code"))
+		a->code = (int)strtol(v, &end, 10);
+	else if (key_is(k, klen, "stage"))
+		snprintf(a->stage, sizeof(a->stage), "%.*s", (int)strcspn(v, " "), v);
+	else if (key_is(k, klen, "busy"))
+		a->busy = strtol(v, &end, 10);
+	else if (key_is(k, klen, "tid"))
+		a->busy_tid = (int)strtol(v, &end, 10);
+	else if (key_is(k, klen, "pid"))
+		a->pid = (int)strtol(v, &end, 10);
+	else if (key_is(k, klen, "importer"))
+		a->importer = (int)strtol(v, &end, 10);
+	else if (key_is(k, klen, "bytes"))
+		a->bytes = strtoull(v, &end, 10);
+	else if (key_is(k, klen, "quiesce_s"))
+		a->quiesce_s = strtod(v, &end);
+	else if (key_is(k, klen, "copy_s"))
+		a->copy_s = strtod(v, &end);
+	else if (key_is(k, klen, "release_s"))
+		a->release_s = strtod(v, &end);
+	else if (key_is(k, klen, "map_s"))
+		a->map_s = strtod(v, &end);
+	else if (key_is(k, klen, "total_s"))
+		a->total_s = strtod(v, &end);
+	else if (key_is(k, klen, "copy_gbps"))
+		a->gbps = strtod(v, &end);
+	if (info == NULL)
+		return;
+	if (key_is(k, klen, "parked"))
+		info->parked = v[0] == '1';
+	else if (key_is(k, klen, "parkable"))
+		info->parkable = v[0] == '1';
+	else if (key_is(k, klen, "ipc_imports"))
+		info->imports = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "legacy_imports"))
+		info->legacy = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "vmm_imports"))
+		info->vmm = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "pool_imports"))
+		info->pools = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "ipc_attached"))
+		info->attached = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "held"))
+		info->held = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "unclaimed"))
+		info->unclaimed = (unsigned)strtoul(v, &end, 10);
+}
+
+int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info)
+{
+	memset(a, 0, sizeof(*a));
+	bool ok = strncmp(line, "ok", 2) == 0 && (line[2] == 0 || line[2] == ' ' || line[2] == '\n');
+	bool bad = strncmp(line, "error", 5) == 0 && (line[5] == 0 || line[5] == ' ' || line[5] == '\n');
+	if (!ok && !bad)
+		return -1;
+	a->ok = ok;
+	const char *p = line + (ok ? 2 : 5);
+	while (*p) {
+		p += strspn(p, " \n");
+		if (*p == 0)
+			break;
+		size_t tok = strcspn(p, " \n");
+		const char *eq = memchr(p, '=', tok);
+		if (eq && key_is(p, (size_t)(eq - p), "why")) {
+			/* the reason runs to the end of the line */
+			cs_sanitize(a->why, sizeof(a->why), eq + 1, strcspn(eq + 1, "\n"));
+			if (info)
+				snprintf(info->why, sizeof(info->why), "%s", a->why);
+			break;
+		}
+		if (eq) {
+			/* numbers and words; longer values are cut */
+			char v[64];
+			size_t vlen = tok - (size_t)(eq + 1 - p);
+			snprintf(v, sizeof(v), "%.*s", (int)(vlen < sizeof(v) ? vlen : sizeof(v) - 1), eq + 1);
+			take(a, info, p, (size_t)(eq - p), v);
+		}
+		p += tok;
+	}
+	if (info)
+		info->bytes = a->bytes;
+	return ok ? 0 : -1;
+}
+
+/* " key=HEX", the key of pid's interposer as a request carries it; ""
+ * when it cannot be read (no ptrace access to the process): a park or an
+ * unpark is then refused, and a status answered only to root and the
+ * process's own user. */
+static void key_field(pid_t pid, char *out, size_t size)
+{
+	unsigned char key[PARK_KEY_LEN];
+	out[0] = 0;
+	if (size < sizeof(" key=") + 2 * (size_t)PARK_KEY_LEN || park_find_key(pid, cs_proc_dir(), key) != 0)
+		return;
+	char *p = out + snprintf(out, size, " key=");
+	for (size_t i = 0; i < PARK_KEY_LEN; i++)
+		p += snprintf(p, 3, "%02x", key[i]);
+	explicit_bzero(key, sizeof(key));
+}
+
+/* One request, one answer line (bounded by the socket's timeouts). */
+static int ask(int conn, const char *req, char *line, size_t size)
+{
+	size_t len = strlen(req);
+	if (send(conn, req, len, MSG_NOSIGNAL) != (ssize_t)len)
+		return -1;
+	size_t n = 0;
+	while (n + 1 < size) {
+		ssize_t r = recv(conn, line + n, 1, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		if (line[n++] == '\n')
+			break;
+	}
+	line[n] = 0;
+	return n ? 0 : -1;
+}
+
+/* Closes conn once the interposer has closed its end (bounded by the
+ * socket's timeout): a snapshot engine may stop the process right after,
+ * and CRIU refuses to dump a connected socket whose peer has gone. */
+static void hang_up(int *conn)
+{
+	char c;
+	shutdown(*conn, SHUT_WR);
+	while (recv(*conn, &c, 1, 0) > 0)
+		;
+	close(*conn);
+	*conn = -1;
+}
+
+void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	/* The common case, a process without the interposer, costs one read
+	 * of its maps (park_find_path looks there first). */
+	char path[256];
+	if (park_find_path(pid, cs_proc_dir(), path, sizeof(path)) != 0)
+		return;
+	/* A stopped, traced or frozen process cannot accept: the connection
+	 * would wait in its socket's queue, and CRIU refuses to dump a
+	 * listening socket holding one whose peer has gone. */
+	if (cs_proc_halt(cs_proc_dir(), pid, 0, NULL) != CS_HALT_NONE)
+		return;
+	/* A child forked without exec holds its parent's socket: the answer
+	 * must come from the process itself, as its own namespace names it. */
+	cs_proc_ident id = { .nspid = pid };
+	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
+	if (pdir < 0 || cs_proc_read_ident(pdir, pid, &id) < 0)
+		return;
+	int conn = park_find_connect_path(pid, cs_proc_dir(), path, (int)timeout_ms);
+	if (conn < 0)
+		return;
+	char line[LINE_MAX_PARK], key[128], req[160];
+	cs_park_answer a;
+	key_field(pid, key, sizeof(key));
+	snprintf(req, sizeof(req), "status%s\n", key);
+	if (ask(conn, req, line, sizeof(line)) == 0 && cs_park_parse(line, &a, info) == 0 && a.pid == id.nspid)
+		info->seen = true;
+	hang_up(&conn);
+}
+
+bool cs_park_wanted(const cs_park_info *info)
+{
+	return info->bytes > 0 || info->imports > 0 || info->attached > 0 || info->unclaimed > 0;
+}
+
+bool cs_park_shm_is_events(const cs_park_info *info)
+{
+	return info->seen && info->legacy == 0;
+}
+
+bool cs_park_unrestorable(const cs_park_info *info, const char *proc_file, bool parking, char *what, size_t size)
+{
+	if (info->seen)
+		return cs_park_import_what(info, parking, what, size);
+	if (!proc_file[0])
+		return false;
+	snprintf(what, size, "%s", proc_file);
+	return true;
+}
+
+bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, size_t size)
+{
+	if (!info->seen)
+		return false;
+	if (info->legacy)
+		snprintf(what, size, "%u import%s through the driver", info->legacy, info->legacy == 1 ? "" : "s");
+	else if (info->vmm)
+		snprintf(what, size, "%u VMM import%s through a file descriptor", info->vmm, info->vmm == 1 ? "" : "s");
+	else if (info->pools)
+		snprintf(what, size, "%u memory pool%s imported from another process", info->pools,
+			 info->pools == 1 ? "" : "s");
+	else if (info->imports && !(parking && info->parkable))
+		snprintf(what, size, "%u import%s through cudasnap's interposer%s", info->imports,
+			 info->imports == 1 ? "" : "s", parking ? ", which cannot park it" : " (--no-park)");
+	else
+		return false;
+	return true;
+}
+
+static void explain(const cs_target *t, bool park, const cs_park_answer *a, bool answered, unsigned timeout_ms,
+		    cs_error *err)
+{
+	const char *what = park ? "park" : "unpark";
+	if (!answered)
+		cs_error_set(err, CS_EPROC,
+			     "Its interposer's control thread did not answer; the process may be stopped or "
+			     "overloaded. Nothing was parked.",
+			     "%s of process %d (%s) failed: no answer from its interposer within %.1f s", what,
+			     (int)t->pid, t->comm, timeout_ms / 1000.0);
+	else if (strcmp(a->stage, "quiesce") == 0)
+		cs_error_set(err, CS_EPROC,
+			     "The program kept driver calls running (a long kernel, or a wait on another thread's "
+			     "work); try again, or give a longer --timeout. Nothing was parked.",
+			     "park of process %d (%s) failed: %ld of its driver calls (thread %d) did not finish within "
+			     "%.1f s",
+			     (int)t->pid, t->comm, a->busy, a->busy_tid, timeout_ms / 1000.0);
+	else if (strcmp(a->stage, "sync") == 0)
+		cs_error_set(err, CS_EPROC,
+			     "GPU work that waits on one of the program's own threads (a host function, a flag a thread "
+			     "sets) cannot finish while its driver calls are held: it runs on, nothing was parked; try "
+			     "again, or give a longer --timeout.",
+			     "park of process %d (%s) failed: %s", (int)t->pid, t->comm,
+			     a->why[0] ? a->why : "its GPU work did not finish in time");
+	else if (strcmp(a->stage, "access") == 0)
+		cs_error_set(err, CS_EENV,
+			     "Parking and unparking take ptrace access to the process: run cudasnap as root, or as "
+			     "its user where ptrace is allowed.",
+			     "%s of process %d (%s) refused by its interposer: cudasnap could not read its key "
+			     "(/proc/%d/fd)",
+			     what, (int)t->pid, t->comm, (int)t->pid);
+	else if (strcmp(a->stage, "check") == 0 && a->importer > 0)
+		cs_error_set(err, CS_EPROC,
+			     "A process that maps another's memory parks first, and its exporter after it: "
+			     "checkpoint them together (--pid both, or --tree), or the importer alone.",
+			     "park of process %d (%s) refused: process %d maps its memory (CUDA IPC) and is not "
+			     "parked",
+			     (int)t->pid, t->comm, a->importer);
+	else if (strcmp(a->stage, "check") == 0)
+		cs_error_set(err, CS_EPROC, "--no-park checkpoints it through the driver alone.",
+			     "park of process %d (%s) refused by its interposer: %s", (int)t->pid, t->comm,
+			     a->why[0] ? a->why : "it does something the interposer cannot carry");
+	else
+		cs_error_set(
+			err, CS_EDRIVER,
+			park ? "The process keeps its memory on the GPU; nothing was parked." :
+			       (a->code == CS_CU_OUT_OF_MEMORY ?
+					"The GPU has no room for its memory now; it stays parked in host memory, "
+					"nothing is lost. Free GPU memory and run cudasnap restore again." :
+					"It stays parked in host memory, nothing is lost; cudasnap restore tries again."),
+			"%s of process %d (%s) failed while it %s (CUDA error %d)", what, (int)t->pid, t->comm,
+			a->stage[0] ? a->stage : "answered", a->code);
+}
+
+double cs_park_answer_s(const cs_driver *d, unsigned long long bytes, unsigned timeout_ms)
+{
+	return cs_move_deadline(d, bytes) + timeout_ms / 1000.0;
+}
+
+int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, double answer_s, cs_park_answer *a,
+		 cs_error *err)
+{
+	memset(a, 0, sizeof(*a));
+	if (*conn < 0)
+		*conn = park_find_connect(t->pid, cs_proc_dir(), (int)(answer_s * 1000));
+	char req[192], line[LINE_MAX_PARK], key[128];
+	key_field(t->pid, key, sizeof(key));
+	/* The host copy is made and copied back through pinned staging
+	 * buffers and never pinned itself, so the driver's checkpoint neither
+	 * carries nor pins it again at the restore: faster both ways on the
+	 * H200 (docs/performance.md). CUDASNAP_PARK_PIN=keep pins it and keeps
+	 * it pinned through the checkpoint, to measure other machines. */
+	const char *pin = cs_env("CUDASNAP_PARK_PIN");
+	bool unpin = !(pin && strcmp(pin, "keep") == 0);
+	snprintf(req, sizeof(req), "%s %u%s%s\n", park ? "park" : "unpark", timeout_ms, park && unpin ? " unpin" : "",
+		 key);
+	/* an answer: "ok ..." (parsed 0) or "error ..." (parsed -1, with its keys) */
+	bool answered = *conn >= 0 && ask(*conn, req, line, sizeof(line)) == 0 &&
+		(cs_park_parse(line, a, NULL) == 0 || strncmp(line, "error", 5) == 0);
+	if (answered && a->ok)
+		return 0;
+	explain(t, park, a, answered, timeout_ms, err);
+	return -1;
+}
+
+void cs_park_close(int *conn, bool commit)
+{
+	if (*conn < 0)
+		return;
+	if (commit) {
+		char line[256];
+		ask(*conn, "commit\n", line, sizeof(line));
+	}
+	hang_up(conn);
+}
+
+int cs_park_queue_unpark(pid_t pid, unsigned timeout_ms)
+{
+	/* connect() to a listening socket completes in the kernel's queue:
+	 * the process need not run, only exist. */
+	int conn = park_find_connect(pid, cs_proc_dir(), 2000);
+	if (conn < 0)
+		return -1;
+	char req[192], key[128];
+	key_field(pid, key, sizeof(key));
+	int len = snprintf(req, sizeof(req), "unpark %u%s\n", timeout_ms, key);
+	int rc = send(conn, req, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) == len ? 0 : -1;
+	close(conn);
+	return rc;
+}

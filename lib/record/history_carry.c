@@ -1,0 +1,288 @@
+/* What the history keeps across its rotation (lib/record/history.h): an entry that
+ * says a process was LOST, cannot be restored, or was LEFT BEHIND is the
+ * one a reader must not miss, and a few large operations fill the files.
+ * Such an entry (an alert) is carried from the file a rotation deletes into
+ * the new one until it is read (`cudasnap history` showed it, or `doctor`
+ * named it: its key is then in history.seen) or, for a process left
+ * behind, resolved (the process is gone, or a later entry brought it
+ * back); the newest CS_HISTORY_CARRY_MAX of them, within
+ * CS_HISTORY_CARRY_BYTES. */
+#include "history.h"
+#include "json.h"
+#include "proc.h"
+#include "state.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The seen file: one key per line, the newest last; at most this many. */
+#define SEEN_MAX 256
+#define SEEN_FILE_MAX (64u << 10)
+
+static const char *str(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+	return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ?
+		json_object_get_string(v) :
+		NULL;
+}
+
+static long long num(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+	return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int) ?
+		json_object_get_int64(v) :
+		0;
+}
+
+static json_object *procs_of(json_object *e)
+{
+	json_object *a = NULL;
+	return json_object_object_get_ex(e, "processes", &a) && json_object_is_type(a, json_type_array) ? a : NULL;
+}
+
+static bool outcome_is(json_object *p, const char *what)
+{
+	const char *o = str(p, "outcome");
+	return o && strcmp(o, what) == 0;
+}
+
+bool cs_history_alert(json_object *e)
+{
+	json_object *a = procs_of(e);
+	for (size_t i = 0; a && i < json_object_array_length(a); i++) {
+		json_object *p = json_object_array_get_idx(a, i);
+		if (outcome_is(p, "lost") || outcome_is(p, "unrestorable") || outcome_is(p, "left-behind"))
+			return true;
+	}
+	return false;
+}
+
+void cs_history_key(json_object *e, char *buf, size_t size)
+{
+	json_object *caller = NULL;
+	json_object_object_get_ex(e, "caller", &caller);
+	const char *t = str(e, "time");
+	snprintf(buf, size, "%.40s %lld", t ? t : "?", num(caller, "pid"));
+}
+
+/* ---- the seen file -------------------------------------------------------- */
+
+typedef struct seen_set {
+	char *text; /* the file's lines, each a key */
+	size_t len;
+} seen_set;
+
+static void seen_read(int statefd, seen_set *s)
+{
+	*s = (seen_set){ 0 };
+	ssize_t len = cs_state_read(statefd, CS_HISTORY_SEEN_NAME, SEEN_FILE_MAX, &s->text, NULL);
+	s->len = len > 0 && s->text ? (size_t)len : 0;
+}
+
+bool cs_history_seen_has(const char *text, size_t len, const char *key)
+{
+	size_t k = strlen(key);
+	for (const char *p = text, *end = text ? text + len : NULL; p && p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (n == k && memcmp(p, key, k) == 0)
+			return true;
+		p += n + 1;
+	}
+	return false;
+}
+
+int cs_history_mark_seen(int statefd, json_object *const *e, size_t n)
+{
+	seen_set s;
+	seen_read(statefd, &s);
+	_cleanup_free_ char *old = s.text;
+	/* The older keys first, the new ones after, the newest SEEN_MAX kept. */
+	char *keys[SEEN_MAX * 2];
+	size_t nkeys = 0;
+	_cleanup_free_ char *copy = old ? strndup(old, s.len) : NULL;
+	for (char *save = NULL, *k = copy ? strtok_r(copy, "\n", &save) : NULL; k && nkeys < SEEN_MAX;
+	     k = strtok_r(NULL, "\n", &save))
+		keys[nkeys++] = k;
+	char fresh[SEEN_MAX][64];
+	size_t nfresh = 0;
+	for (size_t i = 0; i < n && nfresh < SEEN_MAX; i++) {
+		if (!cs_history_alert(e[i]))
+			continue;
+		cs_history_key(e[i], fresh[nfresh], sizeof(fresh[0]));
+		if (!cs_history_seen_has(old, s.len, fresh[nfresh]))
+			keys[nkeys++] = fresh[nfresh++];
+	}
+	if (!nfresh)
+		return 0;
+	_cleanup_free_ char *text = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&text, &size);
+	if (!f)
+		return -ENOMEM;
+	for (size_t i = nkeys > SEEN_MAX ? nkeys - SEEN_MAX : 0; i < nkeys; i++)
+		fprintf(f, "%s\n", keys[i]);
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	return cs_state_write(statefd, CS_HISTORY_SEEN_NAME, text, size, NULL) < 0 ? -EIO : 0;
+}
+
+/* ---- carrying ------------------------------------------------------------- */
+
+/* One well-formed line of a file, with its entry. */
+typedef struct line {
+	const char *text;
+	size_t len;
+	json_object *e;
+} line;
+
+typedef struct lines {
+	line *v;
+	size_t n, cap;
+} lines;
+
+static void lines_free(lines *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		json_object_put(l->v[i].e);
+	free(l->v);
+	*l = (lines){ 0 };
+}
+CS_DEFINE_CLEANUP_STRUCT(lines, lines_free)
+
+static void split(const char *buf, size_t len, lines *out)
+{
+	for (size_t at = 0; at < len;) {
+		const char *nl = memchr(buf + at, '\n', len - at);
+		size_t end = nl ? (size_t)(nl - buf) : len;
+		json_object *e = end > at ? cs_history_parse_line(buf + at, end - at) : NULL;
+		if (e && cs_grow(&out->v, &out->cap, out->n + 1, sizeof(*out->v)) == 0)
+			out->v[out->n++] = (line){ buf + at, end - at, e };
+		else
+			json_object_put(e);
+		at = end + 1;
+	}
+}
+
+/* The end of a file (at most CS_HISTORY_READ_MAX bytes, from a line's
+ * start), malloc'd; NULL when it cannot be read. */
+static char *tail(int fd, size_t *len)
+{
+	struct stat st;
+	*len = 0;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return NULL;
+	off_t from = st.st_size > (off_t)CS_HISTORY_READ_MAX ? st.st_size - (off_t)CS_HISTORY_READ_MAX : 0;
+	size_t want = (size_t)(st.st_size - from);
+	_cleanup_free_ char *buf = malloc(want + 1);
+	ssize_t got = buf ? pread(fd, buf, want, from) : -1;
+	if (got < 0)
+		return NULL;
+	size_t skip = 0;
+	if (from > 0) {
+		const char *nl = memchr(buf, '\n', (size_t)got);
+		skip = nl ? (size_t)(nl - buf) + 1 : (size_t)got;
+	}
+	memmove(buf, buf + skip, (size_t)got - skip);
+	*len = (size_t)got - skip;
+	return TAKE_PTR(buf);
+}
+
+/* Whether process p (left behind in an entry of time t) came back in a
+ * later entry of l: the same pid (and start time, where both say) done. */
+static bool brought_back(json_object *p, double t, const lines *l)
+{
+	long long pid = num(p, "pid"), start = num(p, "start_time");
+	for (size_t i = 0; i < l->n; i++) {
+		json_object *a = procs_of(l->v[i].e);
+		if (cs_history_time(l->v[i].e) <= t)
+			continue;
+		for (size_t k = 0; a && k < json_object_array_length(a); k++) {
+			json_object *q = json_object_array_get_idx(a, k);
+			long long qstart = num(q, "start_time");
+			if (num(q, "pid") == pid && (!start || !qstart || qstart == start) && outcome_is(q, "done"))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Whether the process a left-behind entry names is gone: by its start time
+ * where recorded, else by its pid. */
+static bool gone(json_object *p)
+{
+	long long pid = num(p, "pid"), start = num(p, "start_time");
+	if (pid <= 0)
+		return true;
+	if (start > 0)
+		return !cs_proc_alive(cs_proc_dir(), (pid_t)pid, (unsigned long long)start);
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/%lld", cs_proc_dir(), pid);
+	return stat(path, &st) < 0;
+}
+
+/* Whether entry e of the file that goes is carried: an alert not read, with
+ * a process that is not resolved. */
+static bool carried(json_object *e, const seen_set *s, const lines *old, const lines *cur)
+{
+	char key[64];
+	cs_history_key(e, key, sizeof(key));
+	if (!cs_history_alert(e) || cs_history_seen_has(s->text, s->len, key))
+		return false;
+	json_object *a = procs_of(e);
+	double t = cs_history_time(e);
+	for (size_t i = 0; a && i < json_object_array_length(a); i++) {
+		json_object *p = json_object_array_get_idx(a, i);
+		if (outcome_is(p, "lost") || outcome_is(p, "unrestorable"))
+			return true;
+		if (outcome_is(p, "left-behind") && !gone(p) && !brought_back(p, t, old) && !brought_back(p, t, cur))
+			return true;
+	}
+	return false;
+}
+
+char *cs_history_carry(int statefd, int curfd, size_t *len)
+{
+	*len = 0;
+	const char *why;
+	_cleanup_close_ int oldfd = cs_state_open_file(statefd, CS_HISTORY_OLD_NAME, O_RDONLY, 0, &why);
+	size_t oldlen, curlen;
+	_cleanup_free_ char *oldtext = tail(oldfd, &oldlen);
+	_cleanup_free_ char *curtext = oldtext ? tail(curfd, &curlen) : NULL;
+	if (!oldtext)
+		return NULL;
+	_cleanup_(lines_freep) lines old = { 0 };
+	_cleanup_(lines_freep) lines cur = { 0 };
+	split(oldtext, oldlen, &old);
+	if (curtext)
+		split(curtext, curlen, &cur);
+	seen_set s;
+	seen_read(statefd, &s);
+	/* cppcheck-suppress unreadVariable ; it owns s.text, freed by its cleanup */
+	_cleanup_free_ char *seen_text = s.text;
+	/* The newest first, within the bounds; written back oldest first. */
+	_cleanup_free_ bool *keep = calloc(old.n + 1, sizeof(*keep));
+	size_t n = 0, bytes = 0;
+	for (size_t i = old.n; keep && i-- > 0 && n < CS_HISTORY_CARRY_MAX;)
+		if (old.v[i].len + 1 + bytes <= CS_HISTORY_CARRY_BYTES && carried(old.v[i].e, &s, &old, &cur)) {
+			keep[i] = true;
+			bytes += old.v[i].len + 1;
+			n++;
+		}
+	char *out = n ? malloc(bytes + 1) : NULL;
+	for (size_t i = 0; out && i < old.n; i++)
+		if (keep[i]) {
+			memcpy(out + *len, old.v[i].text, old.v[i].len);
+			*len += old.v[i].len;
+			out[(*len)++] = '\n';
+		}
+	if (out)
+		out[*len] = '\0';
+	return out;
+}
