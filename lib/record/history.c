@@ -358,52 +358,6 @@ char *cs_history_render(const cs_history *h)
 
 /* ---- storage ------------------------------------------------------------- */
 
-/* The current file, opened for appending: a state file (cs_state_open_file:
- * no link, one name, root's or the caller's), mode 0600. */
-static int open_current(int statefd, const char **why)
-{
-	_cleanup_close_ int fd = cs_state_open_file(statefd, CS_HISTORY_NAME, O_WRONLY | O_APPEND | O_CREAT, 0600, why);
-	struct stat st;
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if ((st.st_mode & 07777) != 0600 && fchmod(fd, 0600) < 0)
-		return -errno;
-	return TAKE_FD(fd);
-}
-
-/* Whether fd is still the file named history.jsonl: a rotation renames it. */
-static bool still_current(int statefd, int fd)
-{
-	struct stat held, now;
-	return fstat(fd, &held) == 0 && fstatat(statefd, CS_HISTORY_NAME, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-		held.st_dev == now.st_dev && held.st_ino == now.st_ino;
-}
-
-bool cs_history_lock(int statefd, int *fd, int op, int (*reopen)(int statefd, const char **why))
-{
-	double until = cs_now() + CS_HISTORY_LOCK_WAIT_S;
-	for (int renamed = 0; renamed < 8;) {
-		if (flock(*fd, op | LOCK_NB) == 0) {
-			if (still_current(statefd, *fd))
-				return true;
-			/* rotated meanwhile: the new file's lock */
-			int fresh = reopen(statefd, NULL);
-			if (fresh < 0)
-				return false;
-			close(*fd);
-			*fd = fresh;
-			renamed++;
-			continue;
-		}
-		if (errno != EWOULDBLOCK || cs_now() >= until)
-			return false;
-		nanosleep(&(struct timespec){ .tv_nsec = 5000000L }, NULL);
-	}
-	return false;
-}
-
 /* Appends text (one write: O_APPEND writes of a regular file do not
  * interleave); a torn one is taken back where the lock is held (back: the
  * size before), else ended with a newline so that the next entry starts a
@@ -439,22 +393,22 @@ static int rotate_if_full(int statefd, int *fd, size_t len, bool *locked)
 	if (renameat(statefd, CS_HISTORY_NAME, statefd, CS_HISTORY_OLD_NAME) < 0)
 		return -errno;
 	close(*fd);
-	*fd = open_current(statefd, NULL);
+	*fd = cs_history_open_current(statefd, NULL);
 	if (*fd < 0)
 		return *fd;
-	*locked = cs_history_lock(statefd, fd, LOCK_EX, open_current);
+	*locked = cs_history_lock(statefd, fd, LOCK_EX, cs_history_open_current);
 	return carried_len ? append(*fd, carried, carried_len, *locked) : 0;
 }
 
 int cs_history_append(int statefd, const char *line, size_t len, cs_error *err)
 {
 	const char *why = "";
-	_cleanup_close_ int fd = open_current(statefd, &why);
+	_cleanup_close_ int fd = cs_history_open_current(statefd, &why);
 	int r = fd < 0 ? fd : 0;
 	/* Its own lock, for a moment at most: past that, appended without it
 	 * (one write), and without rotating, which another writer may be in the
 	 * middle of. */
-	bool locked = r == 0 && cs_history_lock(statefd, &fd, LOCK_EX, open_current);
+	bool locked = r == 0 && cs_history_lock(statefd, &fd, LOCK_EX, cs_history_open_current);
 	if (locked)
 		r = rotate_if_full(statefd, &fd, len, &locked);
 	if (r == 0)

@@ -33,28 +33,13 @@
 #define CS_HISTORY_H
 
 #include "cudasnap.h"
+#include "history_carry.h"
+#include "history_entry.h"
+#include "history_file.h"
+#include "history_read.h"
 #include "util.h"
 
 #include <json-c/json.h>
-
-#define CS_HISTORY_NAME "history.jsonl"
-#define CS_HISTORY_OLD_NAME "history.1.jsonl"
-/* history.jsonl is rotated before an entry would take it past this. */
-#define CS_HISTORY_ROTATE (1u << 20)
-/* The longest line written or read; an entry with more processes than fit
- * keeps the first ones and says how many it left out. */
-#define CS_HISTORY_LINE_MAX (256u << 10)
-/* How long a writer or a reader waits for the history's lock. */
-#define CS_HISTORY_LOCK_WAIT_S 0.25
-/* The keys of the alerts read (cs_history_mark_seen). */
-#define CS_HISTORY_SEEN_NAME "history.seen"
-/* The most alerts, and bytes of them, a rotation carries into the new file. */
-#define CS_HISTORY_CARRY_MAX 64
-#define CS_HISTORY_CARRY_BYTES (256u << 10)
-/* What is read of each file, at most: its end. */
-#define CS_HISTORY_READ_MAX (CS_HISTORY_ROTATE + CS_HISTORY_LINE_MAX)
-/* The version of the entries written ("v"). */
-#define CS_HISTORY_VERSION 1
 
 /* What became of one process. */
 typedef enum cs_hist_outcome {
@@ -154,30 +139,6 @@ char *cs_history_render(const cs_history *h);
  * CS_HISTORY_ROTATE; one write. Fills err and returns <0 when it cannot. */
 int cs_history_append(int statefd, const char *line, size_t len, cs_error *err);
 
-/* Takes the history's lock (op: LOCK_EX or LOCK_SH) on *fd, history.jsonl
- * opened by reopen, within CS_HISTORY_LOCK_WAIT_S; when a rotation renamed
- * the file meanwhile, *fd becomes the new one (reopen) and its lock is
- * taken. Whether it is held. */
-bool cs_history_lock(int statefd, int *fd, int op, int (*reopen)(int statefd, const char **why));
-
-/* Under the lock, before a rotation: the lines of history.1.jsonl (the file
- * that goes) to carry into the new file, with curfd the file that stays
- * (history.jsonl, which may bring a process back): malloc'd, *len bytes;
- * NULL when none. */
-char *cs_history_carry(int statefd, int curfd, size_t *len);
-/* Whether the entry is an alert: a process of it LOST, UNRESTORABLE or LEFT
- * BEHIND. */
-bool cs_history_alert(json_object *e);
-/* The key that names the entry in history.seen: its time and its caller's pid. */
-void cs_history_key(json_object *e, char *buf, size_t size);
-/* Whether the seen file's text (len bytes) holds key. */
-bool cs_history_seen_has(const char *text, size_t len, const char *key);
-/* Notes that the alerts among e[0..n) were read (shown to a user, or to a
- * program): history.seen of the state directory statefd keeps their keys
- * (the newest 256). 0, or <0 when it cannot be written (nothing else
- * changes). */
-int cs_history_mark_seen(int statefd, json_object *const *e, size_t n);
-
 /* Renders h and appends it. statefd < 0: the state directory is opened
  * (created with create, else only when it exists; nothing is written
  * without one). When it cannot be written, one warning line through warn
@@ -190,47 +151,5 @@ int cs_history_write(const cs_history *h, int statefd, bool create, cs_warn_fn w
  * before, and for a plan. For a caller that records a larger operation of
  * its own (cs_session_opts.no_history): the CRIU plugin. */
 const cs_history *cs_session_history(const cs_session *s);
-
-/* ---- reading ------------------------------------------------------------ */
-
-/* The entries of the history, newest first: the stored objects. */
-typedef struct cs_history_log {
-	json_object **e;
-	bool *unread; /* e[i] is an alert no one has read (history.seen lacks it) */
-	size_t n, cap;
-	size_t skipped; /* lines that are not well-formed entries (corrupt, truncated, too long) */
-	bool cut; /* a file was longer than CS_HISTORY_READ_MAX: only its end was read */
-	bool found; /* a history file exists */
-} cs_history_log;
-
-void cs_history_log_free(cs_history_log *l);
-CS_DEFINE_CLEANUP_STRUCT(cs_history_log, cs_history_log_free)
-
-/* Reads both files of the state directory's history (statefd < 0: opens
- * it; none is no history, not an error), newest first by their time (the
- * alerts a rotation carried lie among newer entries), and which alerts are
- * unread. Fills err and returns <0 when a file exists but cannot be read
- * (permissions, not a regular file, a link). */
-int cs_history_read(int statefd, cs_history_log *out, cs_error *err);
-/* Reads one file's text (len bytes, untrusted) into l, oldest first. */
-void cs_history_read_text(const char *buf, size_t len, cs_history_log *l);
-/* One line (without its newline): the entry, or NULL when it is not a
- * well-formed one of a version this reader knows. */
-json_object *cs_history_parse_line(const char *line, size_t len);
-
-/* The entry's time as seconds since the epoch, -1 when it has none that
- * reads (the parser checked it). */
-double cs_history_time(json_object *e);
-/* Whether the entry is a failure: its outcome is not "done", or a process
- * of it was lost, left behind or cannot be restored. */
-bool cs_history_failed(json_object *e);
-
-/* The human lines of an entry: a header line, then one per process (and
- * the error), each starting with four spaces; control bytes of the stored
- * text shown as '?'. malloc'd, each line ending in a newline; NULL when out
- * of memory. */
-char *cs_history_describe(json_object *e);
-/* The header line alone (no newline), into buf. */
-void cs_history_headline(json_object *e, char *buf, size_t size);
 
 #endif

@@ -7,7 +7,9 @@
  * behind, resolved (the process is gone, or a later entry brought it
  * back); the newest CS_HISTORY_CARRY_MAX of them, within
  * CS_HISTORY_CARRY_BYTES. */
-#include "history.h"
+#include "history_carry.h"
+#include "history_entry.h"
+#include "history_file.h"
 #include "json.h"
 #include "proc.h"
 #include "state.h"
@@ -22,53 +24,6 @@
 /* The seen file: one key per line, the newest last; at most this many. */
 #define SEEN_MAX 256
 #define SEEN_FILE_MAX (64u << 10)
-
-static const char *str(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-	return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ?
-		json_object_get_string(v) :
-		NULL;
-}
-
-static long long num(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-	return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_int) ?
-		json_object_get_int64(v) :
-		0;
-}
-
-static json_object *procs_of(json_object *e)
-{
-	json_object *a = NULL;
-	return json_object_object_get_ex(e, "processes", &a) && json_object_is_type(a, json_type_array) ? a : NULL;
-}
-
-static bool outcome_is(json_object *p, const char *what)
-{
-	const char *o = str(p, "outcome");
-	return o && strcmp(o, what) == 0;
-}
-
-bool cs_history_alert(json_object *e)
-{
-	json_object *a = procs_of(e);
-	for (size_t i = 0; a && i < json_object_array_length(a); i++) {
-		json_object *p = json_object_array_get_idx(a, i);
-		if (outcome_is(p, "lost") || outcome_is(p, "unrestorable") || outcome_is(p, "left-behind"))
-			return true;
-	}
-	return false;
-}
-
-void cs_history_key(json_object *e, char *buf, size_t size)
-{
-	json_object *caller = NULL;
-	json_object_object_get_ex(e, "caller", &caller);
-	const char *t = str(e, "time");
-	snprintf(buf, size, "%.40s %lld", t ? t : "?", num(caller, "pid"));
-}
 
 /* ---- the seen file -------------------------------------------------------- */
 
@@ -169,43 +124,20 @@ static void split(const char *buf, size_t len, lines *out)
 	}
 }
 
-/* The end of a file (at most CS_HISTORY_READ_MAX bytes, from a line's
- * start), malloc'd; NULL when it cannot be read. */
-static char *tail(int fd, size_t *len)
-{
-	struct stat st;
-	*len = 0;
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return NULL;
-	off_t from = st.st_size > (off_t)CS_HISTORY_READ_MAX ? st.st_size - (off_t)CS_HISTORY_READ_MAX : 0;
-	size_t want = (size_t)(st.st_size - from);
-	_cleanup_free_ char *buf = malloc(want + 1);
-	ssize_t got = buf ? pread(fd, buf, want, from) : -1;
-	if (got < 0)
-		return NULL;
-	size_t skip = 0;
-	if (from > 0) {
-		const char *nl = memchr(buf, '\n', (size_t)got);
-		skip = nl ? (size_t)(nl - buf) + 1 : (size_t)got;
-	}
-	memmove(buf, buf + skip, (size_t)got - skip);
-	*len = (size_t)got - skip;
-	return TAKE_PTR(buf);
-}
-
 /* Whether process p (left behind in an entry of time t) came back in a
  * later entry of l: the same pid (and start time, where both say) done. */
 static bool brought_back(json_object *p, double t, const lines *l)
 {
-	long long pid = num(p, "pid"), start = num(p, "start_time");
+	long long pid = cs_history_int(p, "pid", 0), start = cs_history_int(p, "start_time", 0);
 	for (size_t i = 0; i < l->n; i++) {
-		json_object *a = procs_of(l->v[i].e);
+		json_object *a = cs_history_procs(l->v[i].e);
 		if (cs_history_time(l->v[i].e) <= t)
 			continue;
 		for (size_t k = 0; a && k < json_object_array_length(a); k++) {
 			json_object *q = json_object_array_get_idx(a, k);
-			long long qstart = num(q, "start_time");
-			if (num(q, "pid") == pid && (!start || !qstart || qstart == start) && outcome_is(q, "done"))
+			long long qstart = cs_history_int(q, "start_time", 0);
+			if (cs_history_int(q, "pid", 0) == pid && (!start || !qstart || qstart == start) &&
+			    cs_history_outcome_is(q, "done"))
 				return true;
 		}
 	}
@@ -216,7 +148,7 @@ static bool brought_back(json_object *p, double t, const lines *l)
  * where recorded, else by its pid. */
 static bool gone(json_object *p)
 {
-	long long pid = num(p, "pid"), start = num(p, "start_time");
+	long long pid = cs_history_int(p, "pid", 0), start = cs_history_int(p, "start_time", 0);
 	if (pid <= 0)
 		return true;
 	if (start > 0)
@@ -235,13 +167,14 @@ static bool carried(json_object *e, const seen_set *s, const lines *old, const l
 	cs_history_key(e, key, sizeof(key));
 	if (!cs_history_alert(e) || cs_history_seen_has(s->text, s->len, key))
 		return false;
-	json_object *a = procs_of(e);
+	json_object *a = cs_history_procs(e);
 	double t = cs_history_time(e);
 	for (size_t i = 0; a && i < json_object_array_length(a); i++) {
 		json_object *p = json_object_array_get_idx(a, i);
-		if (outcome_is(p, "lost") || outcome_is(p, "unrestorable"))
+		if (cs_history_outcome_is(p, "lost") || cs_history_outcome_is(p, "unrestorable"))
 			return true;
-		if (outcome_is(p, "left-behind") && !gone(p) && !brought_back(p, t, old) && !brought_back(p, t, cur))
+		if (cs_history_outcome_is(p, "left-behind") && !gone(p) && !brought_back(p, t, old) &&
+		    !brought_back(p, t, cur))
 			return true;
 	}
 	return false;
@@ -253,8 +186,9 @@ char *cs_history_carry(int statefd, int curfd, size_t *len)
 	const char *why;
 	_cleanup_close_ int oldfd = cs_state_open_file(statefd, CS_HISTORY_OLD_NAME, O_RDONLY, 0, &why);
 	size_t oldlen, curlen;
-	_cleanup_free_ char *oldtext = tail(oldfd, &oldlen);
-	_cleanup_free_ char *curtext = oldtext ? tail(curfd, &curlen) : NULL;
+	bool cut;
+	_cleanup_free_ char *oldtext = oldfd >= 0 ? cs_history_tail(oldfd, &oldlen, &cut) : NULL;
+	_cleanup_free_ char *curtext = oldtext && curfd >= 0 ? cs_history_tail(curfd, &curlen, &cut) : NULL;
 	if (!oldtext)
 		return NULL;
 	_cleanup_(lines_freep) lines old = { 0 };
