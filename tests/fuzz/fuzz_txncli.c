@@ -16,8 +16,9 @@ typedef struct model {
 	pid_t pids[MAXARGS], trees[MAXARGS];
 	size_t npids, ntrees;
 	const char *cgroup, *device_map;
-	unsigned timeout_ms, jobs, step_timeout_s;
-	bool sequential, json, strict, no_init, ignore_manifest, dry_run, ignore_memory, allow_unrestorable, all;
+	unsigned timeout_ms, jobs, step_timeout_s, wait_memory_s;
+	bool sequential, json, strict, no_init, ignore_manifest, dry_run, ignore_memory, allow_unrestorable, all,
+		no_park, ignore_gpu_memory;
 } model;
 
 typedef struct opt {
@@ -29,16 +30,26 @@ typedef struct opt {
 
 #define ALL 0xf
 static const opt opts[] = {
-	{ "pid", 'p', true, ALL }, { "tree", 0, true, ALL }, { "cgroup", 0, true, ALL },
-	{ "timeout", 't', true, ALL }, { "step-timeout", 0, true, ALL }, { "jobs", 'j', true, ALL },
+	{ "pid", 'p', true, ALL },
+	{ "tree", 0, true, ALL },
+	{ "cgroup", 0, true, ALL },
+	{ "timeout", 't', true, ALL },
+	{ "step-timeout", 0, true, ALL },
+	{ "jobs", 'j', true, ALL },
 	{ "sequential", 0, false, ALL },
-	{ "json", 0, false, ALL }, { "help", 'h', false, ALL },
+	{ "json", 0, false, ALL },
+	{ "help", 'h', false, ALL },
 	{ "strict", 0, false, 1 << CS_OP_CHECKPOINT },
-	{ "device-map", 'd', true, 1 << CS_OP_RESTORE }, { "no-init", 0, false, 1 << CS_OP_RESTORE },
+	{ "device-map", 'd', true, 1 << CS_OP_RESTORE },
+	{ "no-init", 0, false, 1 << CS_OP_RESTORE },
 	{ "ignore-manifest", 0, false, 1 << CS_OP_RESTORE },
 	{ "dry-run", 0, false, 1 << CS_OP_CHECKPOINT | 1 << CS_OP_RESTORE },
-	{ "ignore-memory", 0, false, 1 << CS_OP_CHECKPOINT }, { "allow-unrestorable", 0, false, 1 << CS_OP_CHECKPOINT },
+	{ "ignore-memory", 0, false, 1 << CS_OP_CHECKPOINT },
+	{ "allow-unrestorable", 0, false, 1 << CS_OP_CHECKPOINT },
 	{ "all", 0, false, 1 << CS_OP_CHECKPOINT | 1 << CS_OP_LOCK },
+	{ "no-park", 0, false, 1 << CS_OP_CHECKPOINT },
+	{ "wait-memory", 0, true, 1 << CS_OP_RESTORE },
+	{ "ignore-gpu-memory", 0, false, 1 << CS_OP_RESTORE },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -91,14 +102,24 @@ static bool apply(model *m, const opt *o, const char *val)
 		if (!number(val, 1, 1024, &v))
 			return false;
 		m->jobs = (unsigned)v;
+	} else if (!strcmp(n, "wait-memory")) {
+		if (!number(val, 0, CS_WAIT_MEMORY_MAX, &v))
+			return false;
+		m->wait_memory_s = (unsigned)v;
 	} else if (!strcmp(n, "device-map")) {
 		m->device_map = val;
 	} else {
-		bool *flag = !strcmp(n, "sequential") ? &m->sequential : !strcmp(n, "json") ? &m->json :
-			     !strcmp(n, "strict") ? &m->strict : !strcmp(n, "no-init") ? &m->no_init :
-			     !strcmp(n, "dry-run") ? &m->dry_run : !strcmp(n, "ignore-memory") ? &m->ignore_memory :
-			     !strcmp(n, "allow-unrestorable") ? &m->allow_unrestorable : !strcmp(n, "all") ? &m->all :
-			     &m->ignore_manifest;
+		bool *flag = !strcmp(n, "sequential")    ? &m->sequential :
+			!strcmp(n, "json")               ? &m->json :
+			!strcmp(n, "strict")             ? &m->strict :
+			!strcmp(n, "no-init")            ? &m->no_init :
+			!strcmp(n, "dry-run")            ? &m->dry_run :
+			!strcmp(n, "ignore-memory")      ? &m->ignore_memory :
+			!strcmp(n, "allow-unrestorable") ? &m->allow_unrestorable :
+			!strcmp(n, "all")                ? &m->all :
+			!strcmp(n, "no-park")            ? &m->no_park :
+			!strcmp(n, "ignore-gpu-memory")  ? &m->ignore_gpu_memory :
+							   &m->ignore_manifest;
 		*flag = true;
 	}
 	return true;
@@ -223,6 +244,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(c.no_init == m.no_init && c.ignore_manifest == m.ignore_manifest);
 		FUZZ_CHECK(c.dry_run == m.dry_run && c.ignore_memory == m.ignore_memory);
 		FUZZ_CHECK(c.allow_unrestorable == m.allow_unrestorable && c.all == m.all);
+		FUZZ_CHECK(c.no_park == m.no_park && c.ignore_gpu_memory == m.ignore_gpu_memory);
+		FUZZ_CHECK(c.wait_memory_s == m.wait_memory_s);
 	}
 	txn_cli_free(&c);
 	free(text);
