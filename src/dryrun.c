@@ -1,6 +1,7 @@
 /* --dry-run: what checkpoint or restore would do to each process, and every
  * reason known in advance why it would fail; nothing is changed. */
 #include "json.h"
+#include "jsonout.h"
 #include "plan.h"
 #include "txncli.h"
 

@@ -4,6 +4,7 @@
 #include "claim.h"
 #include "state.h"
 #include "json.h"
+#include "jsonout.h"
 #include "util.h"
 #include "verify.h"
 

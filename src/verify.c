@@ -1,6 +1,7 @@
 /* cudasnap verify: every GPU device reference left in this PID namespace. */
 #include "cli.h"
 #include "json.h"
+#include "jsonout.h"
 #include "util.h"
 #include "verify.h"
 

@@ -1,4 +1,6 @@
-/* JSON renderings of library objects, shared by the commands. */
+/* JSON helpers for every layer (lib/base/json.c), and the shape of
+ * untrusted JSON text (lib/base/jsonshape.c). Renderings of the library
+ * objects: lib/session/jsonout.h. */
 #ifndef CS_JSON_H
 #define CS_JSON_H
 
@@ -10,17 +12,10 @@
 CS_DEFINE_CLEANUP(json_object, json_object_put)
 CS_DEFINE_CLEANUP(json_tokener, json_tokener_free)
 
-json_object *cs_json_driver(const cs_driver *d);
-json_object *cs_json_proc(const cs_proc *p, const cs_driver *d);
 json_object *cs_json_error(const cs_error *e);
-/* [{"pid": 1, "error": "Permission denied"}, ...]: the processes a scan could not read. */
-json_object *cs_json_unreadable(const cs_ptable *t);
 /* Adds key -> int, or null when !valid. */
 void cs_json_add_int_or_null(json_object *o, const char *key, long long v, bool valid);
 void cs_json_add_str_or_null(json_object *o, const char *key, const char *s);
-struct cs_plan;
-/* A plan (lib/session/plan.h): what an operation would do to each process. */
-json_object *cs_json_plan(const struct cs_plan *p);
 /* What untrusted JSON text holds, counted outside its strings, before it
  * is parsed (lib/base/jsonshape.c). */
 typedef struct cs_json_shape {
