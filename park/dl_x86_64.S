@@ -10,7 +10,10 @@
  * with RTLD_DEEPBIND or into another namespace (park_dl_open_note, which
  * also holds a load back while a park is under way). dlsym and dlvsym with
  * a handle go to dl.c, which hands out gated entry points for the
- * driver's functions. */
+ * driver's functions. A lookup of dlsym, dlvsym, dlopen or dlmopen
+ * themselves, which would answer the C library's (dlvsym with its
+ * version, a handle of the C library, RTLD_NEXT from a library after this
+ * one), answers this library's stand-in for it (dl.c). */
 	.text
 
 /* %rax: the next definition, found once (park_dl_init) */
@@ -71,78 +74,138 @@
 	.cfi_adjust_cfa_offset -8
 	.endm
 
-	.globl dlsym
-	.type dlsym, @function
+/* dlsym as \name: lookups with a handle go to park_dlsym_handle (\which:
+ * 0 this library's export, whose next definition is a later interposer's
+ * or the C library's; 1 the C library's own, stood in front of), a driver
+ * name with RTLD_DEFAULT or RTLD_NEXT is noted, the dynamic linker's own
+ * names are answered by park_dl_self_lookup, and anything else jumps to
+ * \next with the caller's return address. */
+	.macro dlsym_entry name, next, which
 	.balign 16
-dlsym:
+\name:
 	.cfi_startproc
 	endbr64
 	testq %rdi, %rdi		/* RTLD_DEFAULT */
 	je 2f
 	cmpq $-1, %rdi			/* RTLD_NEXT */
 	je 2f
+	movl $\which, %edx
 	jmp park_dlsym_handle
 2:	testq %rsi, %rsi
 	jz 3f
+	xorl %edx, %edx			/* no version */
 	cmpw $0x7563, (%rsi)		/* "cu" */
-	jne 3f
-	xorl %edx, %edx
+	jne 4f
 	note park_dl_lookup_note
-3:	next_of park_dlsym_next
+	jmp 3f
+4:	cmpw $0x6c64, (%rsi)		/* "dl" */
+	jne 3f
+	note park_dl_own
+	testl %eax, %eax
+	jz 3f
+	movq (%rsp), %rcx		/* park_dl_self_lookup(handle, name, NULL, caller) */
+	jmp park_dl_self_lookup
+3:	next_of \next
 	jmp *%rax
 	.cfi_endproc
-	.size dlsym, . - dlsym
+	.size \name, . - \name
+	.endm
 
-	.globl dlvsym
-	.type dlvsym, @function
+/* dlvsym likewise: \which goes to park_dlvsym_handle in %rcx. */
+	.macro dlvsym_entry name, next, which
 	.balign 16
-dlvsym:
+\name:
 	.cfi_startproc
 	endbr64
 	testq %rdi, %rdi
 	je 2f
 	cmpq $-1, %rdi
 	je 2f
+	movl $\which, %ecx
 	jmp park_dlvsym_handle
 2:	testq %rsi, %rsi
 	jz 3f
 	cmpw $0x7563, (%rsi)
-	jne 3f
+	jne 4f
 	note park_dl_lookup_note
-3:	next_of park_dlvsym_next
+	jmp 3f
+4:	cmpw $0x6c64, (%rsi)
+	jne 3f
+	note park_dl_own
+	testl %eax, %eax
+	jz 3f
+	movq (%rsp), %rcx		/* park_dl_self_lookup(handle, name, version, caller) */
+	jmp park_dl_self_lookup
+3:	next_of \next
 	jmp *%rax
 	.cfi_endproc
-	.size dlvsym, . - dlvsym
+	.size \name, . - \name
+	.endm
 
-	.globl dlopen
-	.type dlopen, @function
+	.macro dlopen_entry name, next
 	.balign 16
-dlopen:
+\name:
 	.cfi_startproc
 	endbr64
 	movq %rsi, %rdx			/* mode */
 	movq $0, %rsi			/* the base namespace */
 	note park_dl_open_note
 	movl %edx, %esi
-	next_of park_dlopen_next
+	next_of \next
 	jmp *%rax
 	.cfi_endproc
-	.size dlopen, . - dlopen
+	.size \name, . - \name
+	.endm
 
-	.globl dlmopen
-	.type dlmopen, @function
+	.macro dlmopen_entry name, next
 	.balign 16
-dlmopen:
+\name:
 	.cfi_startproc
 	endbr64
 	/* park_dl_open_note(file, namespace, mode, caller) */
 	xchgq %rdi, %rsi
 	note park_dl_open_note
 	xchgq %rdi, %rsi
-	next_of park_dlmopen_next
+	next_of \next
 	jmp *%rax
 	.cfi_endproc
-	.size dlmopen, . - dlmopen
+	.size \name, . - \name
+	.endm
+
+/* The exported names, in front of the next definition. */
+	.globl dlsym
+	.type dlsym, @function
+	dlsym_entry dlsym, park_dlsym_next, 0
+	.globl dlvsym
+	.type dlvsym, @function
+	dlvsym_entry dlvsym, park_dlvsym_next, 0
+	.globl dlopen
+	.type dlopen, @function
+	dlopen_entry dlopen, park_dlopen_next
+	.globl dlmopen
+	.type dlmopen, @function
+	dlmopen_entry dlmopen, park_dlmopen_next
+
+/* What a lookup of the C library's own dlsym, dlvsym, dlopen or dlmopen
+ * answers instead (dl.c): the same in front of the C library's function
+ * itself, so that a later interposer that looks up its next definition
+ * does not come back to this library's export (and to itself). */
+	.globl park_libc_dlsym
+	.hidden park_libc_dlsym
+	.type park_libc_dlsym, @function
+	dlsym_entry park_libc_dlsym, park_dlsym_libc, 1
+	.globl park_libc_dlvsym
+	.hidden park_libc_dlvsym
+	.type park_libc_dlvsym, @function
+	dlvsym_entry park_libc_dlvsym, park_dlvsym_libc, 1
+	.globl park_libc_dlopen
+	.hidden park_libc_dlopen
+	.type park_libc_dlopen, @function
+	dlopen_entry park_libc_dlopen, park_dlopen_libc
+	.globl park_libc_dlmopen
+	.hidden park_libc_dlmopen
+	.type park_libc_dlmopen, @function
+	dlmopen_entry park_libc_dlmopen, park_dlmopen_libc
 
 	.section .note.GNU-stack,"",@progbits
 

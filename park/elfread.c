@@ -36,7 +36,12 @@ PARK_ELF_EARLY bool park_elf_read(uintptr_t base, const ElfW(Dyn) * dyn, struct 
 			soname = d->d_un.d_val;
 			has_soname = true;
 			break;
-		case DT_VERDEF: e->has_verdef = true; break;
+		case DT_VERDEF:
+			e->has_verdef = true;
+			e->verdef = (const ElfW(Verdef) *)at(base, d->d_un.d_ptr);
+			break;
+		case DT_VERDEFNUM: e->nverdef = d->d_un.d_val; break;
+		case DT_VERSYM: e->versym = (const uint16_t *)at(base, d->d_un.d_ptr); break;
 		default: break;
 		}
 	}
@@ -70,7 +75,39 @@ PARK_ELF_EARLY static bool defines(const struct park_elf *e, const ElfW(Sym) * s
 		(bind == STB_GLOBAL || bind == STB_WEAK) && park_elf_same(park_elf_name(e, s), name);
 }
 
-PARK_ELF_EARLY static const ElfW(Sym) * find_gnu(const struct park_elf *e, const char *name)
+/* Whether version ndx of e is named version. */
+PARK_ELF_EARLY static bool verdef_named(const struct park_elf *e, unsigned ndx, const char *version)
+{
+	const ElfW(Verdef) *d = e->verdef;
+	for (size_t i = 0; d && i < e->nverdef; i++) {
+		if (d->vd_ndx == ndx) {
+			const ElfW(Verdaux) *a = (const ElfW(Verdaux) *)((const char *)d + d->vd_aux);
+			return a->vda_name < e->strsz && park_elf_same(e->strtab + a->vda_name, version);
+		}
+		if (d->vd_next == 0)
+			break;
+		d = (const ElfW(Verdef) *)((const char *)d + d->vd_next);
+	}
+	return false;
+}
+
+/* How the dynamic linker matches the version of symbol idx: a lookup
+ * without one takes any definition but a hidden one (name@VERSION, not
+ * name@@VERSION); one with a version (dlvsym) takes that version only,
+ * and an object without versions answers any lookup. any: versions are not
+ * looked at. */
+PARK_ELF_EARLY static bool version_ok(const struct park_elf *e, size_t idx, const char *version, bool any)
+{
+	if (any || e->versym == NULL)
+		return true;
+	uint16_t v = e->versym[idx];
+	if (version == NULL)
+		return !(v & 0x8000);
+	return (v & 0x7fff) >= 2 && verdef_named(e, v & 0x7fff, version);
+}
+
+PARK_ELF_EARLY static const ElfW(Sym) *
+	find_gnu(const struct park_elf *e, const char *name, const char *version, bool any)
 {
 	const uint32_t *h = e->gnu_hash;
 	uint32_t nbuckets = h[0], symoffset = h[1], bloom_size = h[2], bloom_shift = h[3];
@@ -92,14 +129,15 @@ PARK_ELF_EARLY static const ElfW(Sym) * find_gnu(const struct park_elf *e, const
 		return NULL;
 	for (;; i++) {
 		uint32_t h2 = chain[i - symoffset];
-		if ((hash | 1) == (h2 | 1) && defines(e, &e->symtab[i], name))
+		if ((hash | 1) == (h2 | 1) && defines(e, &e->symtab[i], name) && version_ok(e, i, version, any))
 			return &e->symtab[i];
 		if (h2 & 1)
 			return NULL;
 	}
 }
 
-PARK_ELF_EARLY static const ElfW(Sym) * find_sysv(const struct park_elf *e, const char *name)
+PARK_ELF_EARLY static const ElfW(Sym) *
+	find_sysv(const struct park_elf *e, const char *name, const char *version, bool any)
 {
 	const uint32_t *h = e->sysv_hash;
 	uint32_t nbucket = h[0], nchain = h[1], hash = 0;
@@ -113,16 +151,26 @@ PARK_ELF_EARLY static const ElfW(Sym) * find_sysv(const struct park_elf *e, cons
 	if (nbucket == 0)
 		return NULL;
 	for (uint32_t i = bucket[hash % nbucket]; i != STN_UNDEF && i < nchain; i = chain[i])
-		if (defines(e, &e->symtab[i], name))
+		if (defines(e, &e->symtab[i], name) && version_ok(e, i, version, any))
 			return &e->symtab[i];
+	return NULL;
+}
+
+PARK_ELF_EARLY static const ElfW(Sym) * find(const struct park_elf *e, const char *name, const char *version, bool any)
+{
+	if (e->gnu_hash)
+		return find_gnu(e, name, version, any);
+	if (e->sysv_hash)
+		return find_sysv(e, name, version, any);
 	return NULL;
 }
 
 PARK_ELF_EARLY const ElfW(Sym) * park_elf_find(const struct park_elf *e, const char *name)
 {
-	if (e->gnu_hash)
-		return find_gnu(e, name);
-	if (e->sysv_hash)
-		return find_sysv(e, name);
-	return NULL;
+	return find(e, name, NULL, true);
+}
+
+PARK_ELF_EARLY const ElfW(Sym) * park_elf_find_version(const struct park_elf *e, const char *name, const char *version)
+{
+	return find(e, name, version, false);
 }

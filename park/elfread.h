@@ -22,6 +22,9 @@ struct park_elf {
 	size_t nrela;
 	const char *soname; /* NULL when it has none */
 	bool has_verdef; /* it defines symbol versions */
+	const uint16_t *versym; /* each symbol's version (NULL: none) */
+	const ElfW(Verdef) * verdef;
+	size_t nverdef;
 };
 
 /* Fills e from the object loaded at base with dynamic section dyn; false
@@ -29,6 +32,9 @@ struct park_elf {
 bool park_elf_read(uintptr_t base, const ElfW(Dyn) * dyn, struct park_elf *e);
 /* The function (or indirect function) e defines under name, or NULL. */
 const ElfW(Sym) * park_elf_find(const struct park_elf *e, const char *name);
+/* The same, as the dynamic linker's lookup with version finds it (dlvsym:
+ * that version exactly), or without one (dlsym: the default version). */
+const ElfW(Sym) * park_elf_find_version(const struct park_elf *e, const char *name, const char *version);
 /* Whether two strings are equal (no call into the C library). */
 bool park_elf_same(const char *a, const char *b);
 /* A symbol's name ("" when it lies outside the string table). */

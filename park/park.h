@@ -85,9 +85,6 @@ struct park_real {
 const struct park_real *park_real(void);
 /* Whether the driver has every VMM function backing needs. */
 bool park_vmm(void);
-/* The C library's dlsym and dlvsym (this library exports its own). */
-void *park_real_dlsym(void *handle, const char *name);
-void *park_real_dlvsym(void *handle, const char *name, const char *version);
 void park_dl_init(void);
 /* The definition of name after this library (a later interposer's, else the
  * driver's, loaded globally or not); NULL when none. */
@@ -103,14 +100,42 @@ bool park_syscalls_changed(void);
 /* CUDASNAP_PARK=0: every name and lookup answers the driver's own function,
  * nothing is backed, no control socket. */
 extern bool park_passthrough;
+/* This library's constructor has run. */
+extern bool park_ready;
 
 /* What dl_x86_64.S passes the program's lookups and loads on to (resolve.c:
- * the next definitions after this library). */
+ * the next definitions after this library), and what its stand-ins for the
+ * C library's functions pass on to (the C library's). */
 extern void *park_dlsym_next, *park_dlvsym_next, *park_dlopen_next, *park_dlmopen_next;
+extern void *park_dlsym_libc, *park_dlvsym_libc, *park_dlopen_libc, *park_dlmopen_libc;
+
+/* objects.c: the loaded objects, walked while the dynamic linker's list of
+ * them holds still: fn is called for each (the program's namespace first,
+ * in its order) until it answers nonzero. fn must take no lock of the
+ * interposer's but dl.c's and bindings.c's own. */
+struct link_map;
+struct park_range {
+	uintptr_t lo, hi;
+};
+struct park_obj {
+	const struct link_map *lm; /* NULL: of another namespace (dlmopen) */
+	uintptr_t base; /* load bias */
+	const void *dyn; /* its dynamic section */
+	struct park_range range; /* the addresses its segments take */
+	const char *name;
+	const void *phdr; /* its program headers (NULL before this library's constructor) */
+	unsigned long long subs; /* how many objects the loader has unloaded so far */
+	bool subs_known; /* it told */
+};
+typedef int (*park_obj_fn)(const struct park_obj *o, void *arg);
+void park_objects(park_obj_fn fn, void *arg);
+bool park_range_has(struct park_range r, uintptr_t v);
+/* This library's own addresses. */
+struct park_range park_self_range(void);
 
 /* dl.c: lookups and loads (dl_x86_64.S) */
-/* Whether lm was loaded by, or after, a dlopen with RTLD_DEEPBIND. */
-struct link_map;
+/* Whether lm was loaded by, or after, a dlopen with RTLD_DEEPBIND (while
+ * the list of objects holds still: from a park_objects callback). */
 bool park_after_deepbind(const struct link_map *lm);
 
 /* bindings.c: 0 when every driver function any loaded object binds by name

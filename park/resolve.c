@@ -31,9 +31,13 @@ struct park_real_all {
 static _Atomic(struct park_real_all *) real_pub;
 
 /* The C library's dynamic linking functions, read from its symbol table:
- * a call by name from here would reach this library's own exports. */
+ * a call by name from here would reach this library's own exports. Also
+ * what dl_x86_64.S's stand-ins for them pass on to. */
+void *park_dlsym_libc HIDDEN;
+void *park_dlvsym_libc HIDDEN;
+void *park_dlopen_libc HIDDEN;
+void *park_dlmopen_libc HIDDEN;
 static dlsym_fn glibc_dlsym;
-static void *(*glibc_dlvsym)(void *, const char *, const char *);
 static void *(*glibc_dlopen)(const char *, int);
 
 /* What dl_x86_64.S passes the program's calls on to: the next definition
@@ -46,34 +50,47 @@ void *park_dlmopen_next HIDDEN;
 bool park_passthrough;
 bool park_ready;
 
+struct libc_q {
+	const char *name;
+	void *found;
+};
+
+PARK_EARLY static int libc_def(const struct park_obj *o, void *arg)
+{
+	struct libc_q *q = arg;
+	struct park_elf e;
+	if (o->lm == NULL || !park_elf_read(o->base, o->dyn, &e) || e.soname == NULL ||
+	    (!park_elf_same(e.soname, "libc.so.6") && !park_elf_same(e.soname, "libdl.so.2")))
+		return 0;
+	const ElfW(Sym) *s = park_elf_find_version(&e, q->name, NULL);
+	if (s)
+		q->found = (void *)(e.base + s->st_value);
+	return s != NULL;
+}
+
 PARK_EARLY static void *libc_sym(const char *name)
 {
-	for (struct link_map *l = _r_debug.r_map; l; l = l->l_next) {
-		struct park_elf e;
-		if (!park_elf_read(l->l_addr, l->l_ld, &e) || e.soname == NULL ||
-		    (!park_elf_same(e.soname, "libc.so.6") && !park_elf_same(e.soname, "libdl.so.2")))
-			continue;
-		const ElfW(Sym) *s = park_elf_find(&e, name);
-		if (s)
-			return (void *)(e.base + s->st_value);
-	}
-	return NULL;
+	struct libc_q q = { name, NULL };
+	park_objects(libc_def, &q);
+	return q.found;
 }
 
 PARK_EARLY static void dl_load(void)
 {
-	*(void **)&glibc_dlsym = libc_sym("dlsym");
-	*(void **)&glibc_dlvsym = libc_sym("dlvsym");
-	*(void **)&glibc_dlopen = libc_sym("dlopen");
+	void *fn[4] = { libc_sym("dlsym"), libc_sym("dlvsym"), libc_sym("dlopen"), libc_sym("dlmopen") };
+	*(void **)&glibc_dlsym = fn[0];
+	*(void **)&glibc_dlopen = fn[2];
 	if (glibc_dlsym == NULL)
 		return;
 	/* RTLD_NEXT from here: the next definition after this library */
 	void *n[4] = { glibc_dlsym(RTLD_NEXT, "dlsym"), glibc_dlsym(RTLD_NEXT, "dlvsym"),
 		       glibc_dlsym(RTLD_NEXT, "dlopen"), glibc_dlsym(RTLD_NEXT, "dlmopen") };
-	__atomic_store_n(&park_dlvsym_next, n[1] ? n[1] : (void *)glibc_dlvsym, __ATOMIC_RELEASE);
-	__atomic_store_n(&park_dlopen_next, n[2] ? n[2] : (void *)glibc_dlopen, __ATOMIC_RELEASE);
-	__atomic_store_n(&park_dlmopen_next, n[3] ? n[3] : libc_sym("dlmopen"), __ATOMIC_RELEASE);
-	__atomic_store_n(&park_dlsym_next, n[0] ? n[0] : (void *)glibc_dlsym, __ATOMIC_RELEASE);
+	void **libc[4] = { &park_dlsym_libc, &park_dlvsym_libc, &park_dlopen_libc, &park_dlmopen_libc };
+	void **next[4] = { &park_dlsym_next, &park_dlvsym_next, &park_dlopen_next, &park_dlmopen_next };
+	for (int i = 3; i >= 0; i--) { /* dlsym's last: dl_x86_64.S tests it */
+		__atomic_store_n(libc[i], fn[i], __ATOMIC_RELEASE);
+		__atomic_store_n(next[i], n[i] ? n[i] : fn[i], __ATOMIC_RELEASE);
+	}
 }
 
 static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
@@ -81,18 +98,6 @@ static pthread_once_t dl_once = PTHREAD_ONCE_INIT;
 void park_dl_init(void)
 {
 	pthread_once(&dl_once, dl_load);
-}
-
-void *park_real_dlsym(void *handle, const char *name)
-{
-	park_dl_init();
-	return glibc_dlsym ? glibc_dlsym(handle, name) : NULL;
-}
-
-void *park_real_dlvsym(void *handle, const char *name, const char *version)
-{
-	park_dl_init();
-	return glibc_dlvsym ? glibc_dlvsym(handle, name, version) : NULL;
 }
 
 static void *driver_handle(void)
@@ -240,7 +245,18 @@ bool park_vmm(void)
 /* libcuda.so.1 in the program's namespace, found by its name among the
  * loaded objects; false when it is not loaded. Remembered once the
  * interposer holds it open (park_real), since it stays then. No call into
- * the dynamic linker (park_ifunc runs while it binds). */
+ * the dynamic linker but dl_iterate_phdr, which takes only the lock of its
+ * list of objects (park_ifunc runs while it binds). */
+PARK_EARLY static int find_driver(const struct park_obj *o, void *arg)
+{
+	struct park_elf e;
+	if (o->lm == NULL || !park_elf_read(o->base, o->dyn, &e) || e.soname == NULL ||
+	    !park_elf_same(e.soname, "libcuda.so.1"))
+		return 0;
+	*(struct park_elf *)arg = e;
+	return 1;
+}
+
 PARK_EARLY static bool driver_elf(struct park_elf *out)
 {
 	static struct park_elf found;
@@ -249,20 +265,18 @@ PARK_EARLY static bool driver_elf(struct park_elf *out)
 		*out = found;
 		return true;
 	}
-	for (struct link_map *l = _r_debug.r_map; l; l = l->l_next) {
-		struct park_elf e;
-		if (park_elf_read(l->l_addr, l->l_ld, &e) && e.soname && park_elf_same(e.soname, "libcuda.so.1")) {
-			*out = e;
-			/* kept once the interposer holds the driver open */
-			const struct park_real_all *held = atomic_load_explicit(&real_pub, memory_order_acquire);
-			if (held && held->r.lib && !__atomic_load_n(&state, __ATOMIC_ACQUIRE)) {
-				found = e;
-				__atomic_store_n(&state, 1, __ATOMIC_RELEASE);
-			}
-			return true;
-		}
+	struct park_elf e = { 0 };
+	park_objects(find_driver, &e);
+	if (e.symtab == NULL)
+		return false;
+	*out = e;
+	/* kept once the interposer holds the driver open */
+	const struct park_real_all *held = atomic_load_explicit(&real_pub, memory_order_acquire);
+	if (held && held->r.lib && !__atomic_load_n(&state, __ATOMIC_ACQUIRE)) {
+		found = e;
+		__atomic_store_n(&state, 1, __ATOMIC_RELEASE);
 	}
-	return false;
+	return true;
 }
 
 PARK_EARLY bool park_driver_defines(const char *name)

@@ -28,11 +28,17 @@ static const char usage_text[] =
 	"                    (RTLD_NEXT), procaddr:VERSION, procaddr1:VERSION\n"
 	"                    (cuGetProcAddress), lib[-lazy][-deepbind][-next][-default]\n"
 	"                    [-unlisted] (libfakecuda-probe.so; unlisted: its -new.so,\n"
-	"                    whose copy is a driver function the interposer does not know)\n"
+	"                    whose copy is a driver function the interposer does not know),\n"
+	"                    lib-nextdlsym (the library looks dlsym up with RTLD_NEXT: the\n"
+	"                    C library's), realdlsym (the C library's dlsym by dlvsym),\n"
+	"                    libcdlsym (by a handle of the C library), swap:FILE (loads\n"
+	"                    and unloads libfakecuda-swapa.so once FILE exists, then\n"
+	"                    its function from libfakecuda-swapb.so, loaded in its place)\n"
 	"  --alloc-mib N     its memory (8); --alloc-bytes B: exactly B bytes\n"
 	"  --interval-ms MS  between two rounds of the worker (1)\n"
 	"  --probe PATH      the probe library (beside this program)\n"
 	"  --idle            no worker\n"
+	"  --load PATH       a thread loads PATH once SIGUSR2 comes\n"
 	"  --hold            GPU work waits on a host word that a thread sets after a\n"
 	"                    driver call, once SIGUSR2 comes (implies --idle)\n"
 	"  --other-ms MS     one kernel of MS ms on device 1 once set up (--idle)\n"
@@ -68,7 +74,7 @@ static const char usage_text[] =
 #define VERSION 12080
 
 struct opts {
-	const char *via, *probe, *pool_share, *pool_import;
+	const char *via, *probe, *pool_share, *pool_import, *load;
 	size_t bytes;
 	unsigned interval_ms, other_ms, created_ms;
 	int idle, hold, free_test, attrs, no_socket, unwind, storm, self_call, fork_call;
@@ -242,19 +248,29 @@ static int fork_call(void)
 	return -1;
 }
 
+/* --load: a thread loads a library, whose constructor runs while that
+ * thread holds the dynamic linker's lock. */
+static void *loader(void *arg)
+{
+	(void)arg;
+	printf("load started\n");
+	fflush(stdout);
+	void *h = dlopen(o.load, RTLD_NOW);
+	printf("load done %s\n", h ? "ok" : dlerror());
+	fflush(stdout);
+	return NULL;
+}
+
 static int parse(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "via", 1, NULL, 'v' },         { "alloc-mib", 1, NULL, 'm' },
-		{ "alloc-bytes", 1, NULL, 'b' }, { "interval-ms", 1, NULL, 'i' },
-		{ "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
-		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },
-		{ "free-test", 0, NULL, 'f' },   { "attrs", 0, NULL, 'a' },
-		{ "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
-		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' },
-		{ "unwind", 0, NULL, 'u' },      { "storm", 1, NULL, 'S' },
-		{ "self-call", 0, NULL, 'c' },   { "fork-call", 0, NULL, 'F' },
-		{ "created-ms", 1, NULL, 'C' },  { NULL, 0, NULL, 0 },
+		{ "via", 1, NULL, 'v' },         { "alloc-mib", 1, NULL, 'm' },   { "alloc-bytes", 1, NULL, 'b' },
+		{ "interval-ms", 1, NULL, 'i' }, { "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
+		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },    { "free-test", 0, NULL, 'f' },
+		{ "attrs", 0, NULL, 'a' },       { "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
+		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' }, { "unwind", 0, NULL, 'u' },
+		{ "storm", 1, NULL, 'S' },       { "self-call", 0, NULL, 'c' },   { "fork-call", 0, NULL, 'F' },
+		{ "created-ms", 1, NULL, 'C' },  { "load", 1, NULL, 'L' },        { NULL, 0, NULL, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -277,6 +293,7 @@ static int parse(int argc, char **argv)
 		case 'c': o.self_call = o.idle = 1; break;
 		case 'F': o.fork_call = o.idle = 1; break;
 		case 'C': o.created_ms = (unsigned)strtoul(optarg, NULL, 0), o.idle = 1; break;
+		case 'L': o.load = optarg; break;
 		default: fputs(usage_text, c == 'h' ? stdout : stderr); return c == 'h' ? 1 : -1;
 		}
 	}
@@ -549,6 +566,12 @@ int main(int argc, char **argv)
 		return 2;
 	int sig;
 	while (sigwait(&set, &sig) == 0 && (sig == SIGUSR1 || sig == SIGUSR2)) {
+		if (sig == SIGUSR2 && o.load) {
+			pthread_t lt;
+			if (pthread_create(&lt, NULL, loader, NULL) == 0)
+				pthread_detach(lt);
+			continue;
+		}
 		if (sig == SIGUSR2 && o.fork_call) {
 			printf("forkcall rc=%d\n", fork_call());
 			fflush(stdout);

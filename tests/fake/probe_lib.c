@@ -9,7 +9,9 @@
  * the driver by name, through its own PLT; or it hands out what dlsym
  * answers it, with RTLD_NEXT (the definition after this library: the
  * driver's, past an interposer loaded before it) or RTLD_DEFAULT (from its
- * own scope). */
+ * own scope); or what the C library's own dlsym, looked up with RTLD_NEXT
+ * (past an interposer's export of dlsym), answers with the driver's
+ * handle. */
 
 FC_EXPORT int probe_fill(struct named_fns *f, const char *how);
 
@@ -45,21 +47,27 @@ static CUresult ctx_get(CUcontext *ctx)
 	return cuCtxGetCurrent(ctx);
 }
 
-static void lookup(struct named_fns *f, void *handle)
+static void lookup(struct named_fns *f, void *(*look)(void *, const char *), void *handle)
 {
-	*(void **)&f->htod = dlsym(handle, "cuMemcpyHtoD_v2");
-	*(void **)&f->dtoh = dlsym(handle, "cuMemcpyDtoH_v2");
-	*(void **)&f->launch = dlsym(handle, "cuLaunchKernel");
-	*(void **)&f->sync = dlsym(handle, "cuCtxSynchronize");
-	*(void **)&f->ctx_get = dlsym(handle, "cuCtxGetCurrent");
+	*(void **)&f->htod = look(handle, "cuMemcpyHtoD_v2");
+	*(void **)&f->dtoh = look(handle, "cuMemcpyDtoH_v2");
+	*(void **)&f->launch = look(handle, "cuLaunchKernel");
+	*(void **)&f->sync = look(handle, "cuCtxSynchronize");
+	*(void **)&f->ctx_get = look(handle, "cuCtxGetCurrent");
 }
 
 int probe_fill(struct named_fns *f, const char *how)
 {
-	if (strstr(how, "next")) {
-		lookup(f, RTLD_NEXT);
+	if (strstr(how, "nextdlsym")) {
+		void *(*look)(void *, const char *) = NULL;
+		*(void **)&look = dlsym(RTLD_NEXT, "dlsym");
+		if (look == NULL)
+			return -1;
+		lookup(f, look, dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD));
+	} else if (strstr(how, "next")) {
+		lookup(f, dlsym, RTLD_NEXT);
 	} else if (strstr(how, "default")) {
-		lookup(f, RTLD_DEFAULT);
+		lookup(f, dlsym, RTLD_DEFAULT);
 	} else {
 		f->htod = htod;
 		f->dtoh = dtoh;

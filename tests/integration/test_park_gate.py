@@ -11,6 +11,7 @@ import select
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import unittest
 
@@ -113,6 +114,16 @@ class EntryPoints(ParkCase):
                 self.assertEqual(status(a.pid)["parkable"], "1")
                 self.assertCycles(a)
 
+    def test_the_c_librarys_own_dlsym_answers_gated_functions_too(self):
+        # dlsym reached past the interposer's export of it: by dlvsym with
+        # the C library's version, by a handle of the C library, by a
+        # library's dlsym(RTLD_NEXT): what it looks up is held as well
+        for via in ("realdlsym", "libcdlsym", "lib-nextdlsym"):
+            with self.subTest(via=via):
+                a = self.named("--via", via)
+                self.assertEqual(status(a.pid)["parkable"], "1")
+                self.assertCycles(a, 3)
+
     def test_what_the_gate_cannot_hold_is_left_to_the_driver(self):
         # a driver function the interposer does not know, a library that
         # binds the driver's own functions (RTLD_DEEPBIND), one that looks
@@ -185,6 +196,28 @@ class EntryPoints(ParkCase):
             time.sleep(0.05)
         self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
 
+    def test_a_library_loaded_where_a_clean_one_was_is_looked_at_again(self):
+        # libfakecuda-swapa.so binds nothing of the driver and is looked at;
+        # it is unloaded, and libfakecuda-swapb.so, which binds a driver
+        # function the interposer does not know, is loaded at its address
+        go = os.path.join(self.tmp, "go")
+        a = Named(self, ["--via", f"swap:{go}"])
+        first = a.line("swap a=")
+        self.assertIsNotNone(first)
+        self.assertEqual(status(a.pid)["parkable"], "1")
+        open(go, "w").close()
+        second = a.line("swap b=")
+        self.assertEqual(second.split("=")[1], first.split("=")[1], "not loaded at the same address")
+        a.ready()
+        st = status(a.pid)
+        self.assertEqual(st["parkable"], "0", st)
+        self.assertRegex(self.cs("ps").out, r"libfakecuda-swapb\.so (binds|calls) cuMemcpyHtoD_v9")
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+
     def test_a_backtrace_taken_inside_the_driver_reaches_the_program(self):
         # the gated frame is an ordinary one, described for the unwinder
         self.fault("* sync delay=400 1")
@@ -252,6 +285,51 @@ class Waits(ParkCase):
         a = Named(self, ["--free-test"])
         self.assertRegex(a.line("free") or "", r"^free ms=\d+ rc=700$")
         self.assertEqual(a.line("range"), "range rc=0")
+
+
+@unittest.skipUnless(PARK_LIB and NAMED, "the interposer is built for x86-64 only")
+class LoaderLock(ParkCase):
+    """A thread that loads a library holds the dynamic linker's lock while
+    the library's constructor runs, and the constructor may call the
+    driver: the interposer never waits for that lock while it holds the
+    gate closed or a lock of its own, and answers within a bound."""
+
+    def loading(self, lib):
+        path = os.path.join(os.path.dirname(NAMED), lib)
+        a = Named(self, ["--idle", "--load", path]).ready()
+        os.kill(a.pid, signal.SIGUSR2)
+        self.assertEqual(a.line("load started"), "load started")
+        time.sleep(0.2)  # the constructor runs for 0.8 s before its call
+        return a
+
+    def ask(self, a, request, keep=None, key=False):
+        out = []
+        th = threading.Thread(target=lambda: out.append(control(a.pid, request, keep=keep, key=key)[0]),
+                              daemon=True)
+        th.start()
+        th.join(15)
+        self.assertTrue(out, f"no answer to {request.split()[0]} within 15 s")
+        return out[0]
+
+    def test_a_park_while_a_constructor_calls_the_driver(self):
+        a = self.loading("libfakecuda-ctor.so")
+        held = []
+        answer = self.ask(a, "park 3000", keep=held, key=True)
+        self.assertTrue(answer.startswith("ok parked=1"), answer)
+        time.sleep(1)  # the constructor's call waits at the closed gate
+        self.assertIsNone(a.line("load done", timeout=0.2))
+        held[0].close()  # undone by the process itself: the call goes on
+        self.assertEqual(a.line("load done", timeout=10), "load done ok")
+        self.assertEqual(status(a.pid)["gate"], "open")
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+
+    def test_a_status_while_a_constructor_asks_about_a_pointer(self):
+        a = self.loading("libfakecuda-ctor-pointer.so")
+        answer = self.ask(a, "status")
+        self.assertTrue(answer.startswith("ok "), answer)
+        self.assertIn("parkable=1", answer)
+        self.assertEqual(a.line("load done", timeout=10), "load done ok")
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
 
 
 @unittest.skipUnless(PARK_LIB and NAMED, "the interposer is built for x86-64 only")
