@@ -387,9 +387,6 @@ static int hold(const struct park_real *r, double t0, unsigned timeout_ms, char 
 		pthread_mutex_unlock(&park_tab.mu);
 		return refuse(reply, size, importer, why);
 	}
-	/* No device file of its own may be open at the checkpoint that follows
-	 * (vmm_export.c). */
-	park_vmm_close_unclaimed();
 	/* Bounded: GPU work that waits on a thread the gate holds never ends
 	 * while it is held. */
 	CUresult rc = park_sync_all(r, t0 + timeout_ms / 1000.0);
@@ -477,6 +474,10 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 		snprintf(reply, size, "error code=%d stage=check importer=0 why=%s\n", CU_ERR_NOT_SUPPORTED, why);
 		return -1;
 	}
+	/* No device file of its own may be open at the checkpoint that follows
+	 * (vmm_export.c); closed only now: a park that is refused or undone
+	 * leaves the exports claimable, as they were. */
+	park_vmm_close_unclaimed();
 	double gb = parked_bytes / 1e9;
 	snprintf(reply, size,
 		 "ok parked=1 bytes=%llu allocs=%zu quiesce_s=%.4f copy_s=%.4f release_s=%.4f total_s=%.4f "

@@ -23,8 +23,8 @@
  * same_description); the claimant then gets a secret of the claim's, which
  * each later request proves (proof.c). The copy is a device file, which a
  * checkpoint must not find open: it is closed at the first claim, when the
- * handle goes, and at a park (cudasnap parks such an exporter first); an
- * export not claimed by then is not carried. */
+ * handle goes, and at a park once it succeeded (cudasnap parks such an
+ * exporter first); an export not claimed by then is not carried. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

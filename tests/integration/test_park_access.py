@@ -320,6 +320,23 @@ class Access(ParkCase):
         self.assertEqual((status(i.pid)["vmm_imports"], status(e.pid)["unclaimed"]), ("0", "0"))  # claimed
         self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
 
+    def test_a_park_refused_at_its_sync_keeps_its_exports_claimable(self):
+        # a park refused later, when the program's GPU work does not finish
+        # in time, leaves the copy for the first importer too
+        share = os.path.join(self.tmp, "vmmfd")
+        e = App(self, ["--alloc-mib", "8", "--vmm-mib", "4", "--seed", "7", "--vmm-share", share,
+                       "--interval-ms", "100000"])
+        self.assertEqual(status(e.pid)["unclaimed"], "1")
+        self.fault("* sync delay=3000 1")  # the park's own wait for the GPU work
+        answer, _ = control(e.pid, "park 500", key=True)
+        self.assertTrue(answer.startswith("error code=600 stage=sync"), answer)
+        self.assertEqual((status(e.pid)["unclaimed"], status(e.pid)["parked"]), ("1", "0"))
+        self.fault()
+        time.sleep(3)  # the delayed wait ends
+        i = App(self, ["--vmm-mib", "4", "--vmm-import", share, "--peer-seed", "7"])
+        self.assertEqual((status(i.pid)["vmm_imports"], status(e.pid)["unclaimed"]), ("0", "0"))  # claimed
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
     def test_hostile_bytes_change_nothing(self):
         a = self.app()
         path = via_root(a.pid)
