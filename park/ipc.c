@@ -70,6 +70,20 @@ struct attach {
 static struct attach *atts;
 static size_t natts, capatts;
 
+/* A child of fork() imported nothing and exported nothing (table.c). */
+static void child_forgets(void)
+{
+	imp_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	imps = NULL;
+	atts = NULL;
+	nimps = capimps = natts = capatts = 0;
+}
+
+__attribute__((constructor)) static void ipc_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
+
 void park_ipc_note(uint64_t key, pid_t pid, bool on)
 {
 	pthread_mutex_lock(&imp_mu);

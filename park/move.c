@@ -50,6 +50,23 @@ static struct chunk *chunks;
 static size_t nchunks;
 static unsigned long long parked_bytes;
 
+/* A child of fork() has no park: its parent's host copy is left to it
+ * untouched (a park may have been half way through making it). */
+static void child_forgets(void)
+{
+	move_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	parked = false;
+	host = NULL;
+	chunks = NULL;
+	host_len = nchunks = 0;
+	parked_bytes = 0;
+}
+
+__attribute__((constructor)) static void move_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
+
 bool park_is_parked(void)
 {
 	pthread_mutex_lock(&move_mu);

@@ -78,6 +78,27 @@ static struct claim *claims;
 static size_t nclaims, capclaims;
 static uint64_t next_serial;
 
+/* A child of fork() made and exported nothing (table.c); its copies of the
+ * parent's export descriptors (device files) are closed, as a checkpoint
+ * must not find them open. */
+static void child_forgets(void)
+{
+	mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	for (size_t i = 0; i < nexps; i++)
+		if (exps[i].dup >= 0)
+			close(exps[i].dup);
+	mades = NULL;
+	mmaps = NULL;
+	exps = NULL;
+	claims = NULL;
+	nmades = capmades = nmmaps = capmmaps = nexps = capexps = nclaims = capclaims = 0;
+}
+
+__attribute__((constructor)) static void vmm_export_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
+
 static struct made *made_of(CUmemGenericAllocationHandle h)
 {
 	for (size_t i = 0; i < nmades; i++)
