@@ -365,9 +365,10 @@ static CUdeviceptr mapped_at(CUmemGenericAllocationHandle h)
 	return 0;
 }
 
-/* A new descriptor of export serial's memory for its claimant, -1 when it
- * is gone. */
-static int export_again(uint64_t serial, CUresult *rc)
+/* A new descriptor of export serial's memory for its claimant pid, noted
+ * attached before it is handed over (park_ipc_attach_begin); -1 when it is
+ * gone, or a park holds importers out. */
+static int export_again(uint64_t serial, pid_t pid, CUresult *rc)
 {
 	const struct park_real *r = park_real();
 	int fd = -1;
@@ -375,9 +376,10 @@ static int export_again(uint64_t serial, CUresult *rc)
 	pthread_mutex_lock(&mu);
 	struct export *x = export_of(serial);
 	struct made *m = x ? made_of(x->h) : NULL;
-	if (r && m && !m->released) {
+	bool noted = r && m && park_ipc_attach_begin(PARK_VMM_KEY(serial), pid);
+	if (noted && !m->released) {
 		*rc = r->export_handle(&fd, m->h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-	} else if (r && m && m->maps) { /* released, still mapped: a handle again from its address */
+	} else if (noted && m->maps) { /* released, still mapped: a handle again from its address */
 		CUmemGenericAllocationHandle h = 0;
 		*rc = r->retain ? r->retain(&h, (void *)(uintptr_t)mapped_at(m->h)) : CU_ERR_NOT_SUPPORTED;
 		if (*rc == CU_OK) {
@@ -385,6 +387,8 @@ static int export_again(uint64_t serial, CUresult *rc)
 			r->mem_release(h);
 		}
 	}
+	if (*rc != CU_OK && noted)
+		park_ipc_note(PARK_VMM_KEY(serial), pid, false);
 	pthread_mutex_unlock(&mu);
 	return *rc == CU_OK ? fd : -1;
 }
@@ -424,14 +428,14 @@ static int serve_proven(int conn, const struct park_req *rq, pid_t pid)
 	if (rq->verb == PARK_REQ_VLIVE)
 		return send_fd(conn, live(rq->id) ? "ok\n" : "error code=400 stage=live\n", -1);
 	CUresult rc;
-	int fd = export_again(rq->id, &rc);
+	int fd = export_again(rq->id, pid, &rc);
 	char reply[64];
 	snprintf(reply, sizeof(reply), fd >= 0 ? "ok\n" : "error code=%d stage=export\n", rc);
 	int w = send_fd(conn, reply, fd);
 	if (fd >= 0)
 		close(fd);
-	if (w == 0 && fd >= 0)
-		park_ipc_note(PARK_VMM_KEY(rq->id), pid, true);
+	if (w != 0 && fd >= 0)
+		park_ipc_note(PARK_VMM_KEY(rq->id), pid, false);
 	return w;
 }
 

@@ -18,12 +18,15 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
 from harness import BIN, LIBCUDA
 from test_hostile import sanitizer_preload
 from test_park import CUAPP, PARK_LIB, App, ParkCase, control, socket_path, status
+
+SLOW_FD_ANSWER = os.environ.get("SLOW_FD_ANSWER", "")
 
 PARK_LOADER = os.environ.get("PARK_LOADER", "")
 PARK_LOADER_PROBE = os.environ.get("PARK_LOADER_PROBE", "")
@@ -425,6 +428,27 @@ class Ipc(ParkCase):
             out, err = p.communicate()
         self.assertIn("cuIpcOpenMemHandle -> 1 (CUDA_ERROR_INVALID_VALUE)", err, (out, err))
         self.assertNotIn("ready", out, err)
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
+    @unittest.skipUnless(SLOW_FD_ANSWER, "built with the interposer")
+    def test_a_park_while_an_importer_is_given_the_memory_is_refused(self):
+        # the exporter answers the importer's request for its memory's
+        # descriptor 2 s late: a park that comes meanwhile must know of the
+        # importer (it would take the memory from under it)
+        handle = os.path.join(self.tmp, "handle")
+        e = App(self, ["--alloc-mib", "8", "--seed", "7", "--ipc-export", handle],
+                env_more={"LD_PRELOAD": SLOW_FD_ANSWER})
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault("i", App(
+            self, ["--alloc-mib", "4", "--ipc-import", handle, "--peer-seed", "7"])))
+        t.start()
+        time.sleep(1.0)  # the importer's request is being answered
+        answer, _ = control(e.pid, "park 5000", key=True)
+        t.join()
+        self.assertTrue(answer.startswith("error code=801 stage=check importer="), answer)
+        i = box["i"]
+        self.assertEqual((status(e.pid)["parked"], status(e.pid)["ipc_attached"]), ("0", "1"))
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
         self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
 
 
