@@ -513,6 +513,43 @@ class Leases(ParkCase):
             self.assertEqual(s.recv(10), b"")
             self.assertLess(time.monotonic() - t0, 2)
 
+    def test_a_connection_that_gives_no_key_is_let_go_within_a_second(self):
+        a = self.app()
+        with connect(via_root(a.pid)) as s:
+            s.settimeout(10)
+            t0 = time.monotonic()
+            self.assertEqual(s.recv(10), b"")
+            self.assertLess(time.monotonic() - t0, 3)
+        with connect(via_root(a.pid)) as s:  # nor after a request of its own
+            s.sendall(b"status\n")
+            self.assertTrue(read_lines(s)[0].startswith("ok "))
+            s.settimeout(10)
+            t0 = time.monotonic()
+            self.assertEqual(s.recv(10), b"")
+            self.assertLess(time.monotonic() - t0, 3)
+
+    def test_silent_connections_do_not_keep_cudasnap_out(self):
+        # anyone who can connect takes every place it can, and says nothing:
+        # cudasnap, which gives the key, still parks the process
+        a = self.app()
+        path = via_root(a.pid)
+        held = []
+        try:
+            for _ in range(64):
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(path)
+                held.append(s)
+            time.sleep(0.3)
+            r = self.cs("checkpoint", "--pid", a.pid, "--json")
+            self.assertEqual(r.rc, 0, r)
+            self.assertIn("park", r.obj["processes"][0]["seconds"])
+            r = self.cs("restore", "--pid", a.pid)
+            self.assertEqual(r.rc, 0, r)
+        finally:
+            for s in held:
+                s.close()
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
     def test_a_held_park_outlasts_the_idle_limit(self):
         # a connection that holds nothing is let go after the idle limit; one
         # that holds a park keeps it as long as it lives
