@@ -10,6 +10,7 @@ long as its connection and a committed one until cudasnap restore, and the
 driver is loaded without waiting on the loader's lock."""
 import array
 import fcntl
+import json
 import os
 import random
 import signal
@@ -548,6 +549,37 @@ class Leases(ParkCase):
         finally:
             for s in held:
                 s.close()
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_process_whose_socket_is_gone_is_refused_not_left_to_the_driver(self):
+        # its control socket's file removed (a cleaner of /dev/shm): cudasnap
+        # cannot park it, nor tell what it imports through the interposer
+        a = self.app()
+        os.unlink(socket_path(a.pid))
+        r = self.cs("checkpoint", "--pid", a.pid)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("whose control socket does not answer", r.err)
+        self.assertIn("--allow-unrestorable", r.err)
+        self.assertEqual(self.states([a.pid]), {a.pid: "running"})
+        r = self.cs("checkpoint", "--pid", a.pid, "--dry-run", "--json")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("park-unreachable", json.dumps(r.obj))
+        self.assertIn(f"UNREACHABLE: {a.pid} (fakecuda-cuapp) runs the parking interposer", self.cs("ps").out)
+        # told to, the driver checkpoints it alone
+        r = self.cs("checkpoint", "--pid", a.pid, "--allow-unrestorable", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_process_that_turned_the_interposer_off_is_the_drivers(self):
+        # CUDASNAP_PARK=0: no control socket, by the program's own choice
+        a = self.app(env_more={"CUDASNAP_PARK": "0"})
+        self.assertNotIn("UNREACHABLE", self.cs("ps").out)
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
         self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
 
     def test_a_held_park_outlasts_the_idle_limit(self):
