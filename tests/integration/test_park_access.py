@@ -25,7 +25,7 @@ import unittest
 
 from harness import BIN, LIBCUDA
 from test_hostile import sanitizer_preload
-from test_park import CUAPP, PARK_LIB, App, ParkCase, control, socket_path, status
+from test_park import CUAPP, PARK_LIB, App, ParkCase, control, key_of, socket_path, status
 
 SLOW_FD_ANSWER = os.environ.get("SLOW_FD_ANSWER", "")
 
@@ -450,6 +450,34 @@ class Ipc(ParkCase):
         i = box["i"]
         self.assertEqual((status(e.pid)["parked"], status(e.pid)["ipc_attached"]), ("0", "1"))
         self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
+    @unittest.skipUnless(SLOW_FD_ANSWER, "built with the interposer")
+    def test_a_park_while_a_vmm_importer_attaches_again_is_refused(self):
+        # the importer of VMM memory the program exported parks (it lets
+        # go of the memory) and unparks: it asks its exporter for the
+        # memory again, which answers 2 s late; a park of the exporter
+        # meanwhile must know of it
+        share = os.path.join(self.tmp, "vmmfd")
+        e = App(self, ["--alloc-mib", "8", "--vmm-mib", "4", "--seed", "7", "--vmm-share", share],
+                env_more={"LD_PRELOAD": SLOW_FD_ANSWER})
+        i = App(self, ["--vmm-mib", "4", "--vmm-import", share, "--peer-seed", "7"])
+        self.assertEqual(status(e.pid)["ipc_attached"], "1")
+        held = []
+        answer, _ = control(i.pid, "park 5000", keep=held, key=True)
+        self.assertTrue(answer.startswith("ok parked=1"), answer)
+        self.assertEqual(status(e.pid)["ipc_attached"], "0")
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault("unpark", read_lines(held[0])))
+        held[0].sendall(f"unpark 10000 key={key_of(i.pid)}\n".encode())
+        t.start()
+        time.sleep(1.0)  # the importer's request is being answered
+        answer, _ = control(e.pid, "park 5000", key=True)
+        t.join()
+        held[0].close()
+        self.assertTrue(answer.startswith("error code=801 stage=check importer="), answer)
+        self.assertTrue(box["unpark"][0].startswith("ok parked=0"), box)
+        self.assertEqual((status(e.pid)["parked"], status(e.pid)["ipc_attached"]), ("0", "1"))
         self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
 
 
