@@ -293,9 +293,14 @@ class Access(ParkCase):
         with open(share) as f:
             pid, fd = map(int, f.read().split())
 
+        def same(n):  # a descriptor closed meanwhile (a connection that ended) is none of them
+            try:
+                return os.path.samestat(os.stat(f"/proc/{pid}/fd/{n}"), os.stat(f"/proc/{pid}/fd/{fd}"))
+            except FileNotFoundError:
+                return False
+
         def opens():  # of the exported memory's file (the double's memfd)
-            return sorted(n for n in os.listdir(f"/proc/{pid}/fd")
-                          if os.path.samestat(os.stat(f"/proc/{pid}/fd/{n}"), os.stat(f"/proc/{pid}/fd/{fd}")))
+            return sorted(n for n in os.listdir(f"/proc/{pid}/fd") if same(n))
         before = opens()
         self.assertEqual(status(e.pid)["unclaimed"], "1")
         r = self.cs("checkpoint", "--pid", e.pid, "--json")
