@@ -21,7 +21,9 @@
  * A park answered on a connection holds while that connection is open (its
  * lease: no read timeout while it holds one), until cudasnap says
  * "commit": should cudasnap die before that, the kernel closes the
- * connection and the process unparks itself. A committed park has no
+ * connection and the process unparks itself. A connection that gives no
+ * key is let go after a second of silence, and those cannot take the
+ * places kept for the ones that give it (CONNS_MAX). A committed park has no
  * holder: it lasts until an unpark (cudasnap restore), and cudasnap ps
  * names a process that is parked while the driver says it runs. */
 #include <errno.h>
@@ -44,7 +46,17 @@
 
 _Static_assert(PARK_REQ_KEY_LEN == PARK_KEY_LEN, "one key length");
 
-#define CONNS_MAX 64
+/* Connections served at once: PROVEN_MAX for those that gave the key (a
+ * park, an unpark, cudasnap's status), UNPROVEN_MAX for the others (a
+ * peer's CUDA IPC request, or anyone who can connect). An unproven one
+ * waits at most UNPROVEN_S for each line, and when they are all taken the
+ * oldest makes room for a new one: silent connections keep neither
+ * cudasnap nor a peer out. Room for as many again that were let go and
+ * whose threads are ending. */
+#define PROVEN_MAX 48
+#define UNPROVEN_MAX 16
+#define UNPROVEN_S 1
+#define CONNS_MAX (PROVEN_MAX + 2 * UNPROVEN_MAX)
 
 static pthread_once_t started = PTHREAD_ONCE_INIT;
 static atomic_uint holding; /* connections that hold a park */
@@ -55,9 +67,17 @@ static uint8_t key[PARK_KEY_LEN];
 /* The connections being served. A child forked without exec gets a copy
  * of each, which would keep cudasnap from seeing the end of its
  * connection (and CRIU from dumping the child): the child closes them. */
+struct conn {
+	int fd;
+	bool proven; /* it gave the key */
+	bool let_go; /* shut down to make room, its thread ending */
+	unsigned long seq; /* the order of their coming */
+};
+
 static pthread_mutex_t conns_mu = PTHREAD_MUTEX_INITIALIZER;
-static int conns[CONNS_MAX];
+static struct conn conns[CONNS_MAX];
 static size_t nconns;
+static unsigned long conns_seq;
 
 static void conns_lock(void)
 {
@@ -74,7 +94,7 @@ static void conns_unlock(void)
 static void forget_in_child(void)
 {
 	for (size_t i = 0; i < nconns; i++)
-		close(conns[i]);
+		close(conns[i].fd);
 	nconns = 0;
 	conns_unlock();
 	if (listen_fd >= 0)
@@ -85,14 +105,45 @@ static void forget_in_child(void)
 	sock_path[0] = sock_dir[0] = 0;
 }
 
+/* A new connection, unproven: when those are all taken, the oldest of them
+ * is let go (its thread sees the end and ends it). */
 static bool conns_add(int conn)
 {
 	conns_lock();
+	size_t unproven = 0, oldest = nconns;
+	for (size_t i = 0; i < nconns; i++) {
+		if (conns[i].proven || conns[i].let_go)
+			continue;
+		unproven++;
+		if (oldest == nconns || conns[i].seq < conns[oldest].seq)
+			oldest = i;
+	}
+	if (unproven >= UNPROVEN_MAX && oldest < nconns) {
+		shutdown(conns[oldest].fd, SHUT_RDWR);
+		conns[oldest].let_go = true;
+	}
 	bool room = nconns < CONNS_MAX;
 	if (room)
-		conns[nconns++] = conn;
+		conns[nconns++] = (struct conn){ .fd = conn, .seq = conns_seq++ };
 	conns_unlock();
 	return room;
+}
+
+/* conn gave the key: it keeps its place while PROVEN_MAX are not taken. */
+static bool conns_prove(int conn)
+{
+	conns_lock();
+	size_t proven = 0, at = nconns;
+	for (size_t i = 0; i < nconns; i++) {
+		proven += conns[i].proven;
+		if (conns[i].fd == conn)
+			at = i;
+	}
+	bool ok = at < nconns && (conns[at].proven || (!conns[at].let_go && proven < PROVEN_MAX));
+	if (ok)
+		conns[at].proven = true;
+	conns_unlock();
+	return ok;
 }
 
 /* Ends conn for everyone who holds a copy (a forked child), then closes it. */
@@ -101,7 +152,7 @@ static void conns_end(int conn)
 	shutdown(conn, SHUT_RDWR);
 	conns_lock();
 	for (size_t i = 0; i < nconns; i++)
-		if (conns[i] == conn) {
+		if (conns[i].fd == conn) {
 			conns[i] = conns[--nconns];
 			break;
 		}
@@ -238,10 +289,11 @@ static time_t idle_s(void)
 }
 
 /* While a park is held by this connection it has no read timeout: the
- * connection's end is the holder's death, which the kernel tells at once. */
-static void lease(int conn, bool held)
+ * connection's end is the holder's death, which the kernel tells at once.
+ * One that did not give the key waits UNPROVEN_S for each line. */
+static void lease(int conn, bool held, bool proven)
 {
-	struct timeval tv = { .tv_sec = held ? 0 : idle_s() };
+	struct timeval tv = { .tv_sec = held ? 0 : proven ? idle_s() : UNPROVEN_S };
 	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
@@ -277,11 +329,15 @@ static bool owner_request(int conn, const struct park_req *rq, bool held)
 static void serve(int conn, bool known)
 {
 	char line[PARK_LINE_MAX], reply[1024];
-	bool held = false;
+	bool held = false, proven = false;
 	ssize_t n;
 	while ((n = park_read_line(conn, line, sizeof(line))) > 0) {
 		struct park_req rq;
 		park_req_parse(line, (size_t)n - 1, &rq);
+		if (!proven && rq.has_key && park_same(rq.key, key, sizeof(key)) && conns_prove(conn)) {
+			proven = true;
+			lease(conn, held, proven);
+		}
 		if (rq.verb == PARK_REQ_BAD || rq.verb == PARK_REQ_PROOF) {
 			answer(conn, "error code=0 stage=request\n");
 		} else if (!allowed(&rq, known)) {
@@ -302,7 +358,7 @@ static void serve(int conn, bool known)
 					atomic_fetch_add(&holding, 1);
 				else
 					atomic_fetch_sub(&holding, 1);
-				lease(conn, held);
+				lease(conn, held, proven);
 			}
 		}
 	}
@@ -341,7 +397,7 @@ static void *server(void *arg)
 			close(conn);
 			continue;
 		}
-		lease(conn, false);
+		lease(conn, false, false);
 		pthread_t t;
 		if (pthread_create(&t, &at, one, (void *)(intptr_t)conn) != 0)
 			conns_end(conn);
@@ -359,6 +415,14 @@ static bool listen_somewhere(int fd)
 	return false;
 }
 
+/* A process that keeps its key must answer on its socket (cudasnap refuses
+ * one that does not): a socket that could not be made lets the key go. */
+static void drop_key(void)
+{
+	close(key_fd);
+	key_fd = -1;
+}
+
 static void start(void)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -371,6 +435,7 @@ static void start(void)
 	}
 	if (!listen_somewhere(fd)) {
 		close(fd);
+		drop_key();
 		remove_socket();
 		park_mark_unparkable("no directory to place its control socket in (CUDASNAP_PARK_DIR)");
 		return;
@@ -392,6 +457,8 @@ static void start(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
 		close(fd);
+		listen_fd = -1;
+		drop_key();
 		remove_socket();
 		park_mark_unparkable("its control thread could not start");
 		return;

@@ -26,6 +26,21 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct ent *ents;
 static size_t nents, capents;
 
+/* A child of fork() made no context, and no wait of its parent's goes on
+ * in it (table.c). */
+static void child_forgets(void)
+{
+	mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	cv = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+	ents = NULL;
+	nents = capents = 0;
+}
+
+__attribute__((constructor)) static void ctx_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
+
 static void note(CUcontext ctx, CUgreenCtx green)
 {
 	pthread_mutex_lock(&mu);

@@ -143,9 +143,11 @@ struct gate_rec *park_gate_claim(void)
 }
 
 /* A child of fork() keeps its parent's record, under its own id now, and
- * no park: one under way in the parent is not the child's to wait for. */
+ * no park: one under way in the parent is not the child's to wait for; nor
+ * is a lock that one of the parent's threads held (table.c). */
 static void child_owns(void)
 {
+	dyn_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	if (park_gate_rec)
 		atomic_store(&park_gate_rec->owner, (pid_t)syscall(SYS_gettid));
 	__atomic_store_n(&park_gate_shut, 0, __ATOMIC_SEQ_CST);

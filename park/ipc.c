@@ -69,24 +69,61 @@ struct attach {
 };
 static struct attach *atts;
 static size_t natts, capatts;
+/* A park is under way, which found no importer attached: none may attach
+ * until it ends (imp_mu). */
+static bool held_out;
 
-void park_ipc_note(uint64_t key, pid_t pid, bool on)
+/* A child of fork() imported nothing and exported nothing (table.c). */
+static void child_forgets(void)
 {
-	pthread_mutex_lock(&imp_mu);
+	imp_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	imps = NULL;
+	atts = NULL;
+	nimps = capimps = natts = capatts = 0;
+	held_out = false;
+}
+
+__attribute__((constructor)) static void ipc_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
+
+/* imp_mu held; false when it could not be noted (out of memory). */
+static bool note_locked(uint64_t key, pid_t pid, bool on)
+{
 	size_t i = 0;
 	while (i < natts && !(atts[i].key == key && atts[i].pid == pid))
 		i++;
 	if (!on && i < natts) {
 		atts[i] = atts[--natts];
-	} else if (on && i == natts && park_grow((void **)&atts, natts, &capatts, sizeof(*atts))) {
+	} else if (on && i == natts) {
+		if (!park_grow((void **)&atts, natts, &capatts, sizeof(*atts)))
+			return false;
 		atts[natts++] = (struct attach){ key, pid };
 	}
+	return true;
+}
+
+void park_ipc_note(uint64_t key, pid_t pid, bool on)
+{
+	pthread_mutex_lock(&imp_mu);
+	note_locked(key, pid, on);
 	pthread_mutex_unlock(&imp_mu);
 }
 
-unsigned park_ipc_attached(pid_t *first)
+/* An importer is noted before it is given the memory, not after: a park
+ * that came in between would not know of it. */
+bool park_ipc_attach_begin(uint64_t key, pid_t pid)
 {
 	pthread_mutex_lock(&imp_mu);
+	bool ok = !held_out && note_locked(key, pid, true);
+	pthread_mutex_unlock(&imp_mu);
+	return ok;
+}
+
+/* imp_mu held */
+static unsigned attached_locked(pid_t *first)
+{
 	for (size_t i = 0; i < natts;) {
 		/* an importer that died keeps nothing attached */
 		if (kill(atts[i].pid, 0) != 0 && errno == ESRCH)
@@ -94,11 +131,33 @@ unsigned park_ipc_attached(pid_t *first)
 		else
 			i++;
 	}
-	unsigned n = (unsigned)natts;
 	if (first)
 		*first = natts ? atts[0].pid : 0;
+	return (unsigned)natts;
+}
+
+unsigned park_ipc_attached(pid_t *first)
+{
+	pthread_mutex_lock(&imp_mu);
+	unsigned n = attached_locked(first);
 	pthread_mutex_unlock(&imp_mu);
 	return n;
+}
+
+unsigned park_ipc_hold_out(pid_t *first)
+{
+	pthread_mutex_lock(&imp_mu);
+	unsigned n = attached_locked(first);
+	held_out = n == 0;
+	pthread_mutex_unlock(&imp_mu);
+	return n;
+}
+
+void park_ipc_let_in(void)
+{
+	pthread_mutex_lock(&imp_mu);
+	held_out = false;
+	pthread_mutex_unlock(&imp_mu);
 }
 
 /* The inode of this process's PID namespace, 0 when it cannot be read. */
@@ -175,16 +234,22 @@ int park_ipc_serve(int conn, const struct park_req *rq)
 	CUresult rc = CU_ERR_INVALID_HANDLE;
 	pthread_mutex_lock(&park_tab.mu);
 	struct park_alloc *a = park_find(rq->id);
-	if (r && a && a->va == rq->id && a->exported && park_same(a->secret, secret, sizeof(secret)) && a->handle)
+	/* parked, or a park under way: no memory to give (the importer asks
+	 * again when it attaches after a restore) */
+	if (r && a && a->va == rq->id && a->exported && park_same(a->secret, secret, sizeof(secret)) && a->handle &&
+	    park_ipc_attach_begin(rq->id, peer)) {
 		rc = r->export_handle(&fd, a->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+		if (rc != CU_OK)
+			park_ipc_note(rq->id, peer, false);
+	}
 	pthread_mutex_unlock(&park_tab.mu);
 	char reply[64];
 	int len = snprintf(reply, sizeof(reply), rc == CU_OK ? "ok\n" : "error code=%d\n", rc);
 	int w = park_send_fd(conn, reply, (size_t)len, rc == CU_OK ? fd : -1);
 	if (fd >= 0)
 		close(fd);
-	if (w == 0 && rc == CU_OK)
-		park_ipc_note(rq->id, peer, true);
+	if (w != 0 && rc == CU_OK)
+		park_ipc_note(rq->id, peer, false);
 	return w;
 }
 

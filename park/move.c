@@ -50,6 +50,23 @@ static struct chunk *chunks;
 static size_t nchunks;
 static unsigned long long parked_bytes;
 
+/* A child of fork() has no park: its parent's host copy is left to it
+ * untouched (a park may have been half way through making it). */
+static void child_forgets(void)
+{
+	move_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	parked = false;
+	host = NULL;
+	chunks = NULL;
+	host_len = nchunks = 0;
+	parked_bytes = 0;
+}
+
+__attribute__((constructor)) static void move_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
+
 bool park_is_parked(void)
 {
 	pthread_mutex_lock(&move_mu);
@@ -353,9 +370,17 @@ static const char *park_why_not(char *buf, size_t size)
 	return park_bindings_check(buf, size) == 0 ? NULL : buf;
 }
 
+/* A park refused, undone or ended: the program's calls and new importers
+ * (park_ipc_hold_out) come in again. */
+static void open_again(void)
+{
+	park_ipc_let_in();
+	park_gate_open();
+}
+
 static int refuse(char *reply, size_t size, pid_t importer, const char *why)
 {
-	park_gate_open();
+	open_again();
 	snprintf(reply, size, "error code=%d stage=check importer=%d why=%s\n", CU_ERR_NOT_SUPPORTED, (int)importer,
 		 why);
 	return -1;
@@ -381,22 +406,19 @@ static int hold(const struct park_real *r, double t0, unsigned timeout_ms, char 
 	char buf[256];
 	pid_t importer = 0;
 	const char *why = park_why_not(buf, sizeof(buf));
-	if (why == NULL && park_ipc_attached(&importer))
+	if (why == NULL && park_ipc_hold_out(&importer))
 		why = "another process maps its memory (CUDA IPC)";
 	if (why) {
 		pthread_mutex_unlock(&park_tab.mu);
 		return refuse(reply, size, importer, why);
 	}
-	/* No device file of its own may be open at the checkpoint that follows
-	 * (vmm_export.c). */
-	park_vmm_close_unclaimed();
 	/* Bounded: GPU work that waits on a thread the gate holds never ends
 	 * while it is held. */
 	CUresult rc = park_sync_all(r, t0 + timeout_ms / 1000.0);
 	if (rc == CU_OK)
 		return 0;
 	pthread_mutex_unlock(&park_tab.mu);
-	park_gate_open();
+	open_again();
 	if (rc == CU_ERR_NOT_READY)
 		snprintf(reply, size,
 			 "error code=%d stage=sync why=its GPU work did not finish within %.1f s while its driver calls "
@@ -461,7 +483,7 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	if (rc != CU_OK) {
 		attach_imports_again(r);
 		pthread_mutex_unlock(&park_tab.mu);
-		park_gate_open();
+		open_again();
 		return fail(reply, size, stage, rc);
 	}
 	pthread_mutex_unlock(&park_tab.mu);
@@ -477,6 +499,10 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 		snprintf(reply, size, "error code=%d stage=check importer=0 why=%s\n", CU_ERR_NOT_SUPPORTED, why);
 		return -1;
 	}
+	/* No device file of its own may be open at the checkpoint that follows
+	 * (vmm_export.c); closed only now: a park that is refused or undone
+	 * leaves the exports claimable, as they were. */
+	park_vmm_close_unclaimed();
 	double gb = parked_bytes / 1e9;
 	snprintf(reply, size,
 		 "ok parked=1 bytes=%llu allocs=%zu quiesce_s=%.4f copy_s=%.4f release_s=%.4f total_s=%.4f "
@@ -526,7 +552,7 @@ static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *r
 	if (rc != CU_OK)
 		return fail(reply, size, stage, rc);
 	parked = false;
-	park_gate_open();
+	open_again();
 	double gb = parked_bytes / 1e9;
 	snprintf(reply, size, "ok parked=0 bytes=%llu allocs=%zu map_s=%.4f copy_s=%.4f total_s=%.4f copy_gbps=%.2f\n",
 		 parked_bytes, park_tab.n, t1 - t0, t2 - t1, t2 - t0, t2 > t1 ? gb / (t2 - t1) : 0.0);

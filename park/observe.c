@@ -109,6 +109,19 @@ static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static CUmemoryPool *pools;
 static size_t npools, cappools;
 
+/* A child of fork() imported no pool (table.c). */
+static void child_forgets(void)
+{
+	pool_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	pools = NULL;
+	npools = cappools = 0;
+}
+
+__attribute__((constructor)) static void pool_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
+
 CUresult park_pool_import(CUmemoryPool *pool, void *handle, CUmemAllocationHandleType type, unsigned long long flags)
 {
 	const struct park_real *r = park_real();

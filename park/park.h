@@ -266,6 +266,12 @@ int park_ipc_serve(int conn, const struct park_req *rq);
  * PARK_VMM_KEY of a VMM export's serial. */
 #define PARK_VMM_KEY(serial) ((serial) | (1ULL << 63))
 void park_ipc_note(uint64_t key, pid_t pid, bool on);
+/* Noted before the memory is handed over; false while a park holds new
+ * importers out: from its check that none is attached (park_ipc_hold_out,
+ * which is 0 then) until park_ipc_let_in. */
+bool park_ipc_attach_begin(uint64_t key, pid_t pid);
+unsigned park_ipc_hold_out(pid_t *first);
+void park_ipc_let_in(void);
 /* Importers of this process's memory still attached (dead ones dropped);
  * first: one of them. */
 unsigned park_ipc_attached(pid_t *first);

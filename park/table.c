@@ -8,6 +8,22 @@
 
 struct park_table park_tab = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
+/* A child of fork() owns none of its parent's allocations: they live in the
+ * parent's contexts, which the child cannot use, and the parent's park may
+ * hold the table's lock, which the child would wait for for ever. Its calls
+ * on those addresses reach the driver as they would without the
+ * interposer; what it allocates itself is its own. Each file of the
+ * interposer forgets its parent's state alike (its lock first). */
+static void child_forgets(void)
+{
+	park_tab = (struct park_table){ .mu = PTHREAD_MUTEX_INITIALIZER };
+}
+
+__attribute__((constructor)) static void table_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
+
 void park_mark_unparkable(const char *why)
 {
 	pthread_mutex_lock(&park_tab.mu);

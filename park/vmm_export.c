@@ -23,8 +23,8 @@
  * same_description); the claimant then gets a secret of the claim's, which
  * each later request proves (proof.c). The copy is a device file, which a
  * checkpoint must not find open: it is closed at the first claim, when the
- * handle goes, and at a park (cudasnap parks such an exporter first); an
- * export not claimed by then is not carried. */
+ * handle goes, and at a park once it succeeded (cudasnap parks such an
+ * exporter first); an export not claimed by then is not carried. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -77,6 +77,27 @@ static size_t nexps, capexps;
 static struct claim *claims;
 static size_t nclaims, capclaims;
 static uint64_t next_serial;
+
+/* A child of fork() made and exported nothing (table.c); its copies of the
+ * parent's export descriptors (device files) are closed, as a checkpoint
+ * must not find them open. */
+static void child_forgets(void)
+{
+	mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	for (size_t i = 0; i < nexps; i++)
+		if (exps[i].dup >= 0)
+			close(exps[i].dup);
+	mades = NULL;
+	mmaps = NULL;
+	exps = NULL;
+	claims = NULL;
+	nmades = capmades = nmmaps = capmmaps = nexps = capexps = nclaims = capclaims = 0;
+}
+
+__attribute__((constructor)) static void vmm_export_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
 
 static struct made *made_of(CUmemGenericAllocationHandle h)
 {
@@ -344,9 +365,10 @@ static CUdeviceptr mapped_at(CUmemGenericAllocationHandle h)
 	return 0;
 }
 
-/* A new descriptor of export serial's memory for its claimant, -1 when it
- * is gone. */
-static int export_again(uint64_t serial, CUresult *rc)
+/* A new descriptor of export serial's memory for its claimant pid, noted
+ * attached before it is handed over (park_ipc_attach_begin); -1 when it is
+ * gone, or a park holds importers out. */
+static int export_again(uint64_t serial, pid_t pid, CUresult *rc)
 {
 	const struct park_real *r = park_real();
 	int fd = -1;
@@ -354,9 +376,10 @@ static int export_again(uint64_t serial, CUresult *rc)
 	pthread_mutex_lock(&mu);
 	struct export *x = export_of(serial);
 	struct made *m = x ? made_of(x->h) : NULL;
-	if (r && m && !m->released) {
+	bool noted = r && m && park_ipc_attach_begin(PARK_VMM_KEY(serial), pid);
+	if (noted && !m->released) {
 		*rc = r->export_handle(&fd, m->h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-	} else if (r && m && m->maps) { /* released, still mapped: a handle again from its address */
+	} else if (noted && m->maps) { /* released, still mapped: a handle again from its address */
 		CUmemGenericAllocationHandle h = 0;
 		*rc = r->retain ? r->retain(&h, (void *)(uintptr_t)mapped_at(m->h)) : CU_ERR_NOT_SUPPORTED;
 		if (*rc == CU_OK) {
@@ -364,6 +387,8 @@ static int export_again(uint64_t serial, CUresult *rc)
 			r->mem_release(h);
 		}
 	}
+	if (*rc != CU_OK && noted)
+		park_ipc_note(PARK_VMM_KEY(serial), pid, false);
 	pthread_mutex_unlock(&mu);
 	return *rc == CU_OK ? fd : -1;
 }
@@ -403,14 +428,14 @@ static int serve_proven(int conn, const struct park_req *rq, pid_t pid)
 	if (rq->verb == PARK_REQ_VLIVE)
 		return send_fd(conn, live(rq->id) ? "ok\n" : "error code=400 stage=live\n", -1);
 	CUresult rc;
-	int fd = export_again(rq->id, &rc);
+	int fd = export_again(rq->id, pid, &rc);
 	char reply[64];
 	snprintf(reply, sizeof(reply), fd >= 0 ? "ok\n" : "error code=%d stage=export\n", rc);
 	int w = send_fd(conn, reply, fd);
 	if (fd >= 0)
 		close(fd);
-	if (w == 0 && fd >= 0)
-		park_ipc_note(PARK_VMM_KEY(rq->id), pid, true);
+	if (w != 0 && fd >= 0)
+		park_ipc_note(PARK_VMM_KEY(rq->id), pid, false);
 	return w;
 }
 

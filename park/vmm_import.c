@@ -54,6 +54,20 @@ static struct vmap *maps;
 static size_t nmaps, capmaps;
 static uint64_t next_id = 1;
 
+/* A child of fork() imported nothing (table.c). */
+static void child_forgets(void)
+{
+	mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	imps = NULL;
+	maps = NULL;
+	nimps = capimps = nmaps = capmaps = 0;
+}
+
+__attribute__((constructor)) static void vmm_import_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
+
 static struct vimport *by_prog(CUmemGenericAllocationHandle h)
 {
 	for (size_t i = 0; h && i < nimps; i++)

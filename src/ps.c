@@ -135,6 +135,7 @@ static void print_table(const cs_ptable *t, const cs_driver *d)
  * operation's). */
 static bool park_of(const cs_proc *p, cs_park_info *pi)
 {
+	memset(pi, 0, sizeof(*pi));
 	if (p->cls != CS_CLASS_CUDA || p->busy || p->halt || !p->maps_park)
 		return false;
 	cs_park_status(p->pid, 2000, pi);
@@ -155,8 +156,12 @@ static void print_park(const cs_proc *p)
 {
 	cs_park_info pi;
 	char what[64];
-	if (!park_of(p, &pi))
+	if (!park_of(p, &pi)) {
+		if (pi.unreachable)
+			printf("UNREACHABLE: %d (%s) %s; a checkpoint refuses it. Fix: %s\n", (int)p->pid, p->comm,
+			       cs_park_unreachable_why + strlen("it "), cs_park_unreachable_fix);
 		return;
+	}
 	double mib = (double)pi.bytes / (1 << 20);
 	if (park_left(p, &pi))
 		printf("LEFT BEHIND: %d (%s) is running, parked: %.1f MiB of its device memory is in host memory and "

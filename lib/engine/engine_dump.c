@@ -70,6 +70,18 @@ static int refuse_importer(cs_engine *e, pid_t pid, const cs_proc *p, const char
 	return -1;
 }
 
+/* Its interposer started its control socket and does not answer there:
+ * left to the driver unasked, an import the interposer carries never comes
+ * back, and nothing parks. */
+static int refuse_unreachable(cs_engine *e, pid_t pid, const cs_proc *p)
+{
+	eng_op_refused(e, pid, p->comm, "park-unreachable", cs_park_unreachable_why);
+	eng_log(e, CS_LOG_ERROR,
+		"process %d (%s) refused before anything changed: %s. Fix: %s (CUDASNAP_ALLOW_UNRESTORABLE=1 in %s)",
+		(int)pid, p->comm, cs_park_unreachable_why, cs_park_unreachable_fix, cs_config_path());
+	return -1;
+}
+
 /* Processes that a dump or command which died in the middle (an engine
  * killed by its own) left locked or checkpointed: named in this dump's log.
  * The driver cannot be asked here, so their state is what 'cudasnap ps'
@@ -424,9 +436,11 @@ int cs_engine_meet(cs_engine *e, pid_t pid)
 	if (p.maps_park)
 		cs_park_status(pid, 2000, &info);
 	char what[sizeof(p.ipc_import) + 64];
-	if (!cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE") &&
-	    cs_park_unrestorable(&info, p.ipc_import, !cs_env_on("CUDASNAP_NO_PARK"), what, sizeof(what)))
+	bool allow = cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE");
+	if (!allow && cs_park_unrestorable(&info, p.ipc_import, !cs_env_on("CUDASNAP_NO_PARK"), what, sizeof(what)))
 		return refuse_importer(e, pid, &p, what);
+	if (!allow && info.unreachable)
+		return refuse_unreachable(e, pid, &p);
 	return lock_task(e, pid, &p, &info, st.ppid);
 }
 

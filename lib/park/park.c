@@ -157,35 +157,57 @@ static void hang_up(int *conn)
 	*conn = -1;
 }
 
+const char cs_park_unreachable_why[] =
+	"it runs the parking interposer, whose control socket does not answer (its file was removed, or every "
+	"connection to it is taken): cudasnap can neither park it nor tell whether it maps another process's "
+	"memory through the interposer, which the driver alone could never restore";
+const char cs_park_unreachable_fix[] =
+	"Find what removed the socket (a cleaner of /dev/shm or of CUDASNAP_PARK_DIR) or holds its connections, "
+	"then restart the process; --allow-unrestorable (CUDASNAP_ALLOW_UNRESTORABLE=1) leaves it to the driver "
+	"anyway, knowing that it may not come back.";
+
+/* Asks the process at path; whether it answered, as itself. */
+static bool ask_status(pid_t pid, const char *path, unsigned timeout_ms, cs_park_info *info)
+{
+	/* A child forked without exec holds its parent's socket: the answer
+	 * must come from the process itself, as its own namespace names it. */
+	cs_proc_ident id = { .nspid = pid };
+	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
+	if (pdir < 0 || cs_proc_read_ident(pdir, pid, &id) < 0)
+		return false;
+	int conn = park_find_connect_path(pid, cs_proc_dir(), path, (int)timeout_ms);
+	if (conn < 0)
+		return false;
+	char line[LINE_MAX_PARK], key[128], req[160];
+	cs_park_answer a;
+	key_field(pid, key, sizeof(key));
+	snprintf(req, sizeof(req), "status%s\n", key);
+	bool seen = ask(conn, req, line, sizeof(line)) == 0 && cs_park_parse(line, &a, info) == 0 && a.pid == id.nspid;
+	hang_up(&conn);
+	return seen;
+}
+
 void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info)
 {
 	memset(info, 0, sizeof(*info));
 	/* The common case, a process without the interposer, costs one read
-	 * of its maps (park_find_path looks there first). */
-	char path[256];
-	if (park_find_path(pid, cs_proc_dir(), path, sizeof(path)) != 0)
+	 * of its maps. */
+	if (!park_find_mapped(pid, cs_proc_dir()))
 		return;
 	/* A stopped, traced or frozen process cannot accept: the connection
 	 * would wait in its socket's queue, and CRIU refuses to dump a
 	 * listening socket holding one whose peer has gone. */
 	if (cs_proc_halt(cs_proc_dir(), pid, 0, NULL) != CS_HALT_NONE)
 		return;
-	/* A child forked without exec holds its parent's socket: the answer
-	 * must come from the process itself, as its own namespace names it. */
-	cs_proc_ident id = { .nspid = pid };
-	_cleanup_close_ int pdir = cs_proc_open(cs_proc_dir(), pid);
-	if (pdir < 0 || cs_proc_read_ident(pdir, pid, &id) < 0)
-		return;
-	int conn = park_find_connect_path(pid, cs_proc_dir(), path, (int)timeout_ms);
-	if (conn < 0)
-		return;
-	char line[LINE_MAX_PARK], key[128], req[160];
-	cs_park_answer a;
-	key_field(pid, key, sizeof(key));
-	snprintf(req, sizeof(req), "status%s\n", key);
-	if (ask(conn, req, line, sizeof(line)) == 0 && cs_park_parse(line, &a, info) == 0 && a.pid == id.nspid)
-		info->seen = true;
-	hang_up(&conn);
+	char path[256];
+	info->seen =
+		park_find_path(pid, cs_proc_dir(), path, sizeof(path)) == 0 && ask_status(pid, path, timeout_ms, info);
+	if (!info->seen) {
+		memset(info, 0, sizeof(*info));
+		/* Without its key it has no socket by design (CUDASNAP_PARK=0,
+		 * no memory backed yet): the driver's alone, as without it. */
+		info->unreachable = park_find_started(pid, cs_proc_dir());
+	}
 }
 
 bool cs_park_wanted(const cs_park_info *info)

@@ -10,6 +10,9 @@
 /* What a process's control socket says of it. */
 typedef struct cs_park_info {
 	bool seen; /* it runs the interposer and answered */
+	/* it runs an interposer that started its control socket, which did not
+	 * answer: removed, every connection taken, or the process overloaded */
+	bool unreachable;
 	bool parked; /* its memory is in host memory now */
 	bool parkable; /* nothing it does stops a park */
 	unsigned long long bytes; /* the memory a park moves (or moved) */
@@ -44,6 +47,10 @@ int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info);
 /* Asks pid (in cudasnap's /proc) what it is; info->seen false when it runs
  * no interposer or does not answer within timeout_ms. */
 void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info);
+
+/* Why a process whose interposer cannot be reached (info->unreachable) is
+ * refused, and what to do about it. */
+extern const char cs_park_unreachable_why[], cs_park_unreachable_fix[];
 
 /* Whether a park of info's process has anything to do: memory to move,
  * imports to let go of, or importers of its memory to answer for (an

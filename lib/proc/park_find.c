@@ -303,7 +303,27 @@ int park_find_connect_path(pid_t pid, const char *proc, const char *path, int ti
 	return fd;
 }
 
-int park_find_key(pid_t pid, const char *proc, unsigned char key[PARK_KEY_LEN])
+/* Reads the key through link (proc/PID/fd/N) into key when key is not
+ * NULL; 0, or -1. */
+static int read_key(const char *link, unsigned char *key)
+{
+	if (key == NULL)
+		return 0;
+	/* Opening it is what only a caller with ptrace access to the process
+	 * may do. */
+	int fd = open(link, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	int rc = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == PARK_KEY_LEN &&
+			pread(fd, key, PARK_KEY_LEN, 0) == PARK_KEY_LEN ?
+		0 :
+		-1;
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* The key's descriptor among pid's, read into key (when not NULL). */
+static int find_key(pid_t pid, const char *proc, unsigned char *key)
 {
 	char dir[64];
 	snprintf(dir, sizeof(dir), "%s/%d/fd", proc, (int)pid);
@@ -321,20 +341,21 @@ int park_find_key(pid_t pid, const char *proc, unsigned char key[PARK_KEY_LEN])
 		if (len <= 0)
 			continue;
 		target[len] = 0;
-		if (strcmp(target, "/memfd:" PARK_KEY_NAME " (deleted)") != 0)
-			continue;
-		/* Opening it is what only a caller with ptrace access to the
-		 * process may do. */
-		int fd = open(link, O_RDONLY | O_CLOEXEC);
-		struct stat st;
-		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == PARK_KEY_LEN &&
-		    pread(fd, key, PARK_KEY_LEN, 0) == PARK_KEY_LEN)
-			rc = 0;
-		if (fd >= 0)
-			close(fd);
+		if (strcmp(target, "/memfd:" PARK_KEY_NAME " (deleted)") == 0)
+			rc = read_key(link, key);
 	}
 	closedir(d);
 	return rc;
+}
+
+int park_find_key(pid_t pid, const char *proc, unsigned char key[PARK_KEY_LEN])
+{
+	return find_key(pid, proc, key);
+}
+
+bool park_find_started(pid_t pid, const char *proc)
+{
+	return find_key(pid, proc, NULL) == 0;
 }
 
 /* A lock line reads "lock:\t1: OFDLCK ADVISORY  READ -1 MAJ:MIN:INO START END";

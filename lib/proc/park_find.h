@@ -40,6 +40,10 @@ bool park_find_listener_is(int conn, pid_t pid, const char *proc);
 #define PARK_KEY_LEN 32
 #define PARK_KEY_NAME "cudasnap-park-key"
 int park_find_key(pid_t pid, const char *proc, unsigned char key[PARK_KEY_LEN]);
+/* Whether pid's interposer started its control socket: it holds its key
+ * from then on (and not when it runs with CUDASNAP_PARK=0, has backed no
+ * memory yet, or could not listen). Such a process must answer there. */
+bool park_find_started(pid_t pid, const char *proc);
 /* Picks, from the text of a /proc/PID/net/unix, the path of the first
  * listening socket named like a control socket whose inode is one of
  * inodes[0..n); 0, or -1. Exposed for the fuzzer. */

@@ -75,6 +75,21 @@ static void check_ipc(const cs_session *s, const cs_proc *p, const cs_park_info 
 				FIX_IPC);
 }
 
+/* A process whose interposer started its control socket but does not
+ * answer there would go the driver's way unasked, which never restores an
+ * import the interposer carries, and parks nothing. (A restore goes on: a
+ * process left checkpointed is worse.) */
+static void check_reachable(const cs_session *s, const cs_park_info *pi, cs_plan_entry *e)
+{
+	if (s->o->ipc_judged || !checkpoints(s->o->op) || !pi->unreachable)
+		return;
+	bool allow = s->allow_unrestorable;
+	cs_plan_set_fix(cs_plan_add_reason(e, "park-unreachable", !allow, "%s%s", cs_park_unreachable_why,
+					   allow ? " (allowed by --allow-unrestorable: the driver checkpoints it alone)" :
+						   ""),
+			cs_park_unreachable_fix);
+}
+
 static void check_halt(const cs_proc *p, cs_plan_entry *e)
 {
 	if (!p->halt)
@@ -215,8 +230,10 @@ static void fill_entry(const cs_session *s, const cs_proc *p, const cs_target *t
 	cs_park_info pi;
 	ask_park(p, &pi);
 	check_ipc(s, p, &pi, e);
-	if (e->target)
+	if (e->target) {
+		check_reachable(s, &pi, e);
 		note_park(s, &pi, e);
+	}
 }
 
 /* Expected driver time: each process alone at its rate, all of them
@@ -291,7 +308,7 @@ int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err)
  * and frozen processes itself, and the claims keep other operations out. */
 bool cs_reason_refused_by_check(const cs_reason *r)
 {
-	static const char *const codes[] = { "memory",     "memory-unknown", "ipc-import",
+	static const char *const codes[] = { "memory",     "memory-unknown", "ipc-import",        "park-unreachable",
 					     "gpu-memory", "gpu-absent",     "gpu-memory-unknown" };
 	for (size_t i = 0; r->blocks && i < CS_ARRAY_SIZE(codes); i++)
 		if (strcmp(r->code, codes[i]) == 0)

@@ -58,6 +58,8 @@ static const char usage_text[] =
 	"  --fork-call       on SIGUSR2, forks a child that calls the driver\n"
 	"                    (cuDriverGetVersion) and exits; prints 'forkcall rc=<its exit\n"
 	"                    status, -1 when it did not end within 2 s>'\n"
+	"  --fork-call=range the child asks cuMemGetAddressRange of its parent's memory;\n"
+	"                    its exit status is the answer\n"
 	"  --storm SECONDS   a thread signals the main thread every few microseconds,\n"
 	"                    whose handler calls the driver, while the main thread calls\n"
 	"                    it over and over (both through cuGetProcAddress's pointer);\n"
@@ -78,6 +80,7 @@ struct opts {
 	size_t bytes;
 	unsigned interval_ms, other_ms, created_ms;
 	int idle, hold, free_test, attrs, no_socket, unwind, storm, self_call, fork_call;
+	int fork_range;
 };
 
 static struct opts o = { .via = "name", .bytes = 8u << 20, .interval_ms = 1 };
@@ -229,9 +232,14 @@ static int fork_call(void)
 {
 	CUresult (*version)(int *) = NULL;
 	*(void **)&version = rt("cuDriverGetVersion");
+	cu_mem_range_fn range = (cu_mem_range_fn)rt("cuMemGetAddressRange");
 	pid_t child = fork();
 	if (child == 0) {
 		int v = 0;
+		CUdeviceptr base;
+		size_t size;
+		if (o.fork_range)
+			_exit((int)range(&base, &size, mem) & 0xff);
 		_exit(version(&v) == CU_OK ? 0 : 1);
 	}
 	for (int i = 0; child > 0 && i < 200; i++) {
@@ -269,7 +277,7 @@ static int parse(int argc, char **argv)
 		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },    { "free-test", 0, NULL, 'f' },
 		{ "attrs", 0, NULL, 'a' },       { "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
 		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' }, { "unwind", 0, NULL, 'u' },
-		{ "storm", 1, NULL, 'S' },       { "self-call", 0, NULL, 'c' },   { "fork-call", 0, NULL, 'F' },
+		{ "storm", 1, NULL, 'S' },       { "self-call", 0, NULL, 'c' },   { "fork-call", 2, NULL, 'F' },
 		{ "created-ms", 1, NULL, 'C' },  { "load", 1, NULL, 'L' },        { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -291,7 +299,7 @@ static int parse(int argc, char **argv)
 		case 'u': o.unwind = 1; break;
 		case 'S': o.storm = atoi(optarg); break;
 		case 'c': o.self_call = o.idle = 1; break;
-		case 'F': o.fork_call = o.idle = 1; break;
+		case 'F': o.fork_call = o.idle = 1, o.fork_range = optarg && strcmp(optarg, "range") == 0; break;
 		case 'C': o.created_ms = (unsigned)strtoul(optarg, NULL, 0), o.idle = 1; break;
 		case 'L': o.load = optarg; break;
 		default: fputs(usage_text, c == 'h' ? stdout : stderr); return c == 'h' ? 1 : -1;

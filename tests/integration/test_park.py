@@ -461,6 +461,16 @@ class IpcPairs(ParkCase):
         self.assertIn("through cudasnap's interposer (--no-park)", r.err)
         self.assertEqual(self.states([i.pid]), {i.pid: "running"})
 
+    def test_an_importer_whose_socket_is_gone_is_refused(self):
+        # the driver alone would checkpoint it and never restore it
+        e, i = self.pair()
+        os.unlink(socket_path(i.pid))
+        r = self.cs("checkpoint", "--pid", i.pid)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("whose control socket does not answer", r.err)
+        self.assertEqual(self.states([e.pid, i.pid]), {e.pid: "running", i.pid: "running"})
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+
     def vmm_pair(self, exporter_parked=True):
         share = os.path.join(self.tmp, "vmmfd")
         e = App(self, ["--vmm-mib", "4", "--seed", "7", "--vmm-share", share], park=exporter_parked)

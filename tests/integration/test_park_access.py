@@ -10,6 +10,7 @@ long as its connection and a committed one until cudasnap restore, and the
 driver is loaded without waiting on the loader's lock."""
 import array
 import fcntl
+import json
 import os
 import random
 import signal
@@ -18,12 +19,15 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
 from harness import BIN, LIBCUDA
 from test_hostile import sanitizer_preload
-from test_park import CUAPP, PARK_LIB, App, ParkCase, control, socket_path, status
+from test_park import CUAPP, PARK_LIB, App, ParkCase, control, key_of, socket_path, status
+
+SLOW_FD_ANSWER = os.environ.get("SLOW_FD_ANSWER", "")
 
 PARK_LOADER = os.environ.get("PARK_LOADER", "")
 PARK_LOADER_PROBE = os.environ.get("PARK_LOADER_PROBE", "")
@@ -289,9 +293,14 @@ class Access(ParkCase):
         with open(share) as f:
             pid, fd = map(int, f.read().split())
 
+        def same(n):  # a descriptor closed meanwhile (a connection that ended) is none of them
+            try:
+                return os.path.samestat(os.stat(f"/proc/{pid}/fd/{n}"), os.stat(f"/proc/{pid}/fd/{fd}"))
+            except FileNotFoundError:
+                return False
+
         def opens():  # of the exported memory's file (the double's memfd)
-            return sorted(n for n in os.listdir(f"/proc/{pid}/fd")
-                          if os.path.samestat(os.stat(f"/proc/{pid}/fd/{n}"), os.stat(f"/proc/{pid}/fd/{fd}")))
+            return sorted(n for n in os.listdir(f"/proc/{pid}/fd") if same(n))
         before = opens()
         self.assertEqual(status(e.pid)["unclaimed"], "1")
         r = self.cs("checkpoint", "--pid", e.pid, "--json")
@@ -316,6 +325,23 @@ class Access(ParkCase):
         answer, _ = control(e.pid, "park 2000", key=True)
         self.assertTrue(answer.startswith("error code=801 stage=check"), answer)
         self.assertEqual((status(e.pid)["unclaimed"], status(e.pid)["parked"]), ("1", "0"))
+        i = App(self, ["--vmm-mib", "4", "--vmm-import", share, "--peer-seed", "7"])
+        self.assertEqual((status(i.pid)["vmm_imports"], status(e.pid)["unclaimed"]), ("0", "0"))  # claimed
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
+    def test_a_park_refused_at_its_sync_keeps_its_exports_claimable(self):
+        # a park refused later, when the program's GPU work does not finish
+        # in time, leaves the copy for the first importer too
+        share = os.path.join(self.tmp, "vmmfd")
+        e = App(self, ["--alloc-mib", "8", "--vmm-mib", "4", "--seed", "7", "--vmm-share", share,
+                       "--interval-ms", "100000"])
+        self.assertEqual(status(e.pid)["unclaimed"], "1")
+        self.fault("* sync delay=3000 1")  # the park's own wait for the GPU work
+        answer, _ = control(e.pid, "park 500", key=True)
+        self.assertTrue(answer.startswith("error code=600 stage=sync"), answer)
+        self.assertEqual((status(e.pid)["unclaimed"], status(e.pid)["parked"]), ("1", "0"))
+        self.fault()
+        time.sleep(3)  # the delayed wait ends
         i = App(self, ["--vmm-mib", "4", "--vmm-import", share, "--peer-seed", "7"])
         self.assertEqual((status(i.pid)["vmm_imports"], status(e.pid)["unclaimed"]), ("0", "0"))  # claimed
         self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
@@ -410,6 +436,55 @@ class Ipc(ParkCase):
         self.assertNotIn("ready", out, err)
         self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
 
+    @unittest.skipUnless(SLOW_FD_ANSWER, "built with the interposer")
+    def test_a_park_while_an_importer_is_given_the_memory_is_refused(self):
+        # the exporter answers the importer's request for its memory's
+        # descriptor 2 s late: a park that comes meanwhile must know of the
+        # importer (it would take the memory from under it)
+        handle = os.path.join(self.tmp, "handle")
+        e = App(self, ["--alloc-mib", "8", "--seed", "7", "--ipc-export", handle],
+                env_more={"LD_PRELOAD": SLOW_FD_ANSWER})
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault("i", App(
+            self, ["--alloc-mib", "4", "--ipc-import", handle, "--peer-seed", "7"])))
+        t.start()
+        time.sleep(1.0)  # the importer's request is being answered
+        answer, _ = control(e.pid, "park 5000", key=True)
+        t.join()
+        self.assertTrue(answer.startswith("error code=801 stage=check importer="), answer)
+        i = box["i"]
+        self.assertEqual((status(e.pid)["parked"], status(e.pid)["ipc_attached"]), ("0", "1"))
+        self.assertEqual(i.verify(), f"verify ok bytes={i.bytes}")
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
+    @unittest.skipUnless(SLOW_FD_ANSWER, "built with the interposer")
+    def test_a_park_while_a_vmm_importer_attaches_again_is_refused(self):
+        # the importer of VMM memory the program exported parks (it lets
+        # go of the memory) and unparks: it asks its exporter for the
+        # memory again, which answers 2 s late; a park of the exporter
+        # meanwhile must know of it
+        share = os.path.join(self.tmp, "vmmfd")
+        e = App(self, ["--alloc-mib", "8", "--vmm-mib", "4", "--seed", "7", "--vmm-share", share],
+                env_more={"LD_PRELOAD": SLOW_FD_ANSWER})
+        i = App(self, ["--vmm-mib", "4", "--vmm-import", share, "--peer-seed", "7"])
+        self.assertEqual(status(e.pid)["ipc_attached"], "1")
+        held = []
+        answer, _ = control(i.pid, "park 5000", keep=held, key=True)
+        self.assertTrue(answer.startswith("ok parked=1"), answer)
+        self.assertEqual(status(e.pid)["ipc_attached"], "0")
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault("unpark", read_lines(held[0])))
+        held[0].sendall(f"unpark 10000 key={key_of(i.pid)}\n".encode())
+        t.start()
+        time.sleep(1.0)  # the importer's request is being answered
+        answer, _ = control(e.pid, "park 5000", key=True)
+        t.join()
+        held[0].close()
+        self.assertTrue(answer.startswith("error code=801 stage=check importer="), answer)
+        self.assertTrue(box["unpark"][0].startswith("ok parked=0"), box)
+        self.assertEqual((status(e.pid)["parked"], status(e.pid)["ipc_attached"]), ("0", "1"))
+        self.assertEqual(e.verify(), f"verify ok bytes={e.bytes}")
+
 
 @unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
 class Backed(ParkCase):
@@ -471,6 +546,74 @@ class Leases(ParkCase):
             t0 = time.monotonic()
             self.assertEqual(s.recv(10), b"")
             self.assertLess(time.monotonic() - t0, 2)
+
+    def test_a_connection_that_gives_no_key_is_let_go_within_a_second(self):
+        a = self.app()
+        with connect(via_root(a.pid)) as s:
+            s.settimeout(10)
+            t0 = time.monotonic()
+            self.assertEqual(s.recv(10), b"")
+            self.assertLess(time.monotonic() - t0, 3)
+        with connect(via_root(a.pid)) as s:  # nor after a request of its own
+            s.sendall(b"status\n")
+            self.assertTrue(read_lines(s)[0].startswith("ok "))
+            s.settimeout(10)
+            t0 = time.monotonic()
+            self.assertEqual(s.recv(10), b"")
+            self.assertLess(time.monotonic() - t0, 3)
+
+    def test_silent_connections_do_not_keep_cudasnap_out(self):
+        # anyone who can connect takes every place it can, and says nothing:
+        # cudasnap, which gives the key, still parks the process
+        a = self.app()
+        path = via_root(a.pid)
+        held = []
+        try:
+            for _ in range(64):
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(path)
+                held.append(s)
+            time.sleep(0.3)
+            r = self.cs("checkpoint", "--pid", a.pid, "--json")
+            self.assertEqual(r.rc, 0, r)
+            self.assertIn("park", r.obj["processes"][0]["seconds"])
+            r = self.cs("restore", "--pid", a.pid)
+            self.assertEqual(r.rc, 0, r)
+        finally:
+            for s in held:
+                s.close()
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_process_whose_socket_is_gone_is_refused_not_left_to_the_driver(self):
+        # its control socket's file removed (a cleaner of /dev/shm): cudasnap
+        # cannot park it, nor tell what it imports through the interposer
+        a = self.app()
+        os.unlink(socket_path(a.pid))
+        r = self.cs("checkpoint", "--pid", a.pid)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("whose control socket does not answer", r.err)
+        self.assertIn("--allow-unrestorable", r.err)
+        self.assertEqual(self.states([a.pid]), {a.pid: "running"})
+        r = self.cs("checkpoint", "--pid", a.pid, "--dry-run", "--json")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("park-unreachable", json.dumps(r.obj))
+        self.assertIn(f"UNREACHABLE: {a.pid} (fakecuda-cuapp) runs the parking interposer", self.cs("ps").out)
+        # told to, the driver checkpoints it alone
+        r = self.cs("checkpoint", "--pid", a.pid, "--allow-unrestorable", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_process_that_turned_the_interposer_off_is_the_drivers(self):
+        # CUDASNAP_PARK=0: no control socket, by the program's own choice
+        a = self.app(env_more={"CUDASNAP_PARK": "0"})
+        self.assertNotIn("UNREACHABLE", self.cs("ps").out)
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
 
     def test_a_held_park_outlasts_the_idle_limit(self):
         # a connection that holds nothing is let go after the idle limit; one

@@ -13,6 +13,7 @@ import unittest
 import memcg
 from criu_case import CriuCase
 from harness import BIN, trusted_tmpdir
+from test_park import socket_path
 
 CUAPP = os.environ.get("FAKE_CUAPP", "")
 PARK_LIB = os.environ.get("PARK_LIB", "")
@@ -113,6 +114,16 @@ class ParkUnderCriu(CriuCase):
         self.assertEqual(r.rc, 0, r)
         self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) parked 0.02 GiB"), r)
         self.wait_unparked(pid)
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+
+    def test_a_process_whose_socket_is_gone_is_refused_not_left_to_the_driver(self):
+        pid = self.start()
+        os.unlink(socket_path(pid))  # a cleaner of the socket's directory
+        r = self.dump("--shell-job")
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) refused before anything changed: it runs "
+                                   "the parking interposer, whose control socket does not answer"), r)
+        self.assertStates([pid], "running")
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
 
     def test_lock_fails_after_park(self):

@@ -268,6 +268,26 @@ class Waits(ParkCase):
         self.assertGreater(r.obj["processes"][0]["seconds"]["park"], 1.0, r)
         self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
 
+    def test_a_child_forked_while_a_park_waits_asks_the_driver(self):
+        # the park waits for the work of the context the program made,
+        # holding the interposer's locks; a child forked meanwhile owns
+        # none of its parent's memory: its question about it goes to the
+        # driver, which answers a child forked after CUDA's init
+        # CUDA_ERROR_NOT_INITIALIZED, and it waits for nothing of its parent's
+        a = Named(self, ["--fork-call=range", "--created-ms", "4000"]).ready()
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("park", control(a.pid, "park 10000", keep=[], key=True)[0]))
+        t.start()
+        time.sleep(0.5)  # the park waits for the 4 s kernel
+        os.kill(a.pid, signal.SIGUSR2)
+        t0 = time.monotonic()
+        ln = a.line("forkcall", timeout=30)
+        took = time.monotonic() - t0
+        t.join()
+        self.assertEqual(ln, "forkcall rc=3")
+        self.assertLess(took, 2.5)
+        self.assertTrue(out["park"].startswith("ok parked=1"), out)
+
     def test_cumemfree_waits_for_the_allocations_context(self):
         # freed from device 1's context while device 0 runs a 300 ms kernel
         a = Named(self, ["--free-test"])
