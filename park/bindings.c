@@ -42,6 +42,19 @@ static struct clean cleans[MAX_CLEAN];
 static size_t nclean;
 static unsigned long long clean_subs; /* the loader's count of unloads they hold for */
 
+/* A child of fork() starts with the lock free (a thread of the parent may
+ * have held it) and judges its objects afresh (table.c says why). */
+static void child_forgets(void)
+{
+	clean_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	nclean = 0;
+}
+
+__attribute__((constructor)) static void bindings_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_forgets);
+}
+
 static int find_world(const struct park_obj *o, void *arg)
 {
 	struct world *w = arg;

@@ -20,6 +20,18 @@ static const struct link_map *before_deepbind;
 static bool deepbind_all; /* that object is gone: every object is suspect */
 static pthread_mutex_t dl_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* A child of fork() starts with the lock free: a thread of the parent may
+ * have held it. What it guards stays true of the child's objects. */
+static void child_frees(void)
+{
+	dl_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+}
+
+__attribute__((constructor)) static void dl_atfork(void)
+{
+	pthread_atfork(NULL, NULL, child_frees);
+}
+
 static bool looks_cu(const char *name)
 {
 	return name && name[0] == 'c' && name[1] == 'u';
