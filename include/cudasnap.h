@@ -429,6 +429,10 @@ typedef struct cs_txn_opts {
 	void *restore_ctx;
 	/* Leave interposed processes' memory to the driver (no park step). */
 	bool no_park;
+	/* Checkpoint: leave to the driver a process whose parking interposer
+	 * does not answer (cs_park_info.unreachable), which is otherwise
+	 * refused before anything changes (the caller's --allow-unrestorable). */
+	bool allow_unrestorable;
 } cs_txn_opts;
 
 typedef struct cs_txn_result {

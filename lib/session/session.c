@@ -390,6 +390,7 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 	memset(res, 0, sizeof(*res));
 	cs_txn_opts t = { .op = o->op,
 			  .no_park = s->no_park,
+			  .allow_unrestorable = s->allow_unrestorable,
 			  .timeout_ms = o->timeout_ms,
 			  .jobs = o->jobs,
 			  .sequential = o->sequential,

@@ -547,9 +547,13 @@ static int refuse_halted(run *r, cs_error *err)
 	return -CS_EPROC;
 }
 
-/* Asks every target that runs the parking interposer what it holds. */
-static void look_for_parking(run *r)
+/* Asks every target that runs the parking interposer what it holds. A
+ * checkpoint of one whose interposer stopped answering after the caller's
+ * own checks found it answering is refused before anything changes: the
+ * driver alone would take it silently. The first refused, or NULL. */
+static cs_target *look_for_parking(run *r)
 {
+	cs_target *refused = NULL;
 	bool parks = r->o->op == CS_OP_CHECKPOINT || r->o->op == CS_OP_RESTORE;
 	for (size_t i = 0; i < r->n; i++) {
 		cs_target *t = &r->t[i];
@@ -566,7 +570,14 @@ static void look_for_parking(run *r)
 		t->park_imports = info.imports;
 		t->park_wanted = cs_park_wanted(&info);
 		snprintf(t->park_why, sizeof(t->park_why), "%s", info.why);
+		if (info.unreachable && r->o->op == CS_OP_CHECKPOINT && !r->o->allow_unrestorable) {
+			t->failed = true;
+			cs_error_set(&t->error, CS_EPROC, cs_park_unreachable_fix, "process %d (%s) refused: %s",
+				     t->pid, t->comm, cs_park_unreachable_why);
+			refused = refused ? refused : t;
+		}
 	}
+	return refused;
 }
 
 /* Ends every park the transaction holds: kept when it is done, else the
@@ -586,7 +597,11 @@ static int plan(run *r, cs_error *err)
 	int rc = refuse_halted(r, err);
 	if (rc < 0)
 		return rc;
-	look_for_parking(r);
+	cs_target *refused = look_for_parking(r);
+	if (refused) {
+		*err = refused->error;
+		return -CS_EPROC;
+	}
 	for (size_t i = 0; i < r->n; i++) {
 		cs_target *t = &r->t[i];
 		t->state = t->initial_state = CS_STATE_UNKNOWN;

@@ -28,6 +28,7 @@ from test_hostile import sanitizer_preload
 from test_park import CUAPP, PARK_LIB, App, ParkCase, control, key_of, socket_path, status
 
 SLOW_FD_ANSWER = os.environ.get("SLOW_FD_ANSWER", "")
+GONE_AFTER_STATUS = os.environ.get("GONE_AFTER_STATUS", "")
 
 PARK_LOADER = os.environ.get("PARK_LOADER", "")
 PARK_LOADER_PROBE = os.environ.get("PARK_LOADER_PROBE", "")
@@ -603,6 +604,22 @@ class Leases(ParkCase):
         self.assertEqual(r.rc, 0, r)
         self.assertNotIn("park", r.obj["processes"][0]["seconds"])
         self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    @unittest.skipUnless(GONE_AFTER_STATUS, "built with the interposer")
+    def test_a_socket_gone_after_the_checks_is_refused_by_the_transaction(self):
+        # the socket's file goes right after the checkpoint's own checks
+        # read the status: the transaction, which asks again, must refuse
+        # it before anything changes rather than leave it to the driver
+        trigger = os.path.join(self.tmp, "go")
+        a = self.app(env_more={"LD_PRELOAD": GONE_AFTER_STATUS, "GONE_AFTER_STATUS": trigger})
+        open(trigger, "w").close()
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertFalse(os.path.exists(trigger), "no status was answered")
+        self.assertFalse(os.path.exists(socket_path(a.pid)))
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertIn("whose control socket does not answer", r.err + r.out)
+        self.assertEqual(self.states([a.pid]), {a.pid: "running"})
         self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
 
     def test_a_process_that_turned_the_interposer_off_is_the_drivers(self):
