@@ -367,7 +367,7 @@ static const char *park_why_not(char *buf, size_t size)
 	if (park_tab.pool_imports)
 		return "it imported a memory pool of another process (cuMemPoolImportFromShareableHandle), which "
 		       "neither the driver nor parking can give back";
-	return park_bindings_check(buf, size) == 0 ? NULL : buf;
+	return park_bindings_check_within(buf, size) == 0 ? NULL : buf;
 }
 
 /* A park refused, undone or ended: the program's calls and new importers
@@ -491,7 +491,7 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	/* A library whose load began before the park may have bound a driver
 	 * function past the gate meanwhile: the park is undone. */
 	char why[256];
-	if (park_bindings_check(why, sizeof(why)) != 0) {
+	if (park_bindings_check_within(why, sizeof(why)) != 0) {
 		char back[256];
 		if (unpark_locked(r, timeout_ms, back, sizeof(back)) != 0)
 			return fail(reply, size, "undo", CU_ERR_UNKNOWN);

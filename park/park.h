@@ -141,6 +141,11 @@ bool park_after_deepbind(const struct link_map *lm);
 /* bindings.c: 0 when every driver function any loaded object binds by name
  * goes through the gate; else -1 with why (what binds which name how). */
 int park_bindings_check(char *why, size_t size);
+/* bindings_wait.c: the same, on a thread of its own, waited for at most a
+ * second (a thread of the program may hold the list of objects while it
+ * calls the driver, which a closed gate holds): -1 with why when it did
+ * not end by then. */
+int park_bindings_check_within(char *why, size_t size);
 /* The address ranges of the driver's copies (at most max); how many. */
 int park_driver_ranges(uintptr_t *lo, uintptr_t *hi, int max);
 /* Whether addr lies in the driver (any copy of it), in this library. */

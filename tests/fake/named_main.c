@@ -1,10 +1,12 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <getopt.h>
+#include <link.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,11 @@ static const char usage_text[] =
 	"  --probe PATH      the probe library (beside this program)\n"
 	"  --idle            no worker\n"
 	"  --load PATH       a thread loads PATH once SIGUSR2 comes\n"
+	"  --phdr-call       once SIGUSR2 comes, a thread calls dl_iterate_phdr over and\n"
+	"                    over, whose callback calls the driver (cuCtxGetCurrent, from\n"
+	"                    cuGetProcAddress) while it holds the loader's list of objects;\n"
+	"                    prints 'phdr started'; the next SIGUSR2 stops it: 'phdr done\n"
+	"                    calls=<n> failed=<n>'\n"
 	"  --hold            GPU work waits on a host word that a thread sets after a\n"
 	"                    driver call, once SIGUSR2 comes (implies --idle)\n"
 	"  --other-ms MS     one kernel of MS ms on device 1 once set up (--idle)\n"
@@ -79,7 +86,7 @@ struct opts {
 	const char *via, *probe, *pool_share, *pool_import, *load;
 	size_t bytes;
 	unsigned interval_ms, other_ms, created_ms;
-	int idle, hold, free_test, attrs, no_socket, unwind, storm, self_call, fork_call;
+	int idle, hold, free_test, attrs, no_socket, unwind, storm, self_call, fork_call, phdr;
 	int fork_range;
 };
 
@@ -256,6 +263,56 @@ static int fork_call(void)
 	return -1;
 }
 
+/* --phdr-call: the program's own dl_iterate_phdr, whose callback calls the
+ * driver while the thread holds the lock of the loader's list of objects;
+ * a millisecond in it and a tenth out (others waiting for the lock get
+ * it then), round after round. */
+static atomic_int phdr_stop;
+static long phdr_calls, phdr_failed;
+static cu_ctx_get_fn phdr_get;
+
+static int phdr_callback(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)info, (void)size, (void)arg;
+	struct timespec ts = { 0, 1000000L };
+	nanosleep(&ts, NULL);
+	CUcontext c = NULL;
+	phdr_failed += phdr_get(&c) != CU_OK;
+	phdr_calls++;
+	return 1;
+}
+
+static void *phdr_caller(void *arg)
+{
+	(void)arg;
+	printf("phdr started\n");
+	fflush(stdout);
+	while (!atomic_load(&phdr_stop)) {
+		dl_iterate_phdr(phdr_callback, NULL);
+		struct timespec ts = { 0, 100000L };
+		nanosleep(&ts, NULL);
+	}
+	printf("phdr done calls=%ld failed=%ld\n", phdr_calls, phdr_failed);
+	fflush(stdout);
+	return NULL;
+}
+
+/* Starts the thread, or stops it and waits for it. */
+static void phdr_toggle(void)
+{
+	static pthread_t t;
+	static int running;
+	if (running) {
+		atomic_store(&phdr_stop, 1);
+		pthread_join(t, NULL);
+		running = 0;
+		return;
+	}
+	phdr_get = (cu_ctx_get_fn)rt("cuCtxGetCurrent");
+	atomic_store(&phdr_stop, 0);
+	running = pthread_create(&t, NULL, phdr_caller, NULL) == 0;
+}
+
 /* --load: a thread loads a library, whose constructor runs while that
  * thread holds the dynamic linker's lock. */
 static void *loader(void *arg)
@@ -272,13 +329,17 @@ static void *loader(void *arg)
 static int parse(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "via", 1, NULL, 'v' },         { "alloc-mib", 1, NULL, 'm' },   { "alloc-bytes", 1, NULL, 'b' },
-		{ "interval-ms", 1, NULL, 'i' }, { "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
-		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },    { "free-test", 0, NULL, 'f' },
-		{ "attrs", 0, NULL, 'a' },       { "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
-		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' }, { "unwind", 0, NULL, 'u' },
-		{ "storm", 1, NULL, 'S' },       { "self-call", 0, NULL, 'c' },   { "fork-call", 2, NULL, 'F' },
-		{ "created-ms", 1, NULL, 'C' },  { "load", 1, NULL, 'L' },        { NULL, 0, NULL, 0 },
+		{ "via", 1, NULL, 'v' },         { "alloc-mib", 1, NULL, 'm' },
+		{ "alloc-bytes", 1, NULL, 'b' }, { "interval-ms", 1, NULL, 'i' },
+		{ "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
+		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },
+		{ "free-test", 0, NULL, 'f' },   { "attrs", 0, NULL, 'a' },
+		{ "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
+		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' },
+		{ "unwind", 0, NULL, 'u' },      { "storm", 1, NULL, 'S' },
+		{ "self-call", 0, NULL, 'c' },   { "fork-call", 2, NULL, 'F' },
+		{ "created-ms", 1, NULL, 'C' },  { "load", 1, NULL, 'L' },
+		{ "phdr-call", 0, NULL, 'D' },   { NULL, 0, NULL, 0 },
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -302,6 +363,7 @@ static int parse(int argc, char **argv)
 		case 'F': o.fork_call = o.idle = 1, o.fork_range = optarg && strcmp(optarg, "range") == 0; break;
 		case 'C': o.created_ms = (unsigned)strtoul(optarg, NULL, 0), o.idle = 1; break;
 		case 'L': o.load = optarg; break;
+		case 'D': o.phdr = 1; break;
 		default: fputs(usage_text, c == 'h' ? stdout : stderr); return c == 'h' ? 1 : -1;
 		}
 	}
@@ -578,6 +640,10 @@ int main(int argc, char **argv)
 			pthread_t lt;
 			if (pthread_create(&lt, NULL, loader, NULL) == 0)
 				pthread_detach(lt);
+			continue;
+		}
+		if (sig == SIGUSR2 && o.phdr) {
+			phdr_toggle();
 			continue;
 		}
 		if (sig == SIGUSR2 && o.fork_call) {

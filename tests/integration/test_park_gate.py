@@ -351,6 +351,76 @@ class LoaderLock(ParkCase):
         self.assertEqual(a.line("load done", timeout=10), "load done ok")
         self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
 
+    # The program's own dl_iterate_phdr: its callback runs while the thread
+    # holds the lock of the loader's list of objects, which the interposer
+    # reads to tell which driver functions the loaded objects bind.
+    HELD = "holds the loader's list of objects"
+
+    def phdr_caller(self):
+        return Named(self, ["--idle", "--phdr-call"]).ready()
+
+    def timed(self, a, request, keep=None, key=False):
+        t0 = time.monotonic()
+        answer = self.ask(a, request, keep=keep, key=key)
+        return answer, time.monotonic() - t0
+
+    def phdr_done(self, a):
+        os.kill(a.pid, signal.SIGUSR2)
+        self.assertRegex(a.line("phdr done", timeout=10) or "", r"^phdr done calls=[1-9]\d* failed=0$")
+
+    def test_a_park_while_a_callback_of_dl_iterate_phdr_calls_the_driver(self):
+        # a callback that calls the driver round after round: once the gate
+        # closes, its call waits there with the list held; the park is
+        # refused within a bound and the program goes on
+        a = self.phdr_caller()
+        os.kill(a.pid, signal.SIGUSR2)
+        self.assertEqual(a.line("phdr started"), "phdr started")
+        time.sleep(0.2)
+        answer, took = self.timed(a, "park 3000", key=True)
+        self.assertLess(took, 8, answer)
+        self.assertTrue(answer.startswith("error "), answer)
+        self.assertIn("stage=check", answer)
+        self.assertIn(self.HELD, answer)
+        st = status(a.pid)
+        self.assertEqual((st["gate"], st["parked"]), ("open", "0"), st)
+        self.phdr_done(a)
+        # the check left waiting ended by itself: nothing stops a park now
+        self.assertEqual(status(a.pid)["parkable"], "1")
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+        rc, err = a.finish()
+        self.assertEqual(rc, 0, err)
+
+    def test_a_status_while_parked_and_a_callback_of_dl_iterate_phdr_waits_at_the_gate(self):
+        # parked: the callback's first call waits at the closed gate with
+        # the list held; a status answers within a bound, and so does the
+        # unpark after it
+        a = self.phdr_caller()
+        held = []
+        answer = self.ask(a, "park 3000", keep=held, key=True)
+        self.assertTrue(answer.startswith("ok parked=1"), answer)
+        os.kill(a.pid, signal.SIGUSR2)
+        self.assertEqual(a.line("phdr started"), "phdr started")
+        time.sleep(0.3)
+        answer, took = self.timed(a, "status")
+        self.assertLess(took, 5, answer)
+        self.assertIn(" parked=1 ", answer)
+        self.assertIn(" parkable=0 ", answer)
+        self.assertIn(self.HELD, answer)
+        held[0].close()  # undone by the process itself: the call goes on
+        deadline = time.monotonic() + 10
+        while status(a.pid)["parked"] != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(status(a.pid)["gate"], "open")
+        self.phdr_done(a)
+        self.assertEqual(status(a.pid)["parkable"], "1")
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+        rc, err = a.finish()
+        self.assertEqual(rc, 0, err)
+
 
 @unittest.skipUnless(PARK_LIB and NAMED, "the interposer is built for x86-64 only")
 class Observed(ParkCase):
