@@ -20,7 +20,27 @@ PARK_LIB = os.environ.get("PARK_LIB", "")
 MODE = "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE"
 
 
-class App:
+class Lines:
+    """The output lines of a test program (self.p, its Popen; self.buf)."""
+
+    def line(self, prefix, timeout=20):
+        """The next line that starts with prefix, None at its end or past timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            while b"\n" in self.buf:
+                ln, self.buf = self.buf.split(b"\n", 1)
+                if ln.decode().startswith(prefix):
+                    return ln.decode()
+            r, _, _ = select.select([self.p.stdout], [], [], 0.1)
+            if r:
+                chunk = os.read(self.p.stdout.fileno(), 4096)
+                if not chunk:
+                    return None
+                self.buf += chunk
+        return None
+
+
+class App(Lines):
     """A fakecuda-cuapp process and its output lines."""
 
     def __init__(self, case, args, park=True, wrap=(), env_more=None, umask=None, env=None):
@@ -45,21 +65,6 @@ class App:
         fields = dict(kv.split("=", 1) for kv in self.ready.split()[1:])
         self.bytes = int(fields["bytes"])
         self.pid = int(fields["pid"]) if wrap else self.pid
-
-    def line(self, prefix, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            while b"\n" in self.buf:
-                ln, self.buf = self.buf.split(b"\n", 1)
-                if ln.decode().startswith(prefix):
-                    return ln.decode()
-            r, _, _ = select.select([self.p.stdout], [], [], 0.1)
-            if r:
-                chunk = os.read(self.p.stdout.fileno(), 4096)
-                if not chunk:
-                    return None
-                self.buf += chunk
-        return None
 
     def verify(self):
         os.kill(self.pid, signal.SIGUSR1)

@@ -7,7 +7,6 @@ its work through driver functions reached by name, dlsym, cuGetProcAddress
 at some version, or a library it loads) and fakecuda-nodriver (no driver
 until it loads one)."""
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import time
 import unittest
 
 from harness import BIN, GPU0, GPU1, LIBCUDA
-from test_park import CUAPP, PARK_LIB, App, ParkCase, control, status
+from test_park import CUAPP, PARK_LIB, App, Lines, ParkCase, control, status
 
 NAMED = os.environ.get("FAKE_NAMED", "")
 NODRIVER = os.environ.get("FAKE_NODRIVER", "")
@@ -28,7 +27,7 @@ ASANPROBE = os.environ.get("FAKE_ASANPROBE", "")
 ASAN = "address" in os.environ.get("CUDASNAP_SANITIZE", "")
 
 
-class Named:
+class Named(Lines):
     """A fakecuda-named process and its output lines."""
 
     def __init__(self, case, args, env=None, park=True, asan_order=True):
@@ -43,21 +42,6 @@ class Named:
         self.pid = self.p.pid
         self.buf = b""
         self.case = case
-
-    def line(self, prefix, timeout=20):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            while b"\n" in self.buf:
-                ln, self.buf = self.buf.split(b"\n", 1)
-                if ln.decode().startswith(prefix):
-                    return ln.decode()
-            r, _, _ = select.select([self.p.stdout], [], [], 0.1)
-            if r:
-                chunk = os.read(self.p.stdout.fileno(), 4096)
-                if not chunk:
-                    return None
-                self.buf += chunk
-        return None
 
     def ready(self):
         ln = self.line("ready")
