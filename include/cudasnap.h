@@ -386,6 +386,13 @@ typedef struct cs_target {
 	char park_why[160];
 	double park_copy_s, park_gbps; /* the last park's or unpark's copy */
 	int park_conn;
+	/* A park into files (cs_txn_opts.park_to): the directory, the files'
+	 * base name and how many there are (0: its park is in host memory);
+	 * set by the park, or from the record before a restore. */
+	char park_dir[256];
+	char park_name[64];
+	unsigned park_nfiles;
+	unsigned park_direct; /* of them, written with O_DIRECT */
 } cs_target;
 
 typedef enum cs_outcome {
@@ -429,6 +436,12 @@ typedef struct cs_txn_opts {
 	void *restore_ctx;
 	/* Leave interposed processes' memory to the driver (no park step). */
 	bool no_park;
+	/* Checkpoint: park into files of this directory (parkfiles.h) instead
+	 * of host memory. Restore: a target parked into files reads them back
+	 * from its park_dir, and they are removed once it is back unless
+	 * park_keep. */
+	const char *park_to;
+	bool park_keep;
 	/* Checkpoint: leave to the driver a process whose parking interposer
 	 * does not answer (cs_park_info.unreachable), which is otherwise
 	 * refused before anything changes (the caller's --allow-unrestorable). */
@@ -510,6 +523,10 @@ typedef struct cs_session_opts {
 	 * record (cs_manifest of lib/record/manifest.h, with the pids they have now)
 	 * instead of the state directory's manifest. */
 	const struct cs_manifest *manifest;
+	/* Checkpoint: park into files of this directory (an absolute path; the
+	 * setting CUDASNAP_PARK_TO gives it when this is NULL): the processes
+	 * then hold neither their GPU memory nor a host copy of it. */
+	const char *park_to;
 	/* Checkpoint: do not refuse a process whose checkpoint would not fit in
 	 * its memory cgroup or in MemAvailable (swap or overcommit may make room
 	 * after all); the settings CUDASNAP_IGNORE_MEMORY=1 does the same. */
@@ -534,6 +551,9 @@ typedef struct cs_session_opts {
 	 * parking interposer (park/) to the driver, as for any other; the
 	 * setting CUDASNAP_NO_PARK=1 does the same. */
 	bool no_park;
+	/* Restore: keep the files of the processes parked into files that it
+	 * brings back (park_to). */
+	bool park_keep;
 	/* Take no claim: a plan only (cs_session_plan); another operation's
 	 * processes are found busy and not asked. A plan is not an operation:
 	 * it leaves no entry in the history. */

@@ -302,22 +302,58 @@ unsigned park_control_held(void)
 	return atomic_load(&holding);
 }
 
+/* The descriptors of a park or unpark into or from files: one message of
+ * one byte each, after the request's line. 0, or -1 with the answer given
+ * (those received are closed). */
+static int take_files(int conn, const struct park_req *rq, struct park_files *f)
+{
+	char why[160];
+	f->n = 0;
+	for (unsigned i = 0; i < rq->files; i++) {
+		char c;
+		int fd = -1;
+		if (park_recv_fd(conn, &c, 1, &fd) != 1 || fd < 0) {
+			if (fd >= 0)
+				close(fd);
+			park_files_close(f);
+			answer(conn, "error code=0 stage=files why=a file did not come with the request\n");
+			return -1;
+		}
+		f->fd[f->n++] = fd;
+	}
+	if (f->n && park_files_check(f, rq->verb == PARK_REQ_PARK, why, sizeof(why)) != 0) {
+		park_files_close(f);
+		char reply[256];
+		snprintf(reply, sizeof(reply), "error code=0 stage=files why=%s\n", why);
+		answer(conn, reply);
+		return -1;
+	}
+	return 0;
+}
+
 /* One request of the owner's; whether this connection holds a park after it. */
 static bool owner_request(int conn, const struct park_req *rq, bool held)
 {
 	char reply[1024];
 	unsigned ms = rq->timeout_ms ? rq->timeout_ms : 10000;
+	struct park_files f = { .n = 0 };
+	if (rq->verb != PARK_REQ_COMMIT && take_files(conn, rq, &f) != 0)
+		return held;
 	if (rq->verb == PARK_REQ_PARK) {
 		bool was = park_is_parked();
-		held = (park_park(ms, rq->unpin, reply, sizeof(reply)) == 0 && !was) || held;
+		held = (park_park(ms, rq->unpin, &f, reply, sizeof(reply)) == 0 && !was) || held;
 		answer(conn, reply);
 	} else if (rq->verb == PARK_REQ_UNPARK) {
-		int rc = park_unpark(ms, reply, sizeof(reply));
+		int rc = park_unpark(ms, &f, reply, sizeof(reply));
 		answer(conn, reply);
 		if (rc == 0)
 			park_drop_host_copy();
 		held = held && rc != 0;
 	} else {
+		/* Its files are let go of: a process being checkpointed holds
+		 * none of them open. */
+		if (held)
+			park_files_let_go();
 		held = false;
 		answer(conn, "ok committed=1\n");
 	}
@@ -362,7 +398,7 @@ static void serve(int conn, bool known)
 			}
 		}
 	}
-	if (held && park_unpark(0, reply, sizeof(reply)) == 0)
+	if (held && park_unpark(0, NULL, reply, sizeof(reply)) == 0)
 		park_drop_host_copy();
 	if (held)
 		atomic_fetch_sub(&holding, 1);

@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "park.h"
+#include "park_find.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -31,7 +33,7 @@
  * pinned staging buffer of its own: the CPU's copy into it and the DMA out
  * of it alternate in each thread, and overlap across threads. */
 #define BOUNCERS 12
-#define STAGE (32ull << 20)
+#define STAGE PARK_PIECE
 #define HUGE (2ull << 20)
 
 struct chunk {
@@ -49,6 +51,12 @@ static size_t host_len;
 static struct chunk *chunks;
 static size_t nchunks;
 static unsigned long long parked_bytes;
+/* A park into files: the files while the park holds them, and each
+ * piece's checksum until the memory is back. */
+static bool in_files;
+static struct park_files files_held;
+static unsigned files_count; /* how many the memory is in */
+static uint64_t *sums;
 
 /* A child of fork() has no park: its parent's host copy is left to it
  * untouched (a park may have been half way through making it). */
@@ -60,6 +68,9 @@ static void child_forgets(void)
 	chunks = NULL;
 	host_len = nchunks = 0;
 	parked_bytes = 0;
+	park_files_close(&files_held);
+	in_files = false;
+	sums = NULL;
 }
 
 __attribute__((constructor)) static void move_atfork(void)
@@ -100,13 +111,7 @@ static int populate(unsigned char *p, size_t len)
 	return 0;
 }
 
-/* A worker's pinned staging buffer, made at its first use. */
-struct stage {
-	unsigned char *p;
-	bool pinned;
-};
-
-static CUresult stage_get(const struct park_real *r, struct stage *st)
+CUresult park_stage_get(const struct park_real *r, struct park_stage *st)
 {
 	if (st->pinned)
 		return CU_OK;
@@ -121,21 +126,21 @@ static CUresult stage_get(const struct park_real *r, struct stage *st)
 	return rc;
 }
 
-static void stage_drop(const struct park_real *r, struct stage *st)
+void park_stage_drop(const struct park_real *r, struct park_stage *st)
 {
 	if (st->pinned)
 		r->host_unregister(st->p);
 	if (st->p)
 		munmap(st->p, STAGE);
-	*st = (struct stage){ 0 };
+	*st = (struct park_stage){ 0 };
 }
 
 /* Back to the device from a host copy that is not pinned: pinning it again
  * ran at 23-27 GB/s on the H200, well below the copy's 55 GB/s. */
-static CUresult bounce_in(const struct park_real *r, struct stage *st, CUdeviceptr dst, const unsigned char *src,
+static CUresult bounce_in(const struct park_real *r, struct park_stage *st, CUdeviceptr dst, const unsigned char *src,
 			  size_t len)
 {
-	CUresult rc = stage_get(r, st);
+	CUresult rc = park_stage_get(r, st);
 	for (size_t off = 0; rc == CU_OK && off < len; off += STAGE) {
 		size_t n = len - off < STAGE ? len - off : STAGE;
 		memcpy(st->p, src + off, n);
@@ -148,9 +153,10 @@ static CUresult bounce_in(const struct park_real *r, struct stage *st, CUdevicep
  * touches them): on the H200, 64 GiB with 8-12 threads in 3.6-4.7 s, where
  * populating, pinning and copying with 4 took 6.5-12.5 s and unpinning
  * after 1.1-1.3 s more (probe of 2026-12-04). */
-static CUresult bounce_out(const struct park_real *r, struct stage *st, unsigned char *dst, CUdeviceptr src, size_t len)
+static CUresult bounce_out(const struct park_real *r, struct park_stage *st, unsigned char *dst, CUdeviceptr src,
+			   size_t len)
 {
-	CUresult rc = stage_get(r, st);
+	CUresult rc = park_stage_get(r, st);
 	for (size_t off = 0; rc == CU_OK && off < len; off += STAGE) {
 		size_t n = len - off < STAGE ? len - off : STAGE;
 		rc = r->dtoh(st->p, src + off, n); /* into pinned memory: done when it returns */
@@ -160,7 +166,7 @@ static CUresult bounce_out(const struct park_real *r, struct stage *st, unsigned
 	return rc;
 }
 
-static CUresult move_chunk(struct work *w, struct chunk *c, struct stage *st)
+static CUresult move_chunk(struct work *w, struct chunk *c, struct park_stage *st)
 {
 	const struct park_real *r = w->r;
 	struct park_alloc *a = &park_tab.a[c->alloc];
@@ -194,7 +200,7 @@ static CUresult move_chunk(struct work *w, struct chunk *c, struct stage *st)
 static void *worker(void *arg)
 {
 	struct work *w = arg;
-	struct stage st = { 0 };
+	struct park_stage st = { 0 };
 	park_gate_exempt();
 	for (;;) {
 		size_t i = atomic_fetch_add(&w->next, 1);
@@ -206,7 +212,7 @@ static void *worker(void *arg)
 		if (rc != CU_OK && !atomic_exchange(&w->failed, 1))
 			w->rc = rc;
 	}
-	stage_drop(w->r, &st);
+	park_stage_drop(w->r, &st);
 	return NULL;
 }
 
@@ -429,7 +435,8 @@ static int hold(const struct park_real *r, double t0, unsigned timeout_ms, char 
 	return -1;
 }
 
-static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *reply, size_t size);
+static int unpark_locked(const struct park_real *r, unsigned timeout_ms, struct park_files *f, char *reply,
+			 size_t size);
 
 /* Copies out and releases everything, park_tab.mu held; on failure, as it
  * was. *stage: where it failed. */
@@ -458,7 +465,86 @@ static CUresult move_out(const struct park_real *r, bool unpin, double *t2, cons
 	return rc;
 }
 
-static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpin, char *reply, size_t size)
+/* The allocations laid end to end, as the files take them; their bytes. */
+static unsigned long long lay_out(void)
+{
+	unsigned long long pos = 0;
+	for (size_t i = 0; i < park_tab.n; i++) {
+		park_tab.a[i].host_off = pos;
+		pos += park_tab.a[i].size;
+	}
+	return pos;
+}
+
+static int fail_files(char *reply, size_t size, const struct park_files *f)
+{
+	snprintf(reply, size, "error code=%d stage=%s file=%u piece=%llu errno=%d\n", f->cu,
+		 f->stage ? f->stage : "files", f->file, f->piece, f->err);
+	return -1;
+}
+
+/* Whether a file is shorter than its part of total bytes (cudasnap sizes
+ * them from what the process said before its calls were held; it may have
+ * allocated since, or a file was cut short since): the answer is written. */
+static bool files_short(const struct park_files *f, unsigned long long total, char *reply, size_t size)
+{
+	for (unsigned i = 0; i < f->n; i++) {
+		struct stat st = { 0 };
+		unsigned long long want = park_file_size(total, f->n, i);
+		if (fstat(f->fd[i], &st) != 0 || (unsigned long long)st.st_size < want) {
+			snprintf(reply, size,
+				 "error code=0 stage=files file=%u why=file %u holds %lld bytes of the %llu its part of %llu bytes takes\n",
+				 i, i, (long long)st.st_size, want, total);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Writes everything into the files and releases it, park_tab.mu held; on
+ * failure, as it was, with the answer written. */
+static int move_out_files(const struct park_real *r, struct park_files *f, double *t2, char *reply, size_t size)
+{
+	unsigned long long total = lay_out(), pieces = park_files_pieces(total);
+	if (files_short(f, total, reply, size))
+		return -1;
+	uint64_t *s = calloc(pieces ? pieces : 1, sizeof(*s));
+	*t2 = park_now();
+	if (s == NULL)
+		return fail(reply, size, "copy", CU_ERR_OUT_OF_MEMORY);
+	if (park_files_move(r, f, s, true, park_tab.n) != 0) {
+		free(s);
+		return fail_files(reply, size, f);
+	}
+	*t2 = park_now();
+	size_t released = 0;
+	CUresult rc = release_range(r, 0, park_tab.n, &released);
+	if (rc != CU_OK) {
+		/* Those released before the failure come back from the files. */
+		if (released && map_range(r, released) == CU_OK)
+			park_files_move(r, f, s, false, released);
+		free(s);
+		return fail(reply, size, "release", rc);
+	}
+	sums = s;
+	parked_bytes = total;
+	return 0;
+}
+
+/* Into host memory (move_out), or into files: 0, or -1 with the answer
+ * written and everything as it was. */
+static int move_out_any(const struct park_real *r, bool unpin, struct park_files *f, double *t2, char *reply,
+			size_t size)
+{
+	if (f && f->n)
+		return move_out_files(r, f, t2, reply, size);
+	const char *stage = "copy";
+	CUresult rc = move_out(r, unpin, t2, &stage);
+	return rc == CU_OK ? 0 : fail(reply, size, stage, rc);
+}
+
+static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpin, struct park_files *f, char *reply,
+		       size_t size)
 {
 	double t0 = park_now();
 	if (hold(r, t0, timeout_ms, reply, size) != 0)
@@ -476,24 +562,28 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 		return refuse(reply, size, 0, why);
 	}
 	double t1 = park_now(), t2 = t1;
-	const char *stage = "copy";
-	if (rc == CU_OK)
-		rc = move_out(r, unpin, &t2, &stage);
+	int out = rc == CU_OK ? move_out_any(r, unpin, f, &t2, reply, size) : fail(reply, size, "copy", rc);
 	double t3 = park_now();
-	if (rc != CU_OK) {
+	if (out != 0) {
 		attach_imports_again(r);
 		pthread_mutex_unlock(&park_tab.mu);
 		open_again();
-		return fail(reply, size, stage, rc);
+		return -1;
 	}
 	pthread_mutex_unlock(&park_tab.mu);
 	parked = true;
+	if (f && f->n) {
+		in_files = true;
+		files_held = *f;
+		files_count = f->n;
+		f->n = 0; /* the park's now */
+	}
 	/* A library whose load began before the park may have bound a driver
 	 * function past the gate meanwhile: the park is undone. */
 	char why[256];
 	if (park_bindings_check_within(why, sizeof(why)) != 0) {
 		char back[256];
-		if (unpark_locked(r, timeout_ms, back, sizeof(back)) != 0)
+		if (unpark_locked(r, timeout_ms, NULL, back, sizeof(back)) != 0)
 			return fail(reply, size, "undo", CU_ERR_UNKNOWN);
 		drop_chunks(r);
 		snprintf(reply, size, "error code=%d stage=check importer=0 why=%s\n", CU_ERR_NOT_SUPPORTED, why);
@@ -506,52 +596,98 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	double gb = parked_bytes / 1e9;
 	snprintf(reply, size,
 		 "ok parked=1 bytes=%llu allocs=%zu quiesce_s=%.4f copy_s=%.4f release_s=%.4f total_s=%.4f "
-		 "copy_gbps=%.2f\n",
-		 parked_bytes, park_tab.n, t1 - t0, t2 - t1, t3 - t2, t3 - t0, t2 > t1 ? gb / (t2 - t1) : 0.0);
+		 "copy_gbps=%.2f files=%u direct=%u\n",
+		 parked_bytes, park_tab.n, t1 - t0, t2 - t1, t3 - t2, t3 - t0, t2 > t1 ? gb / (t2 - t1) : 0.0,
+		 in_files ? files_count : 0, in_files ? park_files_direct(&files_held) : 0);
 	return 0;
 }
 
-int park_park(unsigned timeout_ms, bool unpin, char *reply, size_t size)
+int park_park(unsigned timeout_ms, bool unpin, struct park_files *files, char *reply, size_t size)
 {
 	park_gate_exempt(); /* the interposer's own thread */
 	const struct park_real *r = park_real();
-	if (r == NULL)
-		return fail(reply, size, "driver", CU_ERR_NOT_INITIALIZED);
-	pthread_mutex_lock(&move_mu);
 	int rc = 0;
-	if (parked)
-		snprintf(reply, size, "ok parked=1 bytes=%llu already=1\n", parked_bytes);
-	else
-		rc = park_locked(r, timeout_ms, unpin, reply, size);
-	pthread_mutex_unlock(&move_mu);
+	if (r == NULL) {
+		rc = fail(reply, size, "driver", CU_ERR_NOT_INITIALIZED);
+	} else if (files && files->n && park_syscalls_changed()) {
+		snprintf(reply, size,
+			 "error code=%d stage=check importer=0 why=the program installed a seccomp filter since it "
+			 "started, which may forbid the file I/O of a park into files\n",
+			 CU_ERR_NOT_SUPPORTED);
+		rc = -1;
+	} else {
+		pthread_mutex_lock(&move_mu);
+		if (parked)
+			snprintf(reply, size, "ok parked=1 bytes=%llu already=1 files=%u\n", parked_bytes,
+				 in_files ? files_count : 0);
+		else
+			rc = park_locked(r, timeout_ms, unpin, files, reply, size);
+		pthread_mutex_unlock(&move_mu);
+	}
+	if (files)
+		park_files_close(files); /* none left when the park took them */
 	return rc;
 }
 
-static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *reply, size_t size)
+/* Back from the files, park_tab.mu held, everything mapped: 0, or -1 with
+ * the answer written. */
+static int move_in_files(const struct park_real *r, struct park_files *f, char *reply, size_t size)
+{
+	if (f == NULL || f->n == 0) {
+		snprintf(reply, size,
+			 "error code=0 stage=files why=its memory is in files, which the unpark must give (cudasnap "
+			 "restore does)\n");
+		return -1;
+	}
+	if (files_short(f, parked_bytes, reply, size))
+		return -1;
+	if (park_files_move(r, f, sums, false, park_tab.n) != 0)
+		return fail_files(reply, size, f);
+	return 0;
+}
+
+static int unpark_locked(const struct park_real *r, unsigned timeout_ms, struct park_files *f, char *reply, size_t size)
 {
 	double t0 = park_now();
+	/* The files given, else those the park still holds. */
+	struct park_files *src = f && f->n ? f : &files_held;
+	if (in_files && src->n && src->n != files_count) {
+		snprintf(reply, size, "error code=0 stage=files why=%u files given, its memory is in %u\n", src->n,
+			 files_count);
+		return -1;
+	}
 	pthread_mutex_lock(&park_tab.mu);
 	CUresult rc = map_range(r, park_tab.n);
 	double t1 = park_now();
 	const char *stage = "map";
+	int copied = -1;
 	if (rc == CU_OK) {
 		stage = "copy";
-		rc = move_all(r, PASS_IN, false, park_tab.n);
-		if (rc == CU_OK)
+		copied = in_files ? move_in_files(r, src, reply, size) : 0;
+		rc = copied == 0 && !in_files ? move_all(r, PASS_IN, false, park_tab.n) : CU_OK;
+		if (rc == CU_OK && copied == 0)
 			rc = park_sync_all(r, park_now() + 60 + timeout_ms / 1000.0);
 		/* Its exporters are back (they unpark first): attach again. */
-		if (rc == CU_OK && (rc = attach_imports(r, timeout_ms)) != CU_OK)
+		if (rc == CU_OK && copied == 0 && (rc = attach_imports(r, timeout_ms)) != CU_OK)
 			stage = "attach";
-		if (rc != CU_OK) { /* stays parked: the copies are whole */
+		if (rc != CU_OK || copied != 0) { /* stays parked: the copies are whole */
 			size_t undone;
 			release_range(r, 0, park_tab.n, &undone);
 		}
 	}
 	double t2 = park_now();
 	pthread_mutex_unlock(&park_tab.mu);
+	if (copied != 0 && rc == CU_OK)
+		return -1; /* answered by move_in_files */
 	if (rc != CU_OK)
 		return fail(reply, size, stage, rc);
 	parked = false;
+	if (in_files) {
+		park_files_close(&files_held);
+		free(sums);
+		sums = NULL;
+		in_files = false;
+	}
 	open_again();
 	double gb = parked_bytes / 1e9;
 	snprintf(reply, size, "ok parked=0 bytes=%llu allocs=%zu map_s=%.4f copy_s=%.4f total_s=%.4f copy_gbps=%.2f\n",
@@ -559,21 +695,32 @@ static int unpark_locked(const struct park_real *r, unsigned timeout_ms, char *r
 	return 0;
 }
 
-int park_unpark(unsigned timeout_ms, char *reply, size_t size)
+int park_unpark(unsigned timeout_ms, struct park_files *files, char *reply, size_t size)
 {
 	/* the driver bounds its own calls; only an import waits, for its exporter */
 	park_gate_exempt();
 	const struct park_real *r = park_real();
-	if (r == NULL)
-		return fail(reply, size, "driver", CU_ERR_NOT_INITIALIZED);
-	pthread_mutex_lock(&move_mu);
 	int rc = 0;
-	if (!parked)
-		snprintf(reply, size, "ok parked=0 bytes=0 already=1\n");
-	else
-		rc = unpark_locked(r, timeout_ms, reply, size);
-	pthread_mutex_unlock(&move_mu);
+	if (r == NULL) {
+		rc = fail(reply, size, "driver", CU_ERR_NOT_INITIALIZED);
+	} else {
+		pthread_mutex_lock(&move_mu);
+		if (!parked)
+			snprintf(reply, size, "ok parked=0 bytes=0 already=1\n");
+		else
+			rc = unpark_locked(r, timeout_ms, files, reply, size);
+		pthread_mutex_unlock(&move_mu);
+	}
+	if (files)
+		park_files_close(files);
 	return rc;
+}
+
+void park_files_let_go(void)
+{
+	pthread_mutex_lock(&move_mu);
+	park_files_close(&files_held);
+	pthread_mutex_unlock(&move_mu);
 }
 
 void park_drop_host_copy(void)
@@ -596,14 +743,15 @@ void park_status(char *reply, size_t size)
 	char buf[256];
 	const char *why = park_why_not(buf, sizeof(buf));
 	why = why ? why : "";
-	int len = snprintf(reply, size,
-			   "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "
-			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u pool_imports=%u held=%u "
-			   "unclaimed=%u",
-			   (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes,
-			   park_tab.n, park_gate_closed() ? "closed" : "open", exported, park_ipc_attached(NULL),
-			   park_ipc_imports() + park_vmm_carried(), park_tab.legacy_imports, park_vmm_imports(),
-			   park_tab.pool_imports, park_control_held(), park_vmm_unclaimed());
+	int len =
+		snprintf(reply, size,
+			 "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "
+			 "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u pool_imports=%u held=%u "
+			 "unclaimed=%u files=%u",
+			 (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes, park_tab.n,
+			 park_gate_closed() ? "closed" : "open", exported, park_ipc_attached(NULL),
+			 park_ipc_imports() + park_vmm_carried(), park_tab.legacy_imports, park_vmm_imports(),
+			 park_tab.pool_imports, park_control_held(), park_vmm_unclaimed(), in_files ? files_count : 0);
 	/* the reason last, to the end of the line */
 	if (len >= 0 && (size_t)len < size)
 		snprintf(reply + len, size - (size_t)len, "%s%s\n", why[0] ? " why=" : "", why);

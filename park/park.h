@@ -223,12 +223,52 @@ void park_mark_unparkable(const char *why);
 /* Room for one more element in *arr (n used of *cap); false when out of memory. */
 bool park_grow(void **arr, size_t n, size_t *cap, size_t elem);
 
+/* files.c: a park into files (park_find.h: PARK_FILES_MAX, PARK_PIECE and
+ * the layout). */
+struct park_files {
+	int fd[PARK_REQ_FILES_MAX];
+	bool direct[PARK_REQ_FILES_MAX]; /* moved with O_DIRECT */
+	unsigned n;
+	unsigned long long bytes;
+	/* a failure: its step ("write", "read", "verify", "copy", "flush"...),
+	 * file, piece, and errno or the driver's error */
+	const char *stage;
+	unsigned file;
+	unsigned long long piece;
+	int err;
+	CUresult cu;
+};
+unsigned long long park_files_pieces(unsigned long long total);
+/* Whether the descriptors are regular files open for writing (out) or
+ * reading; probes O_DIRECT on each. 0, or -1 with why. */
+int park_files_check(struct park_files *f, bool out, char *why, size_t size);
+/* The memory of the allocations [0, limit) (laid end to end by host_off)
+ * out into the files, each piece's checksum into sums, or back from them,
+ * each piece checked against sums first: 0, or -1 with the failure in f. */
+int park_files_move(const struct park_real *r, struct park_files *f, uint64_t *sums, bool out, size_t limit);
+unsigned park_files_direct(const struct park_files *f);
+void park_files_close(struct park_files *f);
+
+/* move.c: a pinned staging buffer of PARK_PIECE bytes, made at its first use. */
+struct park_stage {
+	unsigned char *p;
+	bool pinned;
+};
+CUresult park_stage_get(const struct park_real *r, struct park_stage *st);
+void park_stage_drop(const struct park_real *r, struct park_stage *st);
+
 /* move.c: park and unpark; the answer is written into reply */
 /* unpin: a host copy that is not pinned (made through pinned staging;
  * the driver's checkpoint and restore then have no pinned memory to
- * carry). */
-int park_park(unsigned timeout_ms, bool unpin, char *reply, size_t size);
-int park_unpark(unsigned timeout_ms, char *reply, size_t size);
+ * carry). files: the memory goes into these files instead of host memory
+ * (or, at an unpark, comes from them); the park takes them (closed when
+ * it ends), NULL or none: host memory, or at an unpark the files the park
+ * still holds. */
+int park_park(unsigned timeout_ms, bool unpin, struct park_files *files, char *reply, size_t size);
+int park_unpark(unsigned timeout_ms, struct park_files *files, char *reply, size_t size);
+/* A commit: the files the park holds are let go of (its memory stays in
+ * them; an unpark must give them again). */
+void park_files_let_go(void);
 bool park_is_parked(void);
 void park_status(char *reply, size_t size);
 /* After an unpark's answer: the host copy is given back. */

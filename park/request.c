@@ -91,7 +91,8 @@ static bool is(const char *t, size_t len, const char *word)
 }
 
 /* The words after the verb of status, park, unpark and commit: a wait
- * (park and unpark, first), unpin (park), the key; each at most once. */
+ * (park and unpark, first), unpin (park), files (park and unpark), the
+ * key; each at most once. */
 static bool named(struct park_req *r, const char *t, size_t len, size_t pos)
 {
 	bool waits = r->verb == PARK_REQ_PARK || r->verb == PARK_REQ_UNPARK;
@@ -100,6 +101,16 @@ static bool named(struct park_req *r, const char *t, size_t len, size_t pos)
 	if (r->verb == PARK_REQ_PARK && is(t, len, "unpin") && !r->unpin) {
 		r->unpin = true;
 		return true;
+	}
+	if (waits && len > 6 && len <= 8 && memcmp(t, "files=", 6) == 0 && r->files == 0) {
+		unsigned n = 0;
+		for (size_t i = 6; i < len; i++)
+			if (t[i] < '0' || t[i] > '9' || (i == 6 && t[i] == '0'))
+				return false;
+			else
+				n = n * 10 + (unsigned)(t[i] - '0');
+		r->files = n;
+		return n >= 1 && n <= PARK_REQ_FILES_MAX;
 	}
 	if (len > 4 && memcmp(t, "key=", 4) == 0 && !r->has_key) {
 		r->has_key = park_unhex(t + 4, len - 4, r->key, sizeof(r->key));

@@ -3,14 +3,16 @@
  * who reached the socket): one line each, parsed here without any state so
  * that a fuzzer can drive it. Grammar (single spaces, nothing else):
  *
- *   status [key=K]            park [MS] [unpin] [key=K]
- *   unpark [MS] [key=K]       commit [key=K]
+ *   status [key=K]            park [MS] [unpin] [files=F] [key=K]
+ *   unpark [MS] [files=F] [key=K]                commit [key=K]
  *   fd VA N    vlive S N    vfd S N        (a proof exchange follows)
  *   detach VA  vclaim S  vdetach S  vdrop S
  *   proof M                                (the second step of an exchange)
  *
  * K: the process's key (PARK_KEY_LEN bytes in hex), MS: decimal, VA and S:
- * hex, N: a nonce (PARK_NONCE_LEN bytes in hex), M: 16 hex digits. */
+ * hex, N: a nonce (PARK_NONCE_LEN bytes in hex), M: 16 hex digits, F: 1 to
+ * PARK_FILES_MAX, the files (one descriptor each, in messages of one byte
+ * that follow the line) the memory goes into or comes from. */
 #ifndef CS_PARK_REQUEST_H
 #define CS_PARK_REQUEST_H
 
@@ -23,6 +25,7 @@
 #define PARK_NONCE_LEN 16
 #define PARK_LINE_MAX 256 /* longer lines are refused whole */
 #define PARK_TIMEOUT_MAX 600000u
+#define PARK_REQ_FILES_MAX 16 /* = PARK_FILES_MAX (lib/proc/park_find.h) */
 
 enum park_verb {
 	PARK_REQ_BAD = 0,
@@ -44,6 +47,7 @@ struct park_req {
 	enum park_verb verb;
 	unsigned timeout_ms; /* 0: not given */
 	bool unpin;
+	unsigned files; /* park, unpark: 0 none */
 	bool has_key;
 	uint8_t key[PARK_REQ_KEY_LEN];
 	uint64_t id; /* an allocation's address, or an export's serial */

@@ -163,15 +163,20 @@ static void print_park(const cs_proc *p)
 		return;
 	}
 	double mib = (double)pi.bytes / (1 << 20);
+	char where[64];
+	if (pi.files)
+		snprintf(where, sizeof(where), "%u files (--park-to)", pi.files);
+	else
+		snprintf(where, sizeof(where), "host memory");
 	if (park_left(p, &pi))
-		printf("LEFT BEHIND: %d (%s) is running, parked: %.1f MiB of its device memory is in host memory and "
+		printf("LEFT BEHIND: %d (%s) is running, parked: %.1f MiB of its device memory is in %s and "
 		       "its GPU work waits, and nothing holds its park (it was committed); recover with 'cudasnap "
 		       "restore --pid %d'\n",
-		       (int)p->pid, p->comm, mib, (int)p->pid);
+		       (int)p->pid, p->comm, mib, where, (int)p->pid);
 	else if (pi.parked)
-		printf("parked: %d (%s) holds %.1f MiB of its device memory in host memory; cudasnap restore "
+		printf("parked: %d (%s) holds %.1f MiB of its device memory in %s; cudasnap restore "
 		       "unparks it\n",
-		       (int)p->pid, p->comm, mib);
+		       (int)p->pid, p->comm, mib, where);
 	else if (pi.parkable && pi.bytes == 0 && pi.imports == 0)
 		printf("parking: %d (%s) runs the interposer, with no memory of its own to park (its checkpoint is "
 		       "the driver's)%s\n",
@@ -199,6 +204,7 @@ static json_object *park_json(const cs_proc *p)
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "parkable", json_object_new_boolean(pi.parkable));
 	json_object_object_add(o, "parked", json_object_new_boolean(pi.parked));
+	json_object_object_add(o, "files", json_object_new_int((int)pi.files));
 	json_object_object_add(o, "bytes", json_object_new_uint64(pi.bytes));
 	json_object_object_add(o, "ipc_imports", json_object_new_int((int)pi.imports));
 	json_object_object_add(o, "ipc_attached", json_object_new_int((int)pi.attached));

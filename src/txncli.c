@@ -26,6 +26,8 @@ enum {
 	OPT_IGNORE_GPU_MEMORY,
 	OPT_ALL,
 	OPT_NO_PARK,
+	OPT_PARK_TO,
+	OPT_KEEP,
 };
 
 void txn_cli_selection_help(FILE *f, cs_op op)
@@ -92,7 +94,19 @@ void txn_cli_park_help(FILE *f, cs_op op)
 	if (op == CS_OP_CHECKPOINT)
 		fprintf(f,
 			"      --no-park     leave the memory of processes that run the parking\n"
-			"                    interposer (cudasnap run) to the driver\n");
+			"                    interposer (cudasnap run) to the driver\n"
+			"      --park-to DIR  park into files of DIR instead of host memory: the\n"
+			"                    processes then hold neither their GPU memory nor a copy\n"
+			"                    of it (a memory limit below their GPU memory is no\n"
+			"                    obstacle). DIR: an absolute path, reached through no\n"
+			"                    symbolic link, that no other user can write; refused\n"
+			"                    (exit 2) when it has too little free space for them all.\n"
+			"                    O_DIRECT where its file system takes it; every piece\n"
+			"                    checksummed (XXH3) and checked at the restore\n");
+	if (op == CS_OP_RESTORE)
+		fprintf(f,
+			"      --keep        keep the files of processes parked into files (--park-to)\n"
+			"                    once their memory is back (removed by default)\n");
 	fprintf(f,
 		"\nA process started with 'cudasnap run' (or LD_PRELOAD=libcudasnap-park.so) has\n"
 		"its device memory %s,\noutside the driver's lock, at the speed of host memory and PCIe; the driver\n"
@@ -101,7 +115,9 @@ void txn_cli_park_help(FILE *f, cs_op op)
 		"the driver's way.%s\n",
 		op == CS_OP_CHECKPOINT ? "copied to host memory and released (parked) before the lock" :
 					 "put back (unparked) after the unlock",
-		op == CS_OP_CHECKPOINT ? " CUDASNAP_NO_PARK=1 does what --no-park does." : "");
+		op == CS_OP_CHECKPOINT ?
+			" CUDASNAP_NO_PARK=1 does what --no-park does;\nCUDASNAP_PARK_TO=DIR what --park-to does." :
+			" A process parked into files reads them back (each\npiece checked against its checksum before its GPU work resumes); one whose\nfiles are missing, cut short or changed stays checkpointed (exit 1).");
 }
 
 void txn_cli_checks_help(FILE *f, cs_op op)
@@ -199,6 +215,8 @@ static int parse_one(txn_cli *c, int opt, const char *arg)
 	case OPT_IGNORE_GPU_MEMORY: return set_flag(&c->ignore_gpu_memory);
 	case OPT_ALL: return set_flag(&c->all);
 	case OPT_NO_PARK: return set_flag(&c->no_park);
+	case OPT_PARK_TO: c->park_to = arg; return CLI_GO_ON;
+	case OPT_KEEP: return set_flag(&c->park_keep);
 	default: return EXIT_USAGE;
 	}
 }
@@ -221,6 +239,7 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 		{ "ignore-memory", no_argument, NULL, OPT_IGNORE_MEMORY },
 		{ "allow-unrestorable", no_argument, NULL, OPT_ALLOW_UNRESTORABLE },
 		{ "no-park", no_argument, NULL, OPT_NO_PARK },
+		{ "park-to", required_argument, NULL, OPT_PARK_TO },
 	}, restore[] = {
 		{ "device-map", required_argument, NULL, OPT_MAP },
 		{ "no-init", no_argument, NULL, OPT_NOINIT },
@@ -228,6 +247,7 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 		{ "wait-memory", required_argument, NULL, OPT_WAIT_MEMORY },
 		{ "ignore-gpu-memory", no_argument, NULL, OPT_IGNORE_GPU_MEMORY },
+		{ "keep", no_argument, NULL, OPT_KEEP },
 	}, all[] = {
 		{ "all", no_argument, NULL, OPT_ALL },
 	};
@@ -255,6 +275,10 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 	}
 	if (optind < argc) {
 		cli_errorf("Name processes with --pid.", "unexpected argument '%s'", argv[optind]);
+		return cli_usage_error(c->cmd);
+	}
+	if (c->park_to && c->no_park) {
+		cli_errorf(NULL, "--park-to parks into files: it does not go with --no-park");
 		return cli_usage_error(c->cmd);
 	}
 	if (c->all && (c->sel.npids || c->sel.ntrees || c->sel.cgroup)) {

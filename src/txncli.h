@@ -28,6 +28,8 @@ typedef struct txn_cli {
 	unsigned wait_memory_s; /* restore */
 	bool ignore_gpu_memory; /* restore */
 	bool no_park; /* checkpoint, restore */
+	const char *park_to; /* checkpoint: --park-to DIR */
+	bool park_keep; /* restore: --keep */
 	/* checkpoint and lock: --all, every CUDA process of the namespace, which
 	 * the initial PID namespace asks for by name (the hook sets it too) */
 	bool all;

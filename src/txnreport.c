@@ -192,6 +192,15 @@ static json_object *target_json(const cs_target *t)
 		json_object_object_add(pk, "copy_seconds", json_object_new_double(t->park_copy_s));
 		json_object_object_add(pk, "copy_gbps", json_object_new_double(t->park_gbps));
 		cs_json_add_str_or_null(pk, "why_not", t->park_why[0] ? t->park_why : NULL);
+		/* a park into files: where its memory is, or was until this restore */
+		json_object *pf = t->park_name[0] ? json_object_new_object() : NULL;
+		if (pf) {
+			json_object_object_add(pf, "dir", json_object_new_string(t->park_dir));
+			json_object_object_add(pf, "name", json_object_new_string(t->park_name));
+			json_object_object_add(pf, "count", json_object_new_int((int)t->park_nfiles));
+			json_object_object_add(pf, "direct", json_object_new_int((int)t->park_direct));
+		}
+		json_object_object_add(pk, "files", pf);
 		json_object_object_add(o, "park", pk);
 	}
 	json_object_object_add(o, "error", t->error.message[0] ? cs_json_error(&t->error) : NULL);

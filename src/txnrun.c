@@ -146,6 +146,8 @@ int txn_cli_execute(txn_cli *c)
 		.wait_memory_s = c->wait_memory_s,
 		.ignore_gpu_memory = c->ignore_gpu_memory,
 		.no_park = c->no_park,
+		.park_to = c->park_to,
+		.park_keep = c->park_keep,
 		.front = c->front ? c->front : "cli",
 		.interrupted = &interrupted,
 		.progress = txn_progress,

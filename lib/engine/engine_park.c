@@ -97,7 +97,7 @@ static void park_early(cs_driver *d, pid_t pid, unsigned ms, eng_park_reply *r, 
 	eng_early *x = &r->early[r->nearly];
 	cs_error err = { 0 };
 	int conn = -1;
-	if (cs_park_step(&t, true, &conn, ms, cs_park_answer_s(d, info.bytes, ms), &x->park, &err) == 0) {
+	if (cs_park_step(&t, true, &conn, ms, cs_park_answer_s(d, info.bytes, ms), NULL, &x->park, &err) == 0) {
 		cs_park_close(&conn, true);
 		x->pid = pid;
 		r->nearly++;
@@ -130,7 +130,7 @@ void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, 
 		snprintf(r->park_err.message, sizeof(r->park_err.message), "%s%s", why, info.attached ? early_err : "");
 		return;
 	}
-	if (cs_park_step(t, true, conn, ms, cs_park_answer_s(d, info.bytes, ms), &r->park, &r->park_err) == 0) {
+	if (cs_park_step(t, true, conn, ms, cs_park_answer_s(d, info.bytes, ms), NULL, &r->park, &r->park_err) == 0) {
 		r->parked = true;
 		return;
 	}
@@ -153,7 +153,7 @@ void eng_park_after_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, i
 	cs_park_answer u;
 	cs_error err = { 0 };
 	unsigned ms = timeout_s * 1000;
-	r->unparked = cs_park_step(t, false, conn, ms, cs_park_answer_s(d, r->park.bytes, ms), &u, &err) == 0;
+	r->unparked = cs_park_step(t, false, conn, ms, cs_park_answer_s(d, r->park.bytes, ms), NULL, &u, &err) == 0;
 	r->parked = !r->unparked;
 	cs_park_close(conn, false);
 }

@@ -330,7 +330,7 @@ static int unpark_one(cs_engine *e, const eng_task *t, bool importers, char *why
 	cs_park_answer a;
 	cs_error err = { 0 };
 	unsigned ms = eng_lock_timeout_s(e) * 1000;
-	int rc = cs_park_step(&x, false, &conn, ms, cs_park_answer_s(NULL, info.bytes, ms), &a, &err);
+	int rc = cs_park_step(&x, false, &conn, ms, cs_park_answer_s(NULL, info.bytes, ms), NULL, &a, &err);
 	cs_park_close(&conn, false);
 	cs_history_proc *h = eng_op_entry(e, t->entry);
 	if (rc < 0) {

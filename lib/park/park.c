@@ -2,6 +2,7 @@
  * (found by lib/proc/park_find.c), one request and one answer per line. */
 #include "park.h"
 #include "park_find.h"
+#include "parkfiles.h"
 #include "env.h"
 #include "halt.h"
 #include "proc.h"
@@ -50,6 +51,16 @@ static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t kl
 		a->total_s = strtod(v, &end);
 	else if (key_is(k, klen, "copy_gbps"))
 		a->gbps = strtod(v, &end);
+	else if (key_is(k, klen, "files"))
+		a->files = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "direct"))
+		a->direct = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "file"))
+		a->file = (int)strtol(v, &end, 10);
+	else if (key_is(k, klen, "piece"))
+		a->piece = strtoull(v, &end, 10);
+	else if (key_is(k, klen, "errno"))
+		a->err_no = (int)strtol(v, &end, 10);
 	if (info == NULL)
 		return;
 	if (key_is(k, klen, "parked"))
@@ -103,8 +114,10 @@ int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info)
 		}
 		p += tok;
 	}
-	if (info)
+	if (info) {
 		info->bytes = a->bytes;
+		info->files = a->files;
+	}
 	return ok ? 0 : -1;
 }
 
@@ -124,11 +137,13 @@ static void key_field(pid_t pid, char *out, size_t size)
 	explicit_bzero(key, sizeof(key));
 }
 
-/* One request, one answer line (bounded by the socket's timeouts). */
-static int ask(int conn, const char *req, char *line, size_t size)
+/* One request (its files after it), one answer line (bounded by the
+ * socket's timeouts). */
+static int send_files(int conn, const cs_park_files *f);
+static int ask_with(int conn, const char *req, const cs_park_files *files, char *line, size_t size)
 {
 	size_t len = strlen(req);
-	if (send(conn, req, len, MSG_NOSIGNAL) != (ssize_t)len)
+	if (send(conn, req, len, MSG_NOSIGNAL) != (ssize_t)len || send_files(conn, files) != 0)
 		return -1;
 	size_t n = 0;
 	while (n + 1 < size) {
@@ -142,6 +157,35 @@ static int ask(int conn, const char *req, char *line, size_t size)
 	}
 	line[n] = 0;
 	return n ? 0 : -1;
+}
+
+/* The files after the request's line: one byte and one descriptor each. */
+static int send_files(int conn, const cs_park_files *f)
+{
+	for (unsigned i = 0; f && i < f->n; i++) {
+		char c = 'F';
+		struct iovec io = { &c, 1 };
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		struct msghdr m = {
+			.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)
+		};
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &f->fd[i], sizeof(int));
+		if (sendmsg(conn, &m, MSG_NOSIGNAL) != 1)
+			return -1;
+	}
+	return 0;
+}
+
+static int ask(int conn, const char *req, char *line, size_t size)
+{
+	return ask_with(conn, req, NULL, line, size);
 }
 
 /* Closes conn once the interposer has closed its end (bounded by the
@@ -249,9 +293,48 @@ bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, siz
 	return true;
 }
 
+/* A park into files, or an unpark from them, that failed at a file. */
+static bool explain_files(const cs_target *t, bool park, const cs_park_answer *a, cs_error *err)
+{
+	static const char *const stages[] = { "files", "write", "read", "verify", "flush", "staging", "thread" };
+	bool ours = false;
+	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++)
+		ours = ours || strcmp(a->stage, stages[i]) == 0;
+	if (!ours)
+		return false;
+	char what[200];
+	if (strcmp(a->stage, "verify") == 0)
+		snprintf(what, sizeof(what), "file %d does not hold what the park wrote (piece %llu: checksum differs)",
+			 a->file, a->piece);
+	else if (strcmp(a->stage, "files") == 0)
+		snprintf(what, sizeof(what), "%s", a->why[0] ? a->why : "its files were refused");
+	else
+		snprintf(what, sizeof(what), "%s file %d (piece %llu): %s",
+			 strcmp(a->stage, "read") == 0          ? "reading" :
+				 strcmp(a->stage, "write") == 0 ? "writing" :
+								  a->stage,
+			 a->file, a->piece,
+			 a->err_no       ? strerror(a->err_no) :
+				 a->code ? "CUDA error" :
+					   "failed");
+	if (a->code && !a->err_no) {
+		size_t len = strlen(what);
+		snprintf(what + len, sizeof(what) - len, " %d", a->code);
+	}
+	cs_error_set(err, park ? CS_ESYS : CS_ESTATE,
+		     park ? "Nothing was parked: its memory stays on the GPU and it runs on; the files are removed." :
+			    "It stays checkpointed, its GPU memory in its files as they are; bring back the files it "
+			    "was parked into and run cudasnap restore again.",
+		     "%s of process %d (%s) %s files failed: %s", park ? "park" : "unpark", (int)t->pid, t->comm,
+		     park ? "into" : "from", what);
+	return true;
+}
+
 static void explain(const cs_target *t, bool park, const cs_park_answer *a, bool answered, unsigned timeout_ms,
 		    cs_error *err)
 {
+	if (answered && explain_files(t, park, a, err))
+		return;
 	const char *what = park ? "park" : "unpark";
 	if (!answered)
 		cs_error_set(err, CS_EPROC,
@@ -308,8 +391,8 @@ double cs_park_answer_s(const cs_driver *d, unsigned long long bytes, unsigned t
 	return cs_move_deadline(d, bytes) + timeout_ms / 1000.0;
 }
 
-int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, double answer_s, cs_park_answer *a,
-		 cs_error *err)
+int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, double answer_s,
+		 const cs_park_files *files, cs_park_answer *a, cs_error *err)
 {
 	memset(a, 0, sizeof(*a));
 	if (*conn < 0)
@@ -323,10 +406,13 @@ int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, 
 	 * it pinned through the checkpoint, to measure other machines. */
 	const char *pin = cs_env("CUDASNAP_PARK_PIN");
 	bool unpin = !(pin && strcmp(pin, "keep") == 0);
-	snprintf(req, sizeof(req), "%s %u%s%s\n", park ? "park" : "unpark", timeout_ms, park && unpin ? " unpin" : "",
-		 key);
+	char nfiles[24] = "";
+	if (files && files->n)
+		snprintf(nfiles, sizeof(nfiles), " files=%u", files->n);
+	snprintf(req, sizeof(req), "%s %u%s%s%s\n", park ? "park" : "unpark", timeout_ms, park && unpin ? " unpin" : "",
+		 nfiles, key);
 	/* an answer: "ok ..." (parsed 0) or "error ..." (parsed -1, with its keys) */
-	bool answered = *conn >= 0 && ask(*conn, req, line, sizeof(line)) == 0 &&
+	bool answered = *conn >= 0 && ask_with(*conn, req, files, line, sizeof(line)) == 0 &&
 		(cs_park_parse(line, a, NULL) == 0 || strncmp(line, "error", 5) == 0);
 	if (answered && a->ok)
 		return 0;

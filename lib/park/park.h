@@ -23,6 +23,7 @@ typedef struct cs_park_info {
 	unsigned attached; /* other processes that map its memory */
 	unsigned held; /* connections that hold its park (0: a committed park, or none) */
 	unsigned unclaimed; /* VMM exports whose descriptor its interposer keeps until a park */
+	unsigned files; /* parked into this many files (0: into host memory, or not parked) */
 	char why[160]; /* when not parkable */
 } cs_park_info;
 
@@ -38,6 +39,9 @@ typedef struct cs_park_answer {
 	char why[160];
 	unsigned long long bytes;
 	double quiesce_s, copy_s, release_s, map_s, total_s, gbps;
+	unsigned files, direct; /* park into files: how many, written with O_DIRECT */
+	int file, err_no; /* a file's failure: which, and its errno */
+	unsigned long long piece;
 } cs_park_answer;
 
 /* Parses one answer line into a (and info, for a status answer, when not
@@ -88,8 +92,11 @@ bool cs_park_unrestorable(const cs_park_info *info, const char *proc_file, bool 
 /* How long the answer to a park or unpark of bytes may take: the driver's
  * deadline for moving as much, plus timeout_ms for the calls in flight. */
 double cs_park_answer_s(const cs_driver *d, unsigned long long bytes, unsigned timeout_ms);
-int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, double answer_s, cs_park_answer *a,
-		 cs_error *err);
+/* files: the files the memory goes into or comes from (parkfiles.h),
+ * passed to the process with the request; NULL or none: host memory. */
+struct cs_park_files;
+int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, double answer_s,
+		 const struct cs_park_files *files, cs_park_answer *a, cs_error *err);
 /* Ends a held park: commit keeps it parked once cudasnap is gone; without,
  * the process unparks itself. */
 void cs_park_close(int *conn, bool commit);

@@ -61,4 +61,24 @@ int park_find_in_unix(const char *text, const unsigned long *inodes, size_t n, c
 #define PARK_PROBE_BASE 0x4350000000000000ULL
 unsigned long long park_tag_in_fdinfo(const char *text);
 
+/* A park into files (cudasnap checkpoint --park-to): cudasnap makes n files
+ * (at most PARK_FILES_MAX) and passes them to the interposer, which writes
+ * the process's parked memory into them and reads it back at the unpark.
+ * The memory, all allocations one after the other, is cut into pieces of
+ * PARK_PIECE bytes (the last one shorter); piece k goes to file k % n at
+ * offset (k / n) * PARK_PIECE. So each file is written and read in order by
+ * one thread of its own, and its size follows from the bytes alone. */
+#define PARK_FILES_MAX 16
+#define PARK_PIECE (32ull << 20)
+static inline unsigned long long park_file_size(unsigned long long total, unsigned n, unsigned f)
+{
+	unsigned long long pieces = (total + PARK_PIECE - 1) / PARK_PIECE;
+	if (n == 0 || f >= n || pieces <= f)
+		return 0;
+	unsigned long long count = (pieces - 1 - f) / n + 1, size = count * PARK_PIECE;
+	if ((pieces - 1) % n == f)
+		size -= pieces * PARK_PIECE - total; /* the last piece, shorter */
+	return size;
+}
+
 #endif

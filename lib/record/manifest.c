@@ -1,4 +1,5 @@
 #include "manifest.h"
+#include "park_find.h"
 #include "json.h"
 #include "nvml.h"
 #include "state.h"
@@ -55,6 +56,15 @@ static json_object *entry_json(const cs_target *t, int order)
 		if (t->done[s])
 			json_object_object_add(tm, cs_step_name((cs_step)s), json_object_new_double(t->seconds[s]));
 	json_object_object_add(o, "seconds", tm);
+	json_object *pf = t->park_nfiles ? json_object_new_object() : NULL;
+	if (pf) {
+		json_object_object_add(pf, "dir", json_object_new_string(t->park_dir));
+		json_object_object_add(pf, "name", json_object_new_string(t->park_name));
+		json_object_object_add(pf, "count", json_object_new_int((int)t->park_nfiles));
+		json_object_object_add(pf, "bytes", json_object_new_uint64(t->park_bytes));
+		json_object_object_add(pf, "direct", json_object_new_int((int)t->park_direct));
+	}
+	json_object_object_add(o, "park_files", pf);
 	return o;
 }
 
@@ -234,6 +244,42 @@ static int get_used(json_object *o, cs_manifest_entry *e)
 	return 0;
 }
 
+/* "cudasnap-gpumem.PID.START", as cs_park_files_name makes it: nothing a
+ * path could be made of. */
+static bool park_files_named(const char *name)
+{
+	const char *p = name + strlen("cudasnap-gpumem.");
+	if (strncmp(name, "cudasnap-gpumem.", strlen("cudasnap-gpumem.")) != 0)
+		return false;
+	for (int part = 0; part < 2; part++) {
+		size_t digits = strspn(p, "0123456789");
+		if (digits == 0 || digits > 20 || p[digits] != (part == 0 ? '.' : 0))
+			return false;
+		p += digits + 1;
+	}
+	return true;
+}
+
+/* "park_files": absent or null, or {"dir": an absolute path, "name": the
+ * files' base name (cudasnap-gpumem.PID.START), "count": 1 to
+ * PARK_FILES_MAX, "bytes"}; anything else makes the record malformed. */
+static int get_park_files(json_object *o, cs_manifest_entry *e)
+{
+	json_object *pf;
+	if (!json_object_object_get_ex(o, "park_files", &pf) || json_object_is_type(pf, json_type_null))
+		return 0;
+	long long count, bytes;
+	if (!json_object_is_type(pf, json_type_object) ||
+	    !get_str(pf, "dir", e->park_dir, sizeof(e->park_dir), false) || e->park_dir[0] != '/' ||
+	    !get_str(pf, "name", e->park_name, sizeof(e->park_name), false) || !park_files_named(e->park_name) ||
+	    !get_int(pf, "count", 1, PARK_FILES_MAX, &count) ||
+	    !get_int(pf, "bytes", 0, (long long)CS_GPU_BYTES_MAX, &bytes))
+		return -1;
+	e->park_nfiles = (unsigned)count;
+	e->park_bytes = (unsigned long long)bytes;
+	return 0;
+}
+
 static int parse_entry(json_object *o, cs_manifest_entry *e)
 {
 	long long pid, order, start;
@@ -250,7 +296,7 @@ static int parse_entry(json_object *o, cs_manifest_entry *e)
 	e->bytes_known = get_int(o, "bytes", 0, (long long)CS_GPU_BYTES_MAX, &bytes);
 	e->bytes = e->bytes_known ? (unsigned long long)bytes : 0;
 	e->nspid = get_int(o, "nspid", 1, INT_MAX, &nspid) ? (pid_t)nspid : 0;
-	if (get_used(o, e) < 0)
+	if (get_used(o, e) < 0 || get_park_files(o, e) < 0)
 		return -1;
 	return get_gpus(o, e->gpus, sizeof(e->gpus));
 }

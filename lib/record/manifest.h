@@ -33,6 +33,12 @@ typedef struct cs_manifest_entry {
 	cs_gpu_use use[CS_TARGET_GPUS];
 	unsigned nuse;
 	bool use_known;
+	/* "park_files": where a park into files put its GPU memory (count 0:
+	 * none), and how many bytes */
+	char park_dir[256];
+	char park_name[64];
+	unsigned park_nfiles;
+	unsigned long long park_bytes;
 } cs_manifest_entry;
 
 /* A GPU the processes saw or used, as the record keeps it in its top-level

@@ -115,6 +115,7 @@ static unsigned long long group_need(const cs_fit *f, size_t n, const cs_fit_env
 	unsigned long long sum = 0, used = 0;
 	uint64_t seen = 0;
 	size_t bounded = 0;
+	unsigned long long off = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!f[i].known || (in && !node_in(&f[i], in)))
 			continue;
@@ -122,11 +123,16 @@ static unsigned long long group_need(const cs_fit *f, size_t n, const cs_fit_env
 			sum += f[i].need;
 			continue;
 		}
+		/* a bound of what stays in host memory: the GPUs' use less what
+		 * parks into files, and the staging that takes instead */
+		off += f[i].off_host;
+		sum += f[i].staging;
 		seen |= f[i].seen;
 		bounded++;
 	}
 	for (size_t g = 0; g < 64; g++)
 		used += seen >> g & 1 ? env->gpu_used[g] : 0;
+	used = used > off ? used - off : 0;
 	return bounded ? sum + cs_checkpoint_host_need(used) + NEED_FIXED * (bounded - 1) : sum;
 }
 
@@ -135,7 +141,8 @@ void cs_fit_measure(cs_fit *f, size_t n, const cs_proc *const *procs, cs_fit_env
 	exact_bytes(f, n, env);
 	bounded_bytes(f, n, procs, env);
 	for (size_t i = 0; i < n; i++) {
-		f[i].need = f[i].known ? cs_checkpoint_host_need(f[i].gpu) : 0;
+		unsigned long long kept = f[i].gpu > f[i].off_host ? f[i].gpu - f[i].off_host : 0;
+		f[i].need = f[i].known ? cs_checkpoint_host_need(kept) + f[i].staging : 0;
 		if (cs_memcg_read(env->procdir, f[i].pid, &env->mounts, &f[i].cg) < 0)
 			f[i].cg.version = 0;
 	}

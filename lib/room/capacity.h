@@ -40,6 +40,10 @@ typedef struct cs_fit {
 	unsigned long long gpu; /* GPU memory it holds; with CS_GPU_AT_MOST a bound */
 	int known; /* cs_gpu_known */
 	unsigned long long need; /* host memory its checkpoint charges */
+	/* Set before cs_fit_measure: of its GPU memory, what a park into files
+	 * takes out of host memory, and the staging buffers that park keeps in
+	 * its memory instead. */
+	unsigned long long off_host, staging;
 	uint64_t seen; /* CS_GPU_AT_MOST: the GPUs it uses (bit = NVML index), whose use bounds its own */
 	cs_memcg cg; /* its memory cgroup chain before anything changed */
 	int room; /* cs_room, set by cs_fit_judge */

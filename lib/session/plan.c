@@ -2,12 +2,14 @@
  * --dry-run prints from them. */
 #include "plan.h"
 #include "park.h"
+#include "parkfiles.h"
 #include "halt.h"
 #include "pool.h"
 #include "select.h"
 #include "session_int.h"
 #include "util.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,7 +145,9 @@ static void check_memory(cs_session *s, cs_plan_entry *e, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (!e[i].target)
 			continue;
-		f[m] = (cs_fit){ .pid = e[i].pid };
+		f[m] = (cs_fit){ .pid = e[i].pid, .off_host = e[i].park_out };
+		if (e[i].park_out)
+			f[m].staging = cs_park_files_count(e[i].park_out) * PARK_PIECE;
 		memcpy(f[m].comm, e[i].comm, sizeof(f[m].comm));
 		procs[m++] = cs_ptable_find(&s->table, e[i].pid);
 	}
@@ -200,6 +204,11 @@ static void note_park(const cs_session *s, const cs_park_info *pi, cs_plan_entry
 	if (s->o->op == CS_OP_RESTORE && pi->parked)
 		cs_plan_add_reason(e, "park", false,
 				   "%.1f MiB of its device memory is parked: unparked after the unlock", mib);
+	else if (s->o->op == CS_OP_CHECKPOINT && pi->parkable && s->park_to)
+		cs_plan_add_reason(e, "park", false,
+				   "runs the parking interposer: %.1f MiB of its device memory parks into %u files of %s "
+				   "before the lock",
+				   mib, cs_park_files_count(pi->bytes), s->park_to);
 	else if (s->o->op == CS_OP_CHECKPOINT && pi->parkable)
 		cs_plan_add_reason(e, "park", false,
 				   "runs the parking interposer: %.1f MiB of its device memory parks before the lock",
@@ -233,7 +242,30 @@ static void fill_entry(const cs_session *s, const cs_proc *p, const cs_target *t
 	if (e->target) {
 		check_reachable(s, &pi, e);
 		note_park(s, &pi, e);
+		if (s->park_to && pi.seen && pi.parkable && cs_park_wanted(&pi) && s->o->op == CS_OP_CHECKPOINT)
+			e->park_out = pi.bytes;
 	}
+}
+
+/* A park into files writes what every target's park moves into one
+ * directory: it must all fit there, before anything changes. */
+static void check_park_space(const cs_session *s, cs_plan_entry *e, size_t n)
+{
+	unsigned long long all = 0;
+	for (size_t i = 0; i < n; i++)
+		all += e[i].target ? e[i].park_out : 0;
+	_cleanup_close_ int fd = open(s->park_to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	long long avail = fd < 0 ? -1 : cs_park_dir_free(fd);
+	if (all == 0 || avail < 0 || (unsigned long long)avail >= all)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (e[i].target && e[i].park_out)
+			cs_plan_set_fix(cs_plan_add_reason(&e[i], "park-space", true,
+							   "its park into files writes %.2f GiB into %s, which has "
+							   "%.2f GiB free for the %.2f GiB of every process parked there",
+							   (double)e[i].park_out / (1 << 30), s->park_to,
+							   (double)avail / (1 << 30), (double)all / (1 << 30)),
+					"Free space there, or give --park-to a directory with room.");
 }
 
 /* Expected driver time: each process alone at its rate, all of them
@@ -295,6 +327,8 @@ int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err)
 	}
 	if (checkpoints(s->o->op))
 		check_memory(s, out->e, out->n);
+	if (s->park_to)
+		check_park_space(s, out->e, out->n);
 	/* Restore's own checks: the manifest (PID reuse), the device map, then
 	 * the GPU memory each restore needs. */
 	if (s->o->op == CS_OP_RESTORE && s->n && cs_session_plan_restore(s, &out->problem) == 0)
@@ -308,8 +342,8 @@ int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err)
  * and frozen processes itself, and the claims keep other operations out. */
 bool cs_reason_refused_by_check(const cs_reason *r)
 {
-	static const char *const codes[] = { "memory",     "memory-unknown", "ipc-import",        "park-unreachable",
-					     "gpu-memory", "gpu-absent",     "gpu-memory-unknown" };
+	static const char *const codes[] = { "memory",     "memory-unknown", "ipc-import",         "park-unreachable",
+					     "gpu-memory", "gpu-absent",     "gpu-memory-unknown", "park-space" };
 	for (size_t i = 0; r->blocks && i < CS_ARRAY_SIZE(codes); i++)
 		if (strcmp(r->code, codes[i]) == 0)
 			return true;

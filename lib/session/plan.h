@@ -34,6 +34,7 @@ typedef struct cs_plan_entry {
 	int state; /* cs_state, CS_STATE_UNKNOWN when not asked */
 	bool target; /* the operation would act on it */
 	cs_fit fit; /* checkpoint: its memory and cgroup; restore: gpu is what it needs */
+	unsigned long long park_out; /* checkpoint: what its park into files writes (--park-to) */
 	cs_plan_gpu gpu[CS_TARGET_GPUS]; /* restore: the GPUs it restores onto */
 	unsigned ngpu;
 	cs_reason reason[CS_PLAN_REASONS];

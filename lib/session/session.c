@@ -5,6 +5,7 @@
  * manifest kept. */
 #include "session_int.h"
 #include "park.h"
+#include "parkfiles.h"
 #include "devmap.h"
 #include "env.h"
 #include "gpuroom.h"
@@ -16,6 +17,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,14 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 	double wait_s = o->wait_memory_s > CS_WAIT_MEMORY_MAX ? CS_WAIT_MEMORY_MAX : o->wait_memory_s;
 	if (r == 0 && o->op == CS_OP_RESTORE && !(wait_s > 0))
 		r = cs_wait_memory_setting(&wait_s, err);
+	const char *park_to = o->park_to ? o->park_to : cs_env("CUDASNAP_PARK_TO");
+	park_to = park_to && park_to[0] && o->op == CS_OP_CHECKPOINT ? park_to : NULL;
+	if (r == 0 && park_to && !o->no_park) {
+		int fd = cs_park_dir_open(park_to, err);
+		r = fd < 0 ? -CS_EUSAGE : 0;
+		if (fd >= 0)
+			close(fd);
+	}
 	if (r < 0)
 		return r;
 	_cleanup_(cs_session_freep) cs_session *s = calloc(1, sizeof(*s));
@@ -43,6 +53,7 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 			   .allow_unrestorable = o->allow_unrestorable || cs_env_on("CUDASNAP_ALLOW_UNRESTORABLE"),
 			   .ignore_gpu_memory = o->ignore_gpu_memory || cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY"),
 			   .no_park = o->no_park || cs_env_on("CUDASNAP_NO_PARK"),
+			   .park_to = park_to,
 			   .wait_memory_s = wait_s };
 	if (!o->dry_run)
 		cs_history_begin(&s->hist, o->front, cs_op_name(o->op));
@@ -390,6 +401,8 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 	memset(res, 0, sizeof(*res));
 	cs_txn_opts t = { .op = o->op,
 			  .no_park = s->no_park,
+			  .park_to = s->no_park ? NULL : s->park_to,
+			  .park_keep = o->park_keep,
 			  .allow_unrestorable = s->allow_unrestorable,
 			  .timeout_ms = o->timeout_ms,
 			  .jobs = o->jobs,

@@ -23,6 +23,7 @@ struct cs_session {
 	bool ignore_memory, allow_unrestorable; /* the options, or the settings */
 	bool ignore_gpu_memory; /* restore: the option, or the setting */
 	bool no_park; /* the option, or the setting CUDASNAP_NO_PARK */
+	const char *park_to; /* checkpoint: the option, or the setting CUDASNAP_PARK_TO; NULL none */
 	bool recorded; /* hist is complete (cs_session_record ran) */
 	double wait_memory_s; /* restore: the option, or the setting */
 	bool restore_planned; /* cs_session_plan_restore ran, with this result: */

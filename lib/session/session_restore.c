@@ -58,6 +58,10 @@ static int apply_manifest(cs_session *s, const cs_manifest *m, cs_error *err)
 			memcpy(x->use, e->use, sizeof(x->use)); /* where its restore needs GPU memory */
 			x->nuse = e->nuse;
 			x->use_known = e->use_known;
+			/* where its park into files put its memory */
+			memcpy(x->park_dir, e->park_dir, sizeof(x->park_dir));
+			memcpy(x->park_name, e->park_name, sizeof(x->park_name));
+			x->park_nfiles = e->park_nfiles;
 		}
 	}
 	return 0;

@@ -5,6 +5,7 @@
 #include "explain.h"
 #include "halt.h"
 #include "park.h"
+#include "parkfiles.h"
 #include "pool.h"
 #include "proc.h"
 #include "util.h"
@@ -128,15 +129,55 @@ static unsigned long long rss_bytes(pid_t pid)
 	return (unsigned long long)kb * 1024;
 }
 
+/* The files of t's park into files (cs_txn_opts.park_to), made for a park
+ * (named after it, sized by what it said it holds) or opened for its
+ * unpark: 0, or -1 with t->error and nothing left behind. *dirfd: the
+ * directory, open. */
+static int park_files(run *r, cs_target *t, bool park, int *dirfd, cs_park_files *f)
+{
+	if (park) {
+		snprintf(t->park_dir, sizeof(t->park_dir), "%s", r->o->park_to);
+		cs_park_files_name(t->pid, t->start_time, t->park_name, sizeof(t->park_name));
+		t->park_nfiles = cs_park_files_count(t->park_bytes);
+	}
+	cs_error e = { 0 };
+	*dirfd = cs_park_dir_open(t->park_dir, &e);
+	int rc = *dirfd < 0 ? -1 :
+		park ? cs_park_files_make(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, f, &e) :
+		       cs_park_files_open(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, f, &e);
+	if (rc == 0)
+		return 0;
+	t->error = e;
+	if (park)
+		t->park_nfiles = 0;
+	if (*dirfd >= 0)
+		close(*dirfd);
+	*dirfd = -1;
+	return -1;
+}
+
 /* A park or an unpark, through the process's interposer. */
 static int park_call(run *r, cs_target *t, cs_step s)
 {
 	bool park = s == CS_STEP_PARK;
+	bool files = park ? r->o->park_to != NULL : t->park_nfiles > 0;
 	cs_park_answer a;
 	cs_error e = { 0 };
+	_cleanup_close_ int dirfd = -1;
+	cs_park_files f = { .n = 0 };
+	if (files && park_files(r, t, park, &dirfd, &f) != 0)
+		return CS_CU_PARK_FAILED;
 	double answer_s = cs_park_answer_s(r->d, t->park_bytes, r->o->timeout_ms);
-	if (cs_park_step(t, park, &t->park_conn, r->o->timeout_ms ? r->o->timeout_ms : 10000, answer_s, &a, &e) != 0) {
+	int rc =
+		cs_park_step(t, park, &t->park_conn, r->o->timeout_ms ? r->o->timeout_ms : 10000, answer_s, &f, &a, &e);
+	cs_park_files_close(&f);
+	if (rc != 0) {
 		t->error = e;
+		/* A park that failed wrote nothing anybody needs. */
+		if (files && park) {
+			cs_park_files_remove(dirfd, t->park_name, t->park_nfiles);
+			t->park_nfiles = 0;
+		}
 		return CS_CU_PARK_FAILED;
 	}
 	t->parked = park;
@@ -144,6 +185,16 @@ static int park_call(run *r, cs_target *t, cs_step s)
 	t->park_gbps = a.gbps;
 	if (a.bytes)
 		t->park_bytes = a.bytes;
+	if (files && park) {
+		t->park_direct = a.direct;
+		fsync(dirfd);
+	}
+	/* Back in its GPU memory: the files have done their work. */
+	if (files && !park) {
+		if (!r->o->park_keep)
+			cs_park_files_remove(dirfd, t->park_name, t->park_nfiles);
+		t->park_nfiles = 0;
+	}
 	if (!park)
 		cs_park_close(&t->park_conn, false);
 	return CS_CU_SUCCESS;

@@ -49,6 +49,8 @@ static int write_back(const struct park_req *rq, char *out, size_t size)
 		n += snprintf(out + n, size - (size_t)n, " %u", rq->timeout_ms);
 	if (rq->unpin)
 		n += snprintf(out + n, size - (size_t)n, " unpin");
+	if (rq->files)
+		n += snprintf(out + n, size - (size_t)n, " files=%u", rq->files);
 	if (rq->has_key)
 		n += snprintf(out + n, size - (size_t)n, " key=%s", key);
 	return n;

@@ -1,0 +1,164 @@
+/* The files of a park into files (parkfiles.h). */
+#include "parkfiles.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+/* A resolved path, without trailing slashes, is the path given: no step of
+ * it is a symbolic link, "." or "..". */
+static bool plain_path(const char *path)
+{
+	char real[PATH_MAX], given[PATH_MAX];
+	size_t len = strlen(path);
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	if (path[0] != '/' || len >= sizeof(given) || realpath(path, real) == NULL)
+		return false;
+	memcpy(given, path, len);
+	given[len] = 0;
+	return strcmp(real, given) == 0;
+}
+
+int cs_park_dir_open(const char *path, cs_error *err)
+{
+	const char *hint = "Give --park-to an absolute path to a directory of root's (or cudasnap's user's) that "
+			   "no other user can write, reached through no symbolic link.";
+	if (!plain_path(path))
+		return cs_error_set(err, CS_EUSAGE, hint,
+				    "--park-to %s: not an absolute path to an existing directory reached without a "
+				    "symbolic link",
+				    path);
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return cs_error_set(err, CS_EUSAGE, hint, "--park-to %s: %s", path, strerror(e));
+	}
+	if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		close(fd);
+		return cs_error_set(err, CS_EUSAGE, hint,
+				    "--park-to %s: owned by uid %u with mode %04o: another user could replace the "
+				    "checkpoint's files in it",
+				    path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	}
+	return fd;
+}
+
+long long cs_park_dir_free(int dirfd)
+{
+	struct statvfs v;
+	if (fstatvfs(dirfd, &v) != 0 || v.f_frsize == 0)
+		return -1;
+	unsigned long long b = (unsigned long long)v.f_bavail * v.f_frsize;
+	return b > LLONG_MAX ? LLONG_MAX : (long long)b;
+}
+
+unsigned cs_park_files_count(unsigned long long bytes)
+{
+	unsigned long long pieces = (bytes + PARK_PIECE - 1) / PARK_PIECE;
+	/* 8 writers in flight keep an NVMe device and a memory-backed file
+	 * system busy; more cost staging in the process for nothing. */
+	return pieces == 0 ? 1 : pieces < 8 ? (unsigned)pieces : 8;
+}
+
+void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, size_t size)
+{
+	snprintf(out, size, "cudasnap-gpumem.%d.%llu", (int)pid, start_time);
+}
+
+void cs_park_files_close(cs_park_files *f)
+{
+	for (unsigned i = 0; i < f->n; i++)
+		if (f->fd[i] >= 0)
+			close(f->fd[i]);
+	f->n = 0;
+}
+
+void cs_park_files_remove(int dirfd, const char *name, unsigned n)
+{
+	char file[160];
+	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
+		snprintf(file, sizeof(file), "%s.%u", name, i);
+		unlinkat(dirfd, file, 0);
+	}
+	fsync(dirfd);
+}
+
+int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
+		       cs_park_files *f, cs_error *err)
+{
+	f->n = 0;
+	char file[160];
+	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
+		snprintf(file, sizeof(file), "%s.%u", name, i);
+		unsigned long long size = park_file_size(bytes, n, i);
+		int fd = openat(dirfd, file, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		int rc = fd < 0 ? errno : 0;
+		if (rc == 0 && size && (rc = posix_fallocate(fd, 0, (off_t)size)) == EOPNOTSUPP)
+			rc = ftruncate(fd, (off_t)size) == 0 ? 0 : errno;
+		if (fd >= 0)
+			f->fd[f->n++] = fd;
+		if (rc == 0)
+			continue;
+		long long avail = cs_park_dir_free(dirfd);
+		cs_park_files_close(f);
+		cs_park_files_remove(dirfd, name, rc == EEXIST ? i : i + 1);
+		if (rc == ENOSPC || rc == EDQUOT)
+			return cs_error_set(err, CS_ESYS, "Free space in it, or give --park-to another directory.",
+					    "%s has no room for the %.2f GiB of GPU memory a park into files writes "
+					    "there (%.2f GiB free)",
+					    dir, (double)bytes / (1 << 30),
+					    avail < 0 ? 0.0 : (double)avail / (1 << 30));
+		return cs_error_set(err, CS_ESYS,
+				    rc == EEXIST ? "Another checkpoint of this process already parked into this "
+						   "directory: restore it first, or give another --park-to." :
+						   NULL,
+				    "cannot make %s/%s: %s", dir, file, strerror(rc));
+	}
+	fsync(dirfd);
+	return 0;
+}
+
+int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
+		       cs_park_files *f, cs_error *err)
+{
+	f->n = 0;
+	char file[160];
+	const char *hint = "The checkpoint's GPU memory is in these files: bring them back as they were (or the "
+			   "process stays checkpointed; nothing else can give its memory back).";
+	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
+		snprintf(file, sizeof(file), "%s.%u", name, i);
+		unsigned long long size = park_file_size(bytes, n, i);
+		int fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) != 0) {
+			int e = errno;
+			if (fd >= 0)
+				close(fd);
+			cs_park_files_close(f);
+			return cs_error_set(err, CS_ESTATE, hint, "GPU memory file %s/%s: %s", dir, file, strerror(e));
+		}
+		f->fd[f->n++] = fd;
+		const char *bad = !S_ISREG(st.st_mode)             ? "not a regular file" :
+			(st.st_uid != 0 && st.st_uid != geteuid()) ? "owned by another user" :
+			(unsigned long long)st.st_size != size     ? "of another size" :
+								     NULL;
+		if (bad) {
+			cs_park_files_close(f);
+			return cs_error_set(err, CS_ESTATE, hint,
+					    "GPU memory file %s/%s is %s (%lld bytes, %llu expected)", dir, file, bad,
+					    (long long)st.st_size, size);
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,46 @@
+/* The files a park writes a process's GPU memory into (cudasnap checkpoint
+ * --park-to DIR), made, checked and removed by cudasnap, never by the
+ * process: cudasnap opens them and passes the descriptors, so the process
+ * needs to see nothing of DIR, and whatever the host memory of the files
+ * costs (a memory-backed DIR) is allocated here, in cudasnap's memory
+ * cgroup, by the preallocation. Layout: park_find.h. */
+#ifndef CS_PARK_FILES_H
+#define CS_PARK_FILES_H
+
+#include "cudasnap.h"
+#include "park_find.h"
+
+typedef struct cs_park_files {
+	int fd[PARK_FILES_MAX];
+	unsigned n;
+} cs_park_files;
+
+/* The directory given: an absolute path to a directory (not a symbolic
+ * link, at no step of the path) owned by root or cudasnap's user, that no
+ * other user can write (a sticky one neither: the files of a checkpoint
+ * must not be replaced between its checkpoint and its restore). A
+ * descriptor, or -1 with err (CS_EUSAGE). */
+int cs_park_dir_open(const char *path, cs_error *err);
+/* Bytes free in it for cudasnap's user; -1 when the file system does not say. */
+long long cs_park_dir_free(int dirfd);
+/* The files for bytes of memory: enough to keep a storage device busy,
+ * none empty. */
+unsigned cs_park_files_count(unsigned long long bytes);
+/* The base name of a process's files: "cudasnap-gpumem.PID.START"; file i
+ * is NAME.i. */
+void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, size_t size);
+/* Makes the n files of bytes (new: an existing one is refused, which two
+ * checkpoints of one process into one DIR would meet) with their space
+ * allocated. 0, or -1 with err and nothing left behind. */
+int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
+		       cs_park_files *f, cs_error *err);
+/* Opens the n files of bytes for an unpark, checking each is a regular
+ * file of cudasnap's (or root's) of the size it had: 0, or -1 with err
+ * naming what is missing, of another size, or replaced by a link. */
+int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
+		       cs_park_files *f, cs_error *err);
+void cs_park_files_close(cs_park_files *f);
+/* Removes them (the directory synced after). */
+void cs_park_files_remove(int dirfd, const char *name, unsigned n);
+
+#endif

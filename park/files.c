@@ -1,0 +1,251 @@
+/* A park into files: the device memory goes through a pinned staging buffer
+ * per file straight into the files cudasnap passed (park_find.h gives the
+ * layout), never into the process's memory, and comes back the same way.
+ * Each file has a thread of its own that writes (or reads) it in order:
+ * with O_DIRECT where the file system takes it, else buffered, each piece
+ * flushed and dropped from the page cache once written, so that the
+ * process's memory cgroup is charged with the staging alone. Every piece
+ * carries an XXH3 checksum, kept in the process's own memory (which the
+ * checkpoint keeps): a file changed, cut short or swapped for another is
+ * seen before the program's GPU work resumes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "park.h"
+#include "park_find.h"
+
+_Static_assert(PARK_REQ_FILES_MAX == PARK_FILES_MAX, "one bound on the files");
+
+unsigned long long park_files_pieces(unsigned long long total)
+{
+	return (total + PARK_PIECE - 1) / PARK_PIECE;
+}
+
+int park_files_check(struct park_files *f, bool out, char *why, size_t size)
+{
+	for (unsigned i = 0; i < f->n; i++) {
+		struct stat st;
+		int fl = fcntl(f->fd[i], F_GETFL);
+		int mode = fl & O_ACCMODE;
+		if (fl < 0 || fstat(f->fd[i], &st) != 0 || !S_ISREG(st.st_mode) ||
+		    (out ? mode == O_RDONLY : mode == O_WRONLY)) {
+			snprintf(why, size, "file %u is not a regular file open for %s", i,
+				 out ? "writing" : "reading");
+			return -1;
+		}
+		/* The probe: the file system takes O_DIRECT or says so here. */
+		f->direct[i] = (fl & O_DIRECT) || fcntl(f->fd[i], F_SETFL, fl | O_DIRECT) == 0;
+	}
+	return 0;
+}
+
+void park_files_close(struct park_files *f)
+{
+	for (unsigned i = 0; i < f->n; i++)
+		if (f->fd[i] >= 0)
+			close(f->fd[i]);
+	f->n = 0;
+}
+
+/* Buffered from now on: the file system refused an O_DIRECT transfer. */
+static bool undirect(struct park_files *f, unsigned i)
+{
+	int fl = fcntl(f->fd[i], F_GETFL);
+	if (fl < 0 || !f->direct[i] || fcntl(f->fd[i], F_SETFL, fl & ~O_DIRECT) != 0)
+		return false;
+	f->direct[i] = false;
+	return true;
+}
+
+/* pwrite or pread of all of len bytes at off: 0 or an errno (EIO for a
+ * file that ends before). */
+static int transfer(struct park_files *f, unsigned i, bool out, unsigned char *p, size_t len, off_t off)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = out ? pwrite(f->fd[i], p + done, len - done, off + (off_t)done) :
+				  pread(f->fd[i], p + done, len - done, off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EINVAL && undirect(f, i))
+			continue;
+		if (n < 0)
+			return errno;
+		if (n == 0)
+			return EIO;
+		done += (size_t)n;
+	}
+	/* Buffered: written through now and out of the page cache, which
+	 * would be charged to the process's memory cgroup. */
+	if (!f->direct[i]) {
+		if (out &&
+		    sync_file_range(f->fd[i], off, (off_t)len,
+				    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) !=
+			    0)
+			return errno;
+		posix_fadvise(f->fd[i], off, (off_t)len, POSIX_FADV_DONTNEED);
+	}
+	return 0;
+}
+
+/* The allocation holding byte pos of the memory laid end to end (host_off
+ * ascending). */
+static size_t alloc_at(unsigned long long pos)
+{
+	size_t lo = 0, hi = park_tab.n;
+	while (hi - lo > 1) {
+		size_t mid = (lo + hi) / 2;
+		if (park_tab.a[mid].host_off <= pos)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Between the staging buffer and the allocations [0, limit) that bytes
+ * [pos, pos + len) of the memory lie in. */
+static CUresult copy_piece(const struct park_real *r, bool out, unsigned char *buf, unsigned long long pos, size_t len,
+			   size_t limit)
+{
+	size_t done = 0;
+	for (size_t i = alloc_at(pos); done < len && i < park_tab.n; i++) {
+		struct park_alloc *a = &park_tab.a[i];
+		unsigned long long at = pos + done - a->host_off;
+		size_t n = a->size - at < len - done ? (size_t)(a->size - at) : len - done;
+		if (i < limit) {
+			CUresult rc = r->ctx_set(a->ctx);
+			if (rc == CU_OK)
+				rc = out ? r->dtoh(buf + done, a->va + at, n) : r->htod(a->va + at, buf + done, n);
+			if (rc != CU_OK)
+				return rc;
+		}
+		done += n;
+	}
+	return CU_OK;
+}
+
+struct job {
+	const struct park_real *r;
+	struct park_files *f;
+	uint64_t *sums;
+	bool out;
+	size_t limit;
+	unsigned long long total;
+	atomic_int failed;
+	pthread_mutex_t mu;
+};
+
+/* The first failure is the one answered. */
+static void failed(struct job *j, const char *stage, unsigned file, unsigned long long piece, int err, CUresult cu)
+{
+	pthread_mutex_lock(&j->mu);
+	if (!atomic_exchange(&j->failed, 1)) {
+		j->f->stage = stage;
+		j->f->file = file;
+		j->f->piece = piece;
+		j->f->err = err;
+		j->f->cu = cu;
+	}
+	pthread_mutex_unlock(&j->mu);
+}
+
+/* One piece out (copied, summed, written) or in (read, checked, copied). */
+static void one_piece(struct job *j, unsigned i, unsigned long long k, unsigned char *buf)
+{
+	unsigned long long pos = k * PARK_PIECE;
+	size_t len = j->total - pos < PARK_PIECE ? (size_t)(j->total - pos) : PARK_PIECE;
+	off_t off = (off_t)(k / j->f->n * PARK_PIECE);
+	CUresult rc;
+	int err;
+	if (j->out) {
+		if ((rc = copy_piece(j->r, true, buf, pos, len, j->limit)) != CU_OK)
+			return failed(j, "copy", i, k, 0, rc);
+		j->sums[k] = XXH3_64bits(buf, len);
+		if ((err = transfer(j->f, i, true, buf, len, off)) != 0)
+			return failed(j, "write", i, k, err, CU_OK);
+		return;
+	}
+	if ((err = transfer(j->f, i, false, buf, len, off)) != 0)
+		return failed(j, "read", i, k, err, CU_OK);
+	if (XXH3_64bits(buf, len) != j->sums[k])
+		return failed(j, "verify", i, k, 0, CU_OK);
+	if ((rc = copy_piece(j->r, false, buf, pos, len, j->limit)) != CU_OK)
+		return failed(j, "copy", i, k, 0, rc);
+}
+
+static void run_file(struct job *j, unsigned i)
+{
+	struct park_stage st = { 0 };
+	/* pinning takes a current context: the first allocation's */
+	CUresult rc = park_tab.n ? j->r->ctx_set(park_tab.a[0].ctx) : CU_OK;
+	if (rc == CU_OK)
+		rc = park_stage_get(j->r, &st);
+	if (rc != CU_OK) {
+		failed(j, "staging", i, 0, 0, rc);
+		return;
+	}
+	unsigned long long pieces = park_files_pieces(j->total);
+	for (unsigned long long k = i; k < pieces && !atomic_load(&j->failed); k += j->f->n)
+		one_piece(j, i, k, st.p);
+	park_stage_drop(j->r, &st);
+	if (j->out && !atomic_load(&j->failed) && fdatasync(j->f->fd[i]) != 0)
+		failed(j, "flush", i, 0, errno, CU_OK);
+}
+
+struct one_file {
+	struct job *j;
+	unsigned i;
+};
+
+static void *file_thread(void *arg)
+{
+	struct one_file *o = arg;
+	park_gate_exempt();
+	run_file(o->j, o->i);
+	return NULL;
+}
+
+int park_files_move(const struct park_real *r, struct park_files *f, uint64_t *sums, bool out, size_t limit)
+{
+	struct job j = { .r = r, .f = f, .sums = sums, .out = out, .limit = limit };
+	atomic_init(&j.failed, 0);
+	pthread_mutex_init(&j.mu, NULL);
+	for (size_t i = 0; i < park_tab.n; i++)
+		j.total += park_tab.a[i].size;
+	f->stage = NULL;
+	pthread_t t[PARK_FILES_MAX];
+	struct one_file o[PARK_FILES_MAX];
+	unsigned started = 0;
+	for (unsigned i = 1; i < f->n; i++, started++) {
+		o[i] = (struct one_file){ &j, i };
+		if (pthread_create(&t[started], NULL, file_thread, &o[i]) != 0) {
+			failed(&j, "thread", i, 0, EAGAIN, CU_OK);
+			break;
+		}
+	}
+	if (!atomic_load(&j.failed))
+		run_file(&j, 0); /* this thread takes the first file */
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	pthread_mutex_destroy(&j.mu);
+	f->bytes = j.total;
+	return atomic_load(&j.failed) ? -1 : 0;
+}
+
+unsigned park_files_direct(const struct park_files *f)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < f->n; i++)
+		n += f->direct[i];
+	return n;
+}

@@ -1,0 +1,255 @@
+"""Parking into files (cudasnap checkpoint --park-to DIR): the interposer in
+fakecuda-cuapp writes its device memory into files cudasnap made and passed
+it, and reads them back at the restore, each piece checked. Each test checks
+what the program holds afterwards, byte for byte, the files left in DIR, and
+the state the driver reports."""
+import json
+import os
+import subprocess
+import unittest
+
+from harness import Case
+from test_park import App, CUAPP, PARK_LIB, status
+
+IO_FAULT = os.environ.get("IO_FAULT", "")
+PIECE = 32 << 20
+
+
+def file_size(total, n, f):
+    """park_find.h's park_file_size."""
+    pieces = (total + PIECE - 1) // PIECE
+    if pieces <= f:
+        return 0
+    size = ((pieces - 1 - f) // n + 1) * PIECE
+    if (pieces - 1) % n == f:
+        size -= pieces * PIECE - total
+    return size
+
+
+def rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
+class ParkFiles(Case):
+    def setUp(self):
+        super().setUp()
+        self.dir = os.path.join(self.tmp, "parked")
+        os.mkdir(self.dir, 0o700)
+        self.faultfile = os.path.join(self.tmp, "io-fault")
+
+    def cs(self, *args, **kw):
+        return super().cs(*map(str, args), **kw)
+
+    def app(self, mib=40, allocs=2, **kw):
+        env = {"CS_IO_FAULT_FILE": self.faultfile}
+        if IO_FAULT:
+            env["LD_PRELOAD"] = IO_FAULT
+        return App(self, ["--alloc-mib", str(mib), "--allocs", str(allocs), "--interval-ms", "600000"],
+                   env_more=env, **kw)
+
+    def io_fault(self, line=None):
+        if line is None:
+            if os.path.exists(self.faultfile):
+                os.unlink(self.faultfile)
+            return
+        with open(self.faultfile, "w") as f:
+            f.write(line + "\n")
+
+    def files(self):
+        return sorted(os.listdir(self.dir))
+
+    def checkpoint(self, a, *extra, rc=0):
+        r = self.cs("checkpoint", "--pid", a.pid, "--json", "--park-to", self.dir, *extra)
+        self.assertEqual(r.rc, rc, r)
+        return r
+
+    def assertBack(self, a):
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(status(a.pid)["gate"], "open")
+        self.assertEqual(self.states([a.pid]), {a.pid: "running"})
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_parks_into_files_and_back_with_the_data(self):
+        a = self.app()
+        total = 2 * 40 << 20
+        before = rss(a.pid)
+        r = self.checkpoint(a)
+        t = r.obj["processes"][0]
+        pf = t["park"]["files"]
+        self.assertEqual((pf["dir"], pf["count"]), (self.dir, 3), pf)  # 80 MiB: three pieces
+        self.assertTrue(t["park"]["parked"])
+        names = [f"{pf['name']}.{i}" for i in range(3)]
+        self.assertEqual(self.files(), names)
+        for i, n in enumerate(names):
+            st = os.stat(os.path.join(self.dir, n))
+            self.assertEqual(st.st_size, file_size(total, 3, i))
+            self.assertEqual(st.st_mode & 0o777, 0o600)
+        st = status(a.pid)
+        self.assertEqual((st["parked"], st["files"], st["bytes"]), ("1", "3", str(total)))
+        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
+        # it holds no host copy of its memory (a park into host memory
+        # grows its resident memory by the bytes parked)
+        self.assertLess(rss(a.pid), before + total // 4, (before, rss(a.pid)))
+        # the manifest says where they are
+        with open(os.path.join(self.state, "manifest.json")) as f:
+            m = json.load(f)
+        self.assertEqual(m["processes"][0]["park_files"]["count"], 3)
+        r = self.cs("restore", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("unpark", r.obj["processes"][0]["seconds"])
+        self.assertEqual(self.files(), [])  # removed once it is back
+        self.assertBack(a)
+        # and again
+        self.checkpoint(a)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertBack(a)
+
+    def test_keep_keeps_the_files_and_a_second_park_into_them_is_refused(self):
+        a = self.app()
+        self.checkpoint(a)
+        kept = self.files()
+        r = self.cs("restore", "--pid", a.pid, "--keep")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.files(), kept)
+        self.assertBack(a)
+        # the same process into the same directory: its files are there
+        r = self.checkpoint(a, rc=1)
+        self.assertIn("already parked into this directory", r.err)
+        self.assertEqual(self.files(), kept)  # not touched
+        self.assertBack(a)
+
+    def test_a_directory_without_room_is_refused_before_anything_changes(self):
+        small = os.path.join(self.tmp, "small")
+        os.mkdir(small, 0o700)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m,mode=0700", "tmpfs", small]).returncode:
+            self.skipTest("no private mount namespace to mount a small file system in")
+        self.addCleanup(subprocess.run, ["umount", "-l", small])
+        a = self.app()
+        r = self.cs("checkpoint", "--pid", a.pid, "--park-to", small)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("nothing was changed", r.err)
+        self.assertIn("free for the 0.08 GiB", r.err)
+        self.assertEqual(os.listdir(small), [])
+        self.assertBack(a)
+
+    def test_a_directory_others_can_write_or_a_link_is_refused(self):
+        a = self.app(mib=8, allocs=1)
+        os.chmod(self.dir, 0o777)
+        r = self.cs("checkpoint", "--pid", a.pid, "--park-to", self.dir)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("another user could replace", r.err)
+        os.chmod(self.dir, 0o700)
+        link = os.path.join(self.tmp, "link")
+        os.symlink(self.dir, link)
+        r = self.cs("checkpoint", "--pid", a.pid, "--park-to", link)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("symbolic link", r.err)
+        r = self.cs("checkpoint", "--pid", a.pid, "--park-to", "relative/dir")
+        self.assertEqual(r.rc, 2, r)
+        self.assertEqual(self.files(), [])
+        self.assertBack(a)
+
+    @unittest.skipUnless(IO_FAULT, "no I/O fault library")
+    def test_a_disk_full_half_way_undoes_the_park(self):
+        a = self.app()
+        self.io_fault(f"write 28 {PIECE}")  # ENOSPC after the first piece
+        r = self.checkpoint(a, rc=1)
+        self.io_fault()
+        self.assertEqual(r.obj["outcome"], "rolled-back", r)
+        self.assertIn("writing file", r.err)
+        self.assertIn("No space left on device", r.err)
+        self.assertEqual(self.files(), [])
+        self.assertBack(a)
+        self.checkpoint(a)  # without the fault it parks
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertBack(a)
+
+    @unittest.skipUnless(IO_FAULT, "no I/O fault library")
+    def test_a_read_error_at_the_restore_leaves_it_checkpointed_with_its_files(self):
+        a = self.app()
+        self.checkpoint(a)
+        kept = self.files()
+        self.io_fault(f"read 5 {PIECE}")  # EIO after the first piece
+        r = self.cs("restore", "--pid", a.pid, "--json")
+        self.io_fault()
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("reading file", r.err)
+        self.assertEqual(self.files(), kept)
+        self.assertEqual(status(a.pid)["parked"], "1")
+        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.files(), [])
+        self.assertBack(a)
+
+    def test_a_changed_file_is_seen_and_the_original_restores(self):
+        a = self.app()
+        self.checkpoint(a)
+        path = os.path.join(self.dir, self.files()[1])
+        with open(path, "r+b") as f:
+            f.seek(12345)
+            was = f.read(1)
+            f.seek(12345)
+            f.write(bytes([was[0] ^ 0x40]))
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("does not hold what the park wrote", r.err)
+        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
+        self.assertEqual(status(a.pid)["parked"], "1")
+        with open(path, "r+b") as f:
+            f.seek(12345)
+            f.write(was)
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertBack(a)
+
+    def test_a_missing_or_cut_file_is_named_and_nothing_changes(self):
+        a = self.app()
+        self.checkpoint(a)
+        names = self.files()
+        path = os.path.join(self.dir, names[2])
+        os.rename(path, path + ".away")
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn(names[2], r.err)
+        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
+        os.rename(path + ".away", path)
+        size = os.path.getsize(path)
+        os.truncate(path, size - 4096)
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("of another size", r.err)
+        os.truncate(path, size)  # the end is zeros now: its checksum tells
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("does not hold what the park wrote", r.err)
+        self.assertEqual(status(a.pid)["parked"], "1")
+
+    def test_a_failed_lock_unparks_from_the_files_and_removes_them(self):
+        a = self.app()
+        self.fault(f"{a.pid} lock error=999")
+        r = self.checkpoint(a, rc=1)
+        self.fault()
+        self.assertEqual(r.obj["outcome"], "rolled-back", r)
+        self.assertEqual(self.files(), [])
+        self.assertBack(a)
+
+    def test_dry_run_and_ps_say_where_it_parks(self):
+        a = self.app()
+        r = self.cs("checkpoint", "--pid", a.pid, "--dry-run", "--park-to", self.dir)
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn(f"parks into 3 files of {self.dir}", r.out + r.err)
+        self.checkpoint(a)
+        r = self.cs("ps")
+        self.assertIn("in 3 files (--park-to)", r.out)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertBack(a)
+
+
+if __name__ == "__main__":
+    unittest.main()
