@@ -60,7 +60,8 @@ static cs_engine *open_engine(int stage)
 			     .run = run_call,
 			     .log = log_line,
 			     .recorded = recorded,
-			     .reap = reap_killed };
+			     .reap = reap_killed,
+			     .images = dump ? criu_images_dir() : -1 };
 	return cs_engine_open(&o);
 }
 

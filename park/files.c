@@ -185,7 +185,9 @@ static void one_piece(struct job *j, unsigned i, unsigned long long k, unsigned 
 
 static void run_file(struct job *j, unsigned i)
 {
-	struct park_stage st = { 0 };
+	if (j->total == 0)
+		return;
+	struct park_stage st = { .size = park_files_stage(j->total) };
 	/* pinning takes a current context: the first allocation's */
 	CUresult rc = park_tab.n ? j->r->ctx_set(park_tab.a[0].ctx) : CU_OK;
 	if (rc == CU_OK)

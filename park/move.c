@@ -115,13 +115,15 @@ CUresult park_stage_get(const struct park_real *r, struct park_stage *st)
 {
 	if (st->pinned)
 		return CU_OK;
+	if (st->size == 0 || st->size > STAGE)
+		st->size = STAGE;
 	if (st->p == NULL) {
-		void *p = mmap(NULL, STAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *p = mmap(NULL, st->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
 			return CU_ERR_OUT_OF_MEMORY;
 		st->p = p;
 	}
-	CUresult rc = r->host_register(st->p, STAGE, 0);
+	CUresult rc = r->host_register(st->p, st->size, 0);
 	st->pinned = rc == CU_OK;
 	return rc;
 }
@@ -131,7 +133,7 @@ void park_stage_drop(const struct park_real *r, struct park_stage *st)
 	if (st->pinned)
 		r->host_unregister(st->p);
 	if (st->p)
-		munmap(st->p, STAGE);
+		munmap(st->p, st->size);
 	*st = (struct park_stage){ 0 };
 }
 

@@ -253,6 +253,7 @@ void park_files_close(struct park_files *f);
 struct park_stage {
 	unsigned char *p;
 	bool pinned;
+	size_t size; /* 0: PARK_PIECE */
 };
 CUresult park_stage_get(const struct park_real *r, struct park_stage *st);
 void park_stage_drop(const struct park_real *r, struct park_stage *st);

@@ -76,6 +76,12 @@ typedef struct cs_engine_opts {
 	/* dump: after the record was written into the images; <0 (logged)
 	 * fails the dump. NULL: nothing to do. */
 	int (*recorded)(void *ctx);
+	/* dump: the engine's images directory (a directory fd the engine
+	 * keeps open, -1 none): processes that run the parking interposer park
+	 * into files there (cudasnap-gpumem.*), which travel with the images,
+	 * unless the setting CUDASNAP_PARK_FILES=0 keeps their parks in host
+	 * memory. A restore reads them from the directory cs_engine_import gets. */
+	int images;
 	/* restore: after the restored processes were killed (a GPU restore
 	 * that failed) while the engine traces them: wait for them. */
 	void (*reap)(void *ctx, const pid_t *pids, size_t n);

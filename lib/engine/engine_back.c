@@ -5,6 +5,7 @@
  * the restore threads run through the engine's calls. */
 #include "engine_int.h"
 #include "park.h"
+#include "parkfiles.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -110,7 +111,15 @@ static void unpark_when_resumed(cs_engine *e, const run_outcome *o1, const run_o
 		/* one parked before its exporter and never locked runs parked */
 		if (!t->parked || (t->locked && !((x && x->done) || (y && y->done))))
 			continue;
-		if (cs_park_queue_unpark(t->pid, eng_lock_timeout_s(e) * 1000) == 0)
+		/* into files of the images: they go with it (and stay: the
+		 * images keep what they hold) */
+		cs_park_files f = { .n = 0 };
+		cs_error err = { 0 };
+		int rc = eng_park_files_open(e, t->park_name, t->park_nfiles, t->park_bytes, &f, &err);
+		if (rc == 0)
+			rc = cs_park_queue_unpark(t->pid, eng_lock_timeout_s(e) * 1000, &f);
+		cs_park_files_close(&f);
+		if (rc == 0)
 			eng_log(e, CS_LOG_INFO,
 				"process %d (%s) unparks its %.2f GiB once %s lets it run ('cudasnap ps' shows it)",
 				(int)t->pid, t->comm, (double)t->park_bytes / (1 << 30), e->o.engine);

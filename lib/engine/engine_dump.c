@@ -202,6 +202,7 @@ typedef struct pause_arg {
 	char comm[64];
 	unsigned timeout_s;
 	bool park; /* it maps the interposer, and parking is not turned off */
+	int images; /* its park goes into files of the images (-1: into host memory) */
 	pid_t first[ENG_EARLY_MAX]; /* importers to park before it */
 	size_t nfirst;
 } pause_arg;
@@ -214,7 +215,7 @@ static bool park_room(const pause_arg *a, pause_reply *r)
 	pid_t pids[ENG_EARLY_MAX + 1];
 	memcpy(pids, a->first, a->nfirst * sizeof(pid_t));
 	pids[a->nfirst] = a->pid;
-	r->no_room = !eng_park_fits(pids, a->nfirst + 1, r->room_why, sizeof(r->room_why));
+	r->no_room = !eng_park_fits(pids, a->nfirst + 1, a->images >= 0, r->room_why, sizeof(r->room_why));
 	return !r->no_room;
 }
 
@@ -243,14 +244,14 @@ static int pause_task(void *arg, void **out, size_t *len)
 	if (a->park) {
 		if (!park_room(a, r))
 			return 0;
-		eng_park_before_lock(d, &t, a->timeout_s, a->first, a->nfirst, &conn, &r->pk);
+		eng_park_before_lock(d, &t, a->timeout_s, a->first, a->nfirst, a->images, &conn, &r->pk);
 	}
 	if (r->pk.refused)
 		return 0;
 	double t0 = cs_now();
 	r->lock_rc = cs_cu_lock(d, a->pid, ms);
 	r->lock_s = cs_now() - t0;
-	eng_park_after_lock(d, &t, a->timeout_s, r->lock_rc, &conn, &r->pk);
+	eng_park_after_lock(d, &t, a->timeout_s, r->lock_rc, a->images, &conn, &r->pk);
 	if (r->lock_rc != CS_CU_SUCCESS) {
 		cs_explain_ctx c = { .call = CS_CALL_LOCK,
 				     .pid = a->pid,
@@ -381,7 +382,8 @@ static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, const cs_park_in
 	snprintf(what, sizeof(what), "the lock of process %d", (int)pid);
 	pause_arg a = { .pid = pid,
 			.timeout_s = eng_lock_timeout_s(e),
-			.park = p->maps_park && !cs_env_on("CUDASNAP_NO_PARK") };
+			.park = p->maps_park && !cs_env_on("CUDASNAP_NO_PARK"),
+			.images = e->images };
 	snprintf(a.comm, sizeof(a.comm), "%s", p->comm);
 	if (a.park && (a.nfirst = eng_park_importers(e, pid, info, a.first, ENG_EARLY_MAX)) > 0 &&
 	    claim_first(e, &a) < 0)

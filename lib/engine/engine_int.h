@@ -25,6 +25,8 @@ typedef struct eng_task {
 	bool checkpointed; /* dump: left checkpointed by the transaction */
 	bool parked; /* dump: its interposer parked its memory before the lock */
 	unsigned long long park_bytes;
+	char park_name[64]; /* dump: parked into files of the images (park_nfiles of them) */
+	unsigned park_nfiles, park_direct;
 	size_t entry; /* restore: its entry in the record */
 } eng_task;
 
@@ -44,6 +46,10 @@ struct cs_engine {
 	pid_t *tree; /* dump: every process met, the leftover check's scope */
 	size_t ntree, treecap;
 	int state_fd;
+	/* where parks go into files (the images directory), -1 none; owned:
+	 * a copy this session closes (a restore's) */
+	int images;
+	bool own_images;
 	eng_gpu gpu;
 	char no_driver[256]; /* why the driver cannot checkpoint (ENG_GPU_NO_DRIVER) */
 	cs_claims claims; /* dump: held from the meeting until the end */
@@ -160,6 +166,7 @@ const cs_history *eng_op_end(cs_engine *e, int ret);
 typedef struct eng_early {
 	pid_t pid;
 	cs_park_answer park;
+	char park_name[64]; /* parked into park.files files of the images, named so */
 } eng_early;
 
 /* What a call did about parking one process: parked, its memory is in its
@@ -170,6 +177,7 @@ typedef struct eng_early {
 typedef struct eng_park_reply {
 	bool parked, park_failed, refused, unparked;
 	cs_park_answer park;
+	char park_name[64]; /* parked into park.files files of the images, named so */
 	cs_error park_err;
 	size_t nearly;
 	eng_early early[ENG_EARLY_MAX];
@@ -184,13 +192,20 @@ size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info
  * device memory into the process's own memory, as the driver's checkpoint
  * does, and is checked before it in the same way); why says which does
  * not and what to do. CUDASNAP_IGNORE_MEMORY=1 skips it. */
-bool eng_park_fits(const pid_t *pids, size_t n, char *why, size_t size);
+/* files: the parks go into files, which take only their staging in host
+ * memory (and the driver's checkpoint then copies what is left). */
+bool eng_park_fits(const pid_t *pids, size_t n, bool files, char *why, size_t size);
 /* In the call: the importers first (committed), then t's own park, held
  * on *conn until eng_park_after_lock. */
+/* images: the directory its park goes into files of (-1: host memory). */
 void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, const pid_t *first, size_t nfirst,
-			  int *conn, eng_park_reply *r);
-void eng_park_after_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, int lock_rc, int *conn,
+			  int images, int *conn, eng_park_reply *r);
+void eng_park_after_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, int lock_rc, int images, int *conn,
 			 eng_park_reply *r);
+/* Main side: the files of t's park in the images (none: 0), open for its
+ * unpark; -1 with err when they cannot be. */
+int eng_park_files_open(const cs_engine *e, const char *name, unsigned n, unsigned long long bytes,
+			struct cs_park_files *f, cs_error *err);
 /* Main side: the log and the tasks of what the call did. */
 void eng_park_note_early(cs_engine *e, pid_t exporter, const char *comm, const eng_park_reply *r);
 void eng_park_note(cs_engine *e, eng_task *t, cs_history_proc *h, const eng_park_reply *r);

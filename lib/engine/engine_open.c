@@ -1,9 +1,12 @@
 /* A staged session's life (lib/engine/engine.h): opened for one dump or restore,
  * ended at the engine's exit hook by the stage's own ending. */
 #include "engine_int.h"
+#include "env.h"
 #include "util.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* A warning of the claims (a lock they ignore), in the engine's log. */
@@ -19,6 +22,10 @@ cs_engine *cs_engine_open(const cs_engine_opts *opts)
 		return NULL;
 	e->o = *opts;
 	e->state_fd = -1;
+	/* CUDASNAP_PARK_FILES=0: parks stay in host memory, CRIU dumps them */
+	const char *files = cs_env("CUDASNAP_PARK_FILES");
+	bool off = files && strcmp(files, "0") == 0;
+	e->images = opts->op == CS_OP_CHECKPOINT && !off ? opts->images : -1;
 	cs_claims_init(&e->claims);
 	e->claims.warn = claims_warn;
 	e->claims.warn_ctx = e;
@@ -33,6 +40,8 @@ void cs_engine_free(cs_engine *e)
 	cs_claims_release(&e->claims);
 	if (e->state_fd >= 0)
 		close(e->state_fd);
+	if (e->own_images && e->images >= 0)
+		close(e->images);
 	free(e->tasks);
 	free(e->tree);
 	cs_manifest_free(&e->record);

@@ -13,6 +13,7 @@
 #include "discover.h"
 #include "env.h"
 #include "park.h"
+#include "parkfiles.h"
 #include "proc.h"
 #include "sandbox.h"
 #include "util.h"
@@ -50,7 +51,7 @@ size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info
 	return n;
 }
 
-bool eng_park_fits(const pid_t *pids, size_t n, char *why, size_t size)
+bool eng_park_fits(const pid_t *pids, size_t n, bool files, char *why, size_t size)
 {
 	if (n == 0 || cs_env_on("CUDASNAP_IGNORE_MEMORY"))
 		return true;
@@ -64,6 +65,11 @@ bool eng_park_fits(const pid_t *pids, size_t n, char *why, size_t size)
 		f[i].pid = pids[i];
 		if (eng_identity(pids[i], &nspid, f[i].comm, sizeof(f[i].comm)) < 0)
 			snprintf(f[i].comm, sizeof(f[i].comm), "?");
+		cs_park_info pi;
+		if (files && (cs_park_status(pids[i], 2000, &pi), pi.seen)) {
+			f[i].off_host = pi.bytes;
+			f[i].staging = cs_park_files_count(pi.bytes) * park_files_stage(pi.bytes);
+		}
 	}
 	cs_sandbox sb;
 	cs_sandbox_detect(NULL, &sb);
@@ -84,9 +90,46 @@ bool eng_park_fits(const pid_t *pids, size_t n, char *why, size_t size)
 	return false;
 }
 
+/* The files of t's park into the images, made for what it holds (named
+ * into name, n of them): 0, or -1 with err. */
+static int make_files(const cs_target *t, const cs_park_info *info, int images, cs_park_files *f, char *name,
+		      size_t size, unsigned *n, cs_error *err)
+{
+	unsigned long long start = 0;
+	*n = 0;
+	if (cs_proc_start_time(cs_proc_dir(), t->pid, &start) < 0)
+		return cs_error_set(err, CS_EPROC, NULL, "process %d is gone", (int)t->pid);
+	cs_park_files_name(t->pid, start, name, size);
+	unsigned count = cs_park_files_count(info->bytes);
+	if (cs_park_files_make(images, "the images directory", name, count, info->bytes, f, err) < 0)
+		return -1;
+	*n = count;
+	return 0;
+}
+
+/* A park (held on *conn), into files of images when images >= 0: 0, or -1
+ * with err and no file left. */
+static int park_one(cs_driver *d, const cs_target *t, const cs_park_info *info, unsigned ms, int images, int *conn,
+		    char *name, size_t size, cs_park_answer *a, cs_error *err)
+{
+	cs_park_files f = { .n = 0 };
+	unsigned files = 0;
+	name[0] = 0;
+	/* nothing of its own to move (an importer): nothing to write */
+	if (images >= 0 && info->bytes && make_files(t, info, images, &f, name, size, &files, err) < 0)
+		return -1;
+	int rc = cs_park_step(t, true, conn, ms, cs_park_answer_s(d, info->bytes, ms), &f, a, err);
+	cs_park_files_close(&f);
+	if (rc < 0 && files)
+		cs_park_files_remove(images, name, files);
+	if (rc < 0)
+		name[0] = 0;
+	return rc;
+}
+
 /* In the call: one importer parked and the park committed at once (it is
  * not locked now, and keeps its park once the connection is gone). */
-static void park_early(cs_driver *d, pid_t pid, unsigned ms, eng_park_reply *r, char *why, size_t size)
+static void park_early(cs_driver *d, pid_t pid, unsigned ms, int images, eng_park_reply *r, char *why, size_t size)
 {
 	cs_target t = { .pid = pid };
 	pid_t nspid;
@@ -97,7 +140,7 @@ static void park_early(cs_driver *d, pid_t pid, unsigned ms, eng_park_reply *r, 
 	eng_early *x = &r->early[r->nearly];
 	cs_error err = { 0 };
 	int conn = -1;
-	if (cs_park_step(&t, true, &conn, ms, cs_park_answer_s(d, info.bytes, ms), NULL, &x->park, &err) == 0) {
+	if (park_one(d, &t, &info, ms, images, &conn, x->park_name, sizeof(x->park_name), &x->park, &err) == 0) {
 		cs_park_close(&conn, true);
 		x->pid = pid;
 		r->nearly++;
@@ -108,12 +151,12 @@ static void park_early(cs_driver *d, pid_t pid, unsigned ms, eng_park_reply *r, 
 }
 
 void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, const pid_t *first, size_t nfirst,
-			  int *conn, eng_park_reply *r)
+			  int images, int *conn, eng_park_reply *r)
 {
 	unsigned ms = timeout_s * 1000;
 	char early_err[400] = "";
 	for (size_t i = 0; i < nfirst && r->nearly < ENG_EARLY_MAX; i++)
-		park_early(d, first[i], ms, r, early_err, sizeof(early_err));
+		park_early(d, first[i], ms, images, r, early_err, sizeof(early_err));
 	cs_park_info info;
 	cs_park_status(t->pid, 2000, &info);
 	if (!info.seen || info.parked || !cs_park_wanted(&info))
@@ -130,7 +173,7 @@ void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, 
 		snprintf(r->park_err.message, sizeof(r->park_err.message), "%s%s", why, info.attached ? early_err : "");
 		return;
 	}
-	if (cs_park_step(t, true, conn, ms, cs_park_answer_s(d, info.bytes, ms), NULL, &r->park, &r->park_err) == 0) {
+	if (park_one(d, t, &info, ms, images, conn, r->park_name, sizeof(r->park_name), &r->park, &r->park_err) == 0) {
 		r->parked = true;
 		return;
 	}
@@ -141,7 +184,7 @@ void eng_park_before_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, 
 	cs_park_close(conn, false);
 }
 
-void eng_park_after_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, int lock_rc, int *conn,
+void eng_park_after_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, int lock_rc, int images, int *conn,
 			 eng_park_reply *r)
 {
 	if (!r->parked)
@@ -153,9 +196,12 @@ void eng_park_after_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, i
 	cs_park_answer u;
 	cs_error err = { 0 };
 	unsigned ms = timeout_s * 1000;
+	/* from the files the park still holds: its connection is open */
 	r->unparked = cs_park_step(t, false, conn, ms, cs_park_answer_s(d, r->park.bytes, ms), NULL, &u, &err) == 0;
 	r->parked = !r->unparked;
 	cs_park_close(conn, false);
+	if (r->unparked && r->park.files)
+		cs_park_files_remove(images, r->park_name, r->park.files);
 }
 
 static void timed_park(cs_history_proc *h, const cs_park_answer *a)
@@ -175,6 +221,9 @@ void eng_park_note_early(cs_engine *e, pid_t exporter, const char *comm, const e
 			continue;
 		t->parked = true;
 		t->park_bytes = a->bytes;
+		t->park_nfiles = a->files;
+		t->park_direct = a->direct;
+		snprintf(t->park_name, sizeof(t->park_name), "%s", a->files ? r->early[i].park_name : "");
 		timed_park(eng_op_proc(e, t->pid, t->nspid, t->comm), a);
 		eng_log(e, CS_LOG_INFO,
 			"process %d (%s) parked %.2f GiB of device memory in %.3f s before process %d (%s), whose "
@@ -199,11 +248,29 @@ void eng_park_note(cs_engine *e, eng_task *t, cs_history_proc *h, const eng_park
 	}
 	t->parked = true;
 	t->park_bytes = a->bytes;
+	t->park_nfiles = a->files;
+	t->park_direct = a->direct;
+	snprintf(t->park_name, sizeof(t->park_name), "%s", a->files ? r->park_name : "");
 	timed_park(h, a);
+	char where[96] = "its host memory";
+	if (a->files)
+		snprintf(where, sizeof(where), "%u files of the images (%u with O_DIRECT)", a->files, a->direct);
 	eng_log(e, CS_LOG_INFO,
-		"process %d (%s) parked %.2f GiB of device memory in its host memory in %.3f s (copy %.3f s, %.1f "
-		"GB/s): the driver checkpoints the rest",
-		(int)t->pid, t->comm, (double)a->bytes / (1 << 30), a->total_s, a->copy_s, a->gbps);
+		"process %d (%s) parked %.2f GiB of device memory in %s in %.3f s (copy %.3f s, %.1f GB/s): the driver "
+		"checkpoints the rest",
+		(int)t->pid, t->comm, (double)a->bytes / (1 << 30), where, a->total_s, a->copy_s, a->gbps);
+}
+
+int eng_park_files_open(const cs_engine *e, const char *name, unsigned n, unsigned long long bytes, cs_park_files *f,
+			cs_error *err)
+{
+	f->n = 0;
+	if (n == 0)
+		return 0;
+	if (e->images < 0)
+		return cs_error_set(err, CS_ESTATE, NULL,
+				    "its GPU memory is in files of the images, and no images directory is at hand");
+	return cs_park_files_open(e->images, "the images directory", name, n, bytes, f, err);
 }
 
 void eng_park_left(cs_engine *e, const eng_task *t, cs_history_proc *h)

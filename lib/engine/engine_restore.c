@@ -12,10 +12,12 @@
 #include "gpuroom.h"
 #include "inventory.h"
 #include "park.h"
+#include "parkfiles.h"
 #include "proc.h"
 #include "state.h"
 #include "util.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,10 +50,37 @@ static int load_record(cs_engine *e, int images)
 	return 0;
 }
 
+/* Every file a park wrote into the images is there, of its size, before any
+ * process exists: one missing or cut short could never give its memory back
+ * (what each holds is checked at its unpark). */
+static int park_files_here(cs_engine *e)
+{
+	for (size_t i = 0; i < e->record.n; i++) {
+		const cs_manifest_entry *x = &e->record.e[i];
+		cs_park_files f = { .n = 0 };
+		cs_error err = { 0 };
+		if (eng_park_files_open(e, x->park_name, x->park_nfiles, x->park_bytes, &f, &err) == 0) {
+			cs_park_files_close(&f);
+			continue;
+		}
+		eng_log(e, CS_LOG_ERROR,
+			"GPU restore REFUSED before %s created any process: process %s (pid %d at the dump) parked its "
+			"GPU memory into files of the images, and %s; %s",
+			e->o.engine, x->comm, (int)x->pid, err.message, err.hint);
+		return -1;
+	}
+	return 0;
+}
+
 int cs_engine_import(cs_engine *e, int images)
 {
 	eng_op_gpu(e);
 	if (load_record(e, images) < 0)
+		return -1;
+	/* kept for the unparks from files of the images, at the engine's exit */
+	if (e->images < 0 && images >= 0 && (e->images = fcntl(images, F_DUPFD_CLOEXEC, 0)) >= 0)
+		e->own_images = true;
+	if (park_files_here(e) < 0)
 		return -1;
 	eng_op_record(e);
 	int version;
@@ -330,7 +359,13 @@ static int unpark_one(cs_engine *e, const eng_task *t, bool importers, char *why
 	cs_park_answer a;
 	cs_error err = { 0 };
 	unsigned ms = eng_lock_timeout_s(e) * 1000;
-	int rc = cs_park_step(&x, false, &conn, ms, cs_park_answer_s(NULL, info.bytes, ms), NULL, &a, &err);
+	/* parked into files of the images: they come with the request */
+	const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
+	cs_park_files f = { .n = 0 };
+	int rc = me ? eng_park_files_open(e, me->park_name, me->park_nfiles, info.bytes, &f, &err) : 0;
+	if (rc == 0)
+		rc = cs_park_step(&x, false, &conn, ms, cs_park_answer_s(NULL, info.bytes, ms), &f, &a, &err);
+	cs_park_files_close(&f);
 	cs_park_close(&conn, false);
 	cs_history_proc *h = eng_op_entry(e, t->entry);
 	if (rc < 0) {

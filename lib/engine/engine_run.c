@@ -105,8 +105,20 @@ static run_outcome *outcome(const eng_run *r, int rc, const cs_txn_result *res, 
 /* After a checkpoint, the record for the restore: NVML names the GPUs for a
  * restore elsewhere (loaded here, in the call, never in the engine's
  * process). */
-static void write_record(const eng_run *r, cs_driver *d, const cs_target *t, size_t n, run_outcome *o)
+static void write_record(const eng_run *r, cs_driver *d, cs_target *t, size_t n, run_outcome *o)
 {
+	/* where each park into files of the images put its memory (its
+	 * meeting's call did it, which this process's copy of the engine
+	 * knows) */
+	for (size_t i = 0; i < n; i++) {
+		const eng_task *x = eng_find(engine, t[i].pid);
+		if (x && x->park_nfiles) {
+			snprintf(t[i].park_name, sizeof(t[i].park_name), "%s", x->park_name);
+			t[i].park_nfiles = x->park_nfiles;
+			t[i].park_direct = x->park_direct;
+			t[i].park_bytes = x->park_bytes;
+		}
+	}
 	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
 	cs_nvml_list(&gpus, &ngpus);

@@ -139,11 +139,11 @@ static void key_field(pid_t pid, char *out, size_t size)
 
 /* One request (its files after it), one answer line (bounded by the
  * socket's timeouts). */
-static int send_files(int conn, const cs_park_files *f);
+static int send_files(int conn, const cs_park_files *f, int flags);
 static int ask_with(int conn, const char *req, const cs_park_files *files, char *line, size_t size)
 {
 	size_t len = strlen(req);
-	if (send(conn, req, len, MSG_NOSIGNAL) != (ssize_t)len || send_files(conn, files) != 0)
+	if (send(conn, req, len, MSG_NOSIGNAL) != (ssize_t)len || send_files(conn, files, 0) != 0)
 		return -1;
 	size_t n = 0;
 	while (n + 1 < size) {
@@ -160,7 +160,7 @@ static int ask_with(int conn, const char *req, const cs_park_files *files, char 
 }
 
 /* The files after the request's line: one byte and one descriptor each. */
-static int send_files(int conn, const cs_park_files *f)
+static int send_files(int conn, const cs_park_files *f, int flags)
 {
 	for (unsigned i = 0; f && i < f->n; i++) {
 		char c = 'F';
@@ -177,7 +177,7 @@ static int send_files(int conn, const cs_park_files *f)
 		cm->cmsg_type = SCM_RIGHTS;
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(cm), &f->fd[i], sizeof(int));
-		if (sendmsg(conn, &m, MSG_NOSIGNAL) != 1)
+		if (sendmsg(conn, &m, MSG_NOSIGNAL | flags) != 1)
 			return -1;
 	}
 	return 0;
@@ -431,17 +431,22 @@ void cs_park_close(int *conn, bool commit)
 	hang_up(conn);
 }
 
-int cs_park_queue_unpark(pid_t pid, unsigned timeout_ms)
+int cs_park_queue_unpark(pid_t pid, unsigned timeout_ms, const cs_park_files *files)
 {
 	/* connect() to a listening socket completes in the kernel's queue:
 	 * the process need not run, only exist. */
 	int conn = park_find_connect(pid, cs_proc_dir(), 2000);
 	if (conn < 0)
 		return -1;
-	char req[192], key[128];
+	char req[192], key[128], nfiles[24] = "";
 	key_field(pid, key, sizeof(key));
-	int len = snprintf(req, sizeof(req), "unpark %u%s\n", timeout_ms, key);
-	int rc = send(conn, req, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) == len ? 0 : -1;
+	if (files && files->n)
+		snprintf(nfiles, sizeof(nfiles), " files=%u", files->n);
+	int len = snprintf(req, sizeof(req), "unpark %u%s%s\n", timeout_ms, nfiles, key);
+	int rc = send(conn, req, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) == len &&
+			send_files(conn, files, MSG_DONTWAIT) == 0 ?
+		0 :
+		-1;
 	close(conn);
 	return rc;
 }

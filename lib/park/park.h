@@ -104,6 +104,6 @@ void cs_park_close(int *conn, bool commit);
  * stopped (by a snapshot engine that holds it): the process unparks once it
  * runs again, and nobody waits for its answer. 0, or -1 when the request
  * could not be left. */
-int cs_park_queue_unpark(pid_t pid, unsigned timeout_ms);
+int cs_park_queue_unpark(pid_t pid, unsigned timeout_ms, const struct cs_park_files *files);
 
 #endif

@@ -58,7 +58,8 @@ static json_object *entry_json(const cs_target *t, int order)
 	json_object_object_add(o, "seconds", tm);
 	json_object *pf = t->park_nfiles ? json_object_new_object() : NULL;
 	if (pf) {
-		json_object_object_add(pf, "dir", json_object_new_string(t->park_dir));
+		/* none: the images directory the record is in */
+		cs_json_add_str_or_null(pf, "dir", t->park_dir[0] ? t->park_dir : NULL);
 		json_object_object_add(pf, "name", json_object_new_string(t->park_name));
 		json_object_object_add(pf, "count", json_object_new_int((int)t->park_nfiles));
 		json_object_object_add(pf, "bytes", json_object_new_uint64(t->park_bytes));
@@ -269,8 +270,8 @@ static int get_park_files(json_object *o, cs_manifest_entry *e)
 	if (!json_object_object_get_ex(o, "park_files", &pf) || json_object_is_type(pf, json_type_null))
 		return 0;
 	long long count, bytes;
-	if (!json_object_is_type(pf, json_type_object) ||
-	    !get_str(pf, "dir", e->park_dir, sizeof(e->park_dir), false) || e->park_dir[0] != '/' ||
+	if (!json_object_is_type(pf, json_type_object) || !get_str(pf, "dir", e->park_dir, sizeof(e->park_dir), true) ||
+	    (e->park_dir[0] && e->park_dir[0] != '/') ||
 	    !get_str(pf, "name", e->park_name, sizeof(e->park_name), false) || !park_files_named(e->park_name) ||
 	    !get_int(pf, "count", 1, PARK_FILES_MAX, &count) ||
 	    !get_int(pf, "bytes", 0, (long long)CS_GPU_BYTES_MAX, &bytes))

@@ -160,7 +160,7 @@ static int park_files(run *r, cs_target *t, bool park, int *dirfd, cs_park_files
 static int park_call(run *r, cs_target *t, cs_step s)
 {
 	bool park = s == CS_STEP_PARK;
-	bool files = park ? r->o->park_to != NULL : t->park_nfiles > 0;
+	bool files = park ? r->o->park_to != NULL && t->park_bytes > 0 : t->park_nfiles > 0;
 	cs_park_answer a;
 	cs_error e = { 0 };
 	_cleanup_close_ int dirfd = -1;

@@ -176,8 +176,9 @@ class CriuCase(Case):
             text = ""
         return Run(p, wall, text)
 
-    def dump(self, *extra):
-        return self.criu("dump", "-t", str(self.root), "-D", self.images, "-L", self.plugins, *extra, log="dump.log")
+    def dump(self, *extra, env=None):
+        return self.criu("dump", "-t", str(self.root), "-D", self.images, "-L", self.plugins, *extra, log="dump.log",
+                         env=env)
 
     def restore(self, plugins=None, log="restore.log", env=None):
         return self.criu("restore", "-D", self.images, "-L", plugins or self.plugins, "-d", log=log, env=env)

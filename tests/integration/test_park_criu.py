@@ -4,6 +4,7 @@ socket that CRIU carries, and nothing cudasnap does during the dump may leave
 a connection waiting in it (CRIU refuses to dump a listening socket holding
 one whose peer has gone). After the restore the interposer answers again,
 and parks and unparks."""
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from test_park import socket_path
 
 CUAPP = os.environ.get("FAKE_CUAPP", "")
 PARK_LIB = os.environ.get("PARK_LIB", "")
+HOST_PARKS = {"CUDASNAP_PARK_FILES": "0"}  # parks into host memory, as before files of the images
 
 
 @unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
@@ -90,17 +92,94 @@ class ParkUnderCriu(CriuCase):
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
 
+    def gpumem(self):
+        return sorted(n for n in os.listdir(self.images) if n.startswith("cudasnap-gpumem."))
+
+    def test_parked_memory_travels_in_files_of_the_images(self):
+        """The park writes the memory into files of the images directory:
+        CRIU's pages hold none of it, the record names the files, and the
+        restore unparks from them with the data."""
+        pid = self.start()
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) parked 0.02 GiB of device memory in 1 files "
+                                   "of the images"), r)
+        files = self.gpumem()
+        self.assertEqual(len(files), 1, files)
+        self.assertEqual(os.path.getsize(os.path.join(self.images, files[0])), 16 << 20)
+        self.assertGone([pid])
+        pages = sum(os.path.getsize(os.path.join(self.images, n)) for n in os.listdir(self.images)
+                    if n.startswith("pages-"))
+        self.assertLess(pages, 12 << 20, "CRIU's pages carry the parked memory")
+        with open(os.path.join(self.images, "cudasnap-plugin.json")) as f:
+            pf = json.load(f)["processes"][0]["park_files"]
+        self.assertEqual((pf["dir"], pf["name"] + ".0", pf["count"]), (None, files[0], 1))
+        r = self.restore()
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) unparked 0.02 GiB"), r)
+        self.assertFalse(self.parked(pid))
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+        self.assertEqual(self.gpumem(), files)  # the images keep what they hold
+
+    def test_leave_running_unparks_from_the_files(self):
+        pid = self.start()
+        r = self.dump("--shell-job", "--leave-running")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(len(self.gpumem()), 1)
+        self.wait_unparked(pid)
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+        self.assertEqual(len(self.gpumem()), 1)
+
+    def test_a_changed_file_fails_the_restore_and_kills_the_tree(self):
+        pid = self.start()
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGone([pid])
+        path = os.path.join(self.images, self.gpumem()[0])
+        with open(path, "r+b") as f:
+            f.seek(4 << 20)
+            b = f.read(1)
+            f.seek(4 << 20)
+            f.write(bytes([b[0] ^ 1]))
+        # The unpark runs once CRIU has let the tree run (its exit hook):
+        # CRIU has already answered, so the tree is killed, as after any
+        # GPU restore that failed, and the images stay as they are.
+        r = self.restore()
+        self.assertTrue(self.lines(r, "does not hold what the park wrote"), r)
+        self.assertTrue(self.lines(r, "restored process is killed"), r)
+        self.assertGone([pid])
+        self.assertTrue(os.path.exists(path))
+
+    def test_a_missing_or_cut_file_refuses_the_restore_before_any_process(self):
+        pid = self.start()
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGone([pid])
+        path = os.path.join(self.images, self.gpumem()[0])
+        os.truncate(path, 8 << 20)
+        r = self.restore()
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, "of another size"), r)
+        self.assertGone([pid])
+        os.unlink(path)
+        r = self.restore()
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, "No such file or directory"), r)
+        self.assertGone([pid])
+
     def test_a_park_that_does_not_fit_is_refused_before_it(self):
         """A park copies device memory into the process's own memory at
         PAUSE_DEVICES, before the checkpoint's check of host memory: it is
         judged first, in the process's real memory cgroup, and a process
         whose copy would not fit is neither parked nor locked, nor
-        OOM-killed. With room, the same process parks."""
+        OOM-killed. With room, the same process parks. (Parks into host
+        memory: CUDASNAP_PARK_FILES=0; into files of the images, the copy
+        takes no host memory.)"""
         cg = memcg.for_test(self).make("park")
         pid = self.start(wrap=cg.enter_argv())
         cg.set_room(8 << 20)
         ooms = cg.oom_kills()
-        r = self.dump("--shell-job")
+        r = self.dump("--shell-job", env=HOST_PARKS)
         self.assertNotEqual(r.rc, 0, r)
         self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) refused: it needs"), r)
         self.assertTrue(self.lines(r, f"before process {pid} (fakecuda-cuapp) parked its device memory"), r)
@@ -110,7 +189,7 @@ class ParkUnderCriu(CriuCase):
         self.assertFalse(self.parked(pid))
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
         cg.set_room(512 << 20)
-        r = self.dump("--shell-job", "--leave-running")
+        r = self.dump("--shell-job", "--leave-running", env=HOST_PARKS)
         self.assertEqual(r.rc, 0, r)
         self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) parked 0.02 GiB"), r)
         self.wait_unparked(pid)
@@ -288,7 +367,7 @@ class PairUnderCriu(CriuCase):
         self.start(wrap=cg.enter_argv())
         cg.set_room(40 << 20)
         ooms = cg.oom_kills()
-        r = self.dump("--shell-job")
+        r = self.dump("--shell-job", env=HOST_PARKS)
         self.assertNotEqual(r.rc, 0, r)
         self.assertTrue(self.lines(r, "refused: it needs"), r)
         self.assertTrue(self.lines(r, f"before process {self.e} (fakecuda-cuapp) parked its device memory"), r)
