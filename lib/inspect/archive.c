@@ -380,7 +380,7 @@ static cs_archive_member *classify(reader *r, struct archive_entry *e, int *rc)
 			*rc = refuse(r, raw, "is not a regular file");
 			return NULL;
 		}
-		if (a->entry_size_is_set(e) && (uint64_t)a->entry_size(e) > r->m[i].max) {
+		if (!r->m[i].size_only && a->entry_size_is_set(e) && (uint64_t)a->entry_size(e) > r->m[i].max) {
 			*rc = cs_error_set(r->err, CS_EUSAGE, NULL,
 					   "%s: its member %s has %lld bytes, more than the %zu such a file has: this is "
 					   "not a checkpoint cudasnap reads",
@@ -430,6 +430,11 @@ static int walk(reader *r)
 		}
 		int rc;
 		cs_archive_member *w = classify(r, e, &rc);
+		if (rc == 0 && w && w->size_only) {
+			w->found = true;
+			w->len = r->a->entry_size_is_set(e) ? (size_t)r->a->entry_size(e) : SIZE_MAX;
+			w = NULL; /* its data are skipped */
+		}
 		if (rc == 0)
 			rc = w ? read_member(r, e, w) : skip_member(r);
 		if (rc == 0)

@@ -32,6 +32,9 @@ CS_DEFINE_CLEANUP(cs_archive, cs_archive_free)
 typedef struct cs_archive_member {
 	const char *name; /* as wanted, normalized: "checkpoint/inventory.img" */
 	size_t max; /* the most bytes it may have */
+	/* only whether it is there and its size (len; SIZE_MAX when its header
+	 * gives none) are wanted: its data are skipped, max does not apply */
+	bool size_only;
 	char *data; /* malloc'd, NUL-terminated; NULL until found */
 	size_t len;
 	bool found;

@@ -75,9 +75,12 @@ __attribute__((noreturn)) static void child(cs_archive *a, int fd, int out, cons
 		snprintf(h.info.bound, sizeof(h.info.bound), "memory");
 	int r = cs_write_all(out, &h, sizeof(h));
 	for (size_t i = 0; r == 0 && i < n; i++) {
-		size_t len = h.rc == 0 && m[i].found ? m[i].len : SIZE_MAX;
-		r = cs_write_all(out, &len, sizeof(len));
-		if (r == 0 && len != SIZE_MAX)
+		/* found: 1 and its length (and its data, unless size_only) */
+		size_t found = h.rc == 0 && m[i].found, len = found ? m[i].len : 0;
+		r = cs_write_all(out, &found, sizeof(found));
+		if (r == 0 && found)
+			r = cs_write_all(out, &len, sizeof(len));
+		if (r == 0 && found && !m[i].size_only)
 			r = cs_write_all(out, m[i].data, len);
 	}
 	/* What it holds goes with it; closed, so that a checker of descriptors
@@ -115,12 +118,19 @@ static int read_before(int fd, void *buf, size_t len, double deadline)
 static int read_members(int in, cs_archive_member *m, size_t n, double deadline)
 {
 	for (size_t i = 0; i < n; i++) {
-		size_t len;
-		int r = read_before(in, &len, sizeof(len), deadline);
+		size_t found, len;
+		int r = read_before(in, &found, sizeof(found), deadline);
+		if (r == 0 && found)
+			r = read_before(in, &len, sizeof(len), deadline);
 		if (r < 0)
 			return r;
-		if (len == SIZE_MAX)
+		if (!found)
 			continue;
+		if (m[i].size_only) {
+			m[i].len = len;
+			m[i].found = true;
+			continue;
+		}
 		if (len > m[i].max)
 			return -EPROTO;
 		m[i].data = malloc(len + 1);

@@ -31,6 +31,13 @@ typedef struct cs_inspect {
 	bool gpu_part;
 	cs_manifest record; /* its record, when gpu_part */
 	cs_ckpt_meta meta; /* the engine's config.dump and spec.dump, what of them parsed */
+	/* The files the record's parks into files wrote (its processes' in
+	 * order, park_nfiles each): each one's size, -1 when it is not there
+	 * (or is a link); park_checked false when they could not be looked
+	 * at (an archive read from a pipe, which is read once). */
+	long long *park_sizes;
+	size_t npark;
+	bool park_checked;
 } cs_inspect;
 
 /* The bounds on reading an archive, unless the caller gives others:
@@ -63,7 +70,8 @@ CS_DEFINE_CLEANUP_STRUCT(cs_inspect, cs_inspect_free)
 
 /* One thing that would fail the restore here, or that it cannot judge. */
 typedef struct cs_verdict_reason {
-	const char *code; /* "criu-plugin", "criu-plugin-conflict", "driver", "driver-version",
+	const char *
+		code; /* "criu-plugin", "criu-plugin-conflict", "park-files", "park-files-unchecked", "driver", "driver-version",
 			     "driver-remap", "device-map", "gpu-absent", "gpu-memory", "gpu-memory-unknown",
 			     "driver-version-unknown" */
 	bool blocks; /* the restore would fail here because of it */

@@ -9,6 +9,7 @@
  * the processes restored onto it, judged by cs_record_judge as the
  * plugin's init judges it. */
 #include "inspect.h"
+#include "park_find.h"
 #include "devmap.h"
 #include "env.h"
 #include "sandbox.h"
@@ -220,12 +221,46 @@ static void judge_room(const cs_manifest *m, cs_verdict *v, cs_nvml *nv, const c
 	}
 }
 
+/* The files each park into files wrote: the restore refuses, before any
+ * process exists, images where one is missing or of another size (what
+ * each holds is checked against its checksums at its unpark). */
+static void judge_park_files(const cs_inspect *c, cs_verdict *v)
+{
+	if (c->npark && !c->park_checked) {
+		add(v, "park-files-unchecked", false, -1,
+		    "%zu file%s of GPU memory parked into the images could not be looked at here (an archive read "
+		    "from a pipe is read once)",
+		    c->npark, c->npark == 1 ? "" : "s");
+		return;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < c->record.n; i++) {
+		const cs_manifest_entry *e = &c->record.e[i];
+		for (unsigned f = 0; f < e->park_nfiles && k < c->npark; f++, k++) {
+			unsigned long long want = park_file_size(e->park_bytes, e->park_nfiles, f);
+			if (c->park_sizes[k] >= 0 && (unsigned long long)c->park_sizes[k] == want)
+				continue;
+			cs_verdict_reason *r =
+				add(v, "park-files", true, (long)i,
+				    "process %s (pid %d at the dump) parked its GPU memory into %s%s.%u, which %s",
+				    e->comm, (int)e->pid, c->images, e->park_name, f,
+				    c->park_sizes[k] < 0 ? "is not there (or is not a regular file)" :
+							   "is of another size");
+			if (c->park_sizes[k] >= 0)
+				snprintf(r->text + strlen(r->text), sizeof(r->text) - strlen(r->text),
+					 " (%lld bytes, %llu expected)", c->park_sizes[k], want);
+			fix(r, "The checkpoint is incomplete: copy it again whole from where it was made.");
+		}
+	}
+}
+
 void cs_inspect_judge(const cs_inspect *c, cs_verdict *v)
 {
 	memset(v, 0, sizeof(*v));
 	v->go = true;
 	const cs_manifest *m = &c->record;
 	judge_plugins(c, v);
+	judge_park_files(c, v);
 	_cleanup_(cs_driver_freep) cs_driver *d = NULL;
 	judge_driver(m, v, &d);
 	_cleanup_(cs_nvml_closep) cs_nvml *nv = NULL;

@@ -174,6 +174,78 @@ static int digest(const char *what, cs_archive_member *m, cs_inspect *c, cs_erro
 	return cs_manifest_parse_as(m[rec].data, m[rec].len, named, HINT_DAMAGED, &c->record, err);
 }
 
+/* ---- the files of parks into files ------------------------------------ */
+
+static size_t park_files_of(const cs_manifest *m)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < m->n; i++)
+		n += m->e[i].park_nfiles;
+	return n;
+}
+
+/* Each one's name under the images ("checkpoint/cudasnap-gpumem.P.S.N"). */
+static void park_file_name(const cs_inspect *c, size_t k, char *out, size_t size)
+{
+	for (size_t i = 0; i < c->record.n; k -= c->record.e[i++].park_nfiles)
+		if (k < c->record.e[i].park_nfiles) {
+			snprintf(out, size, "%s%s.%zu", c->images, c->record.e[i].park_name, k);
+			return;
+		}
+	out[0] = 0;
+}
+
+static void park_sizes_in_directory(int dfd, cs_inspect *c)
+{
+	char name[PATH_MAX];
+	for (size_t k = 0; k < c->npark; k++) {
+		struct stat st;
+		park_file_name(c, k, name, sizeof(name));
+		bool ok = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
+		c->park_sizes[k] = ok ? (long long)st.st_size : -1;
+	}
+	c->park_checked = true;
+}
+
+/* A second reading of the archive, for the sizes of the files alone (their
+ * data are skipped): a file, read again from its start; a pipe cannot be. */
+static int park_sizes_in_archive(int fd, const char *what, const cs_archive_bounds *b, cs_inspect *c, cs_error *err)
+{
+	if (lseek(fd, 0, SEEK_SET) != 0)
+		return 0;
+	_cleanup_free_ cs_archive_member *m = calloc(c->npark, sizeof(*m));
+	_cleanup_free_ char *names = calloc(c->npark, PATH_MAX);
+	_cleanup_(cs_archive_freep) cs_archive *a = NULL;
+	if (!m || !names)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	int r = cs_archive_load(&a, err);
+	for (size_t k = 0; r == 0 && k < c->npark; k++) {
+		park_file_name(c, k, names + k * PATH_MAX, PATH_MAX);
+		m[k] = (cs_archive_member){ .name = names + k * PATH_MAX, .size_only = true };
+	}
+	cs_archive_info info;
+	if (r == 0)
+		r = cs_archive_read_bounded(a, fd, what, m, c->npark, b, &info, err);
+	for (size_t k = 0; r == 0 && k < c->npark; k++)
+		c->park_sizes[k] = m[k].found && m[k].len != SIZE_MAX ? (long long)m[k].len : -1;
+	c->park_checked = r == 0;
+	cs_archive_members_free(m, c->npark);
+	return r;
+}
+
+static int park_sizes(int fd, bool dir, const char *what, const cs_archive_bounds *b, cs_inspect *c, cs_error *err)
+{
+	c->npark = c->gpu_part ? park_files_of(&c->record) : 0;
+	if (c->npark == 0)
+		return 0;
+	c->park_sizes = calloc(c->npark, sizeof(*c->park_sizes));
+	if (!c->park_sizes)
+		return cs_error_set(err, CS_ESYS, NULL, "out of memory");
+	if (dir)
+		park_sizes_in_directory(fd, c);
+	return dir ? 0 : park_sizes_in_archive(fd, what, b, c, err);
+}
+
 void cs_inspect_default_bounds(cs_archive_bounds *b)
 {
 	*b = (cs_archive_bounds){ .lim = { .max_bytes = CS_INSPECT_MAX_BYTES,
@@ -210,6 +282,8 @@ int cs_inspect_read(const char *path, const cs_archive_bounds *bounds, cs_inspec
 	if (r == 0)
 		r = digest(what, m, &c, err);
 	cs_archive_members_free(m, M_COUNT);
+	if (r == 0)
+		r = park_sizes(fd, S_ISDIR(st.st_mode), what, bounds ? bounds : &defaults, &c, err);
 	if (r < 0 && err && !err->hint[0] && err->status == CS_EUSAGE)
 		snprintf(err->hint, sizeof(err->hint), "%s", HINT_NOT_CHECKPOINT);
 	if (r < 0) {
@@ -224,5 +298,6 @@ int cs_inspect_read(const char *path, const cs_archive_bounds *bounds, cs_inspec
 void cs_inspect_free(cs_inspect *c)
 {
 	cs_manifest_free(&c->record);
+	free(c->park_sizes);
 	memset(c, 0, sizeof(*c));
 }

@@ -308,6 +308,43 @@ class Images(Case):
         self.assertIn("(gzip tar archive, CRIU images under checkpoint/)", h.out)
         self.assertIn("container:  trainer (Kubernetes pod train-0 in namespace ml); image localhost/train:1", h.out)
 
+    def parked_images(self):
+        """Images whose first process parked 40 MiB into two files of them
+        (32 MiB and 8 MiB, made sparse here)."""
+        e = entry(1, "python3", [GPU0], 64)
+        e["park_files"] = {"dir": None, "name": "cudasnap-gpumem.4001.101", "count": 2, "bytes": 40 * MIB}
+        d = self.gpu_images([e, entry(7, "worker", [GPU0], 32)])
+        for i, size in ((0, 32 * MIB), (1, 8 * MIB)):
+            with open(os.path.join(d, f"cudasnap-gpumem.4001.101.{i}"), "wb") as f:
+                f.truncate(size)
+        return d
+
+    def test_the_files_of_parks_into_the_images_are_counted_and_checked(self):
+        d = self.parked_images()
+        self.assertEqual(self.codes(self.inspect(d, rc=0)), [])
+        self.assertEqual(self.codes(self.inspect(self.pack(d), rc=0)), [])
+        second = os.path.join(d, "cudasnap-gpumem.4001.101.1")
+        os.truncate(second, 4 * MIB)  # cut short
+        r = self.inspect(d, rc=1)
+        self.assertEqual(self.codes(r), ["park-files"])
+        self.assertIn("cudasnap-gpumem.4001.101.1, which is of another size (4194304 bytes, 8388608 expected)",
+                      r.obj["reasons"][0]["text"])
+        r = self.inspect(self.pack(d, name="cut.tar"), rc=1)
+        self.assertEqual(self.codes(r), ["park-files"])
+        self.assertIn("checkpoint/cudasnap-gpumem.4001.101.1, which is of another size", r.obj["reasons"][0]["text"])
+        os.unlink(second)
+        r = self.inspect(d, rc=1)
+        self.assertIn("cudasnap-gpumem.4001.101.1, which is not there", r.obj["reasons"][0]["text"])
+        r = self.inspect(self.pack(d, name="gone.tar"), rc=1)
+        self.assertEqual(self.codes(r), ["park-files"])
+        # read from a pipe, an archive is read once: the files are not looked at, and it says so
+        if not NO_LIBARCHIVE:
+            with open(os.path.join(self.tmp, "gone.tar"), "rb") as f:
+                p = subprocess.run([BIN, "inspect", "/dev/stdin", "--json"], input=f.read(), capture_output=True,
+                                   env=self.env)
+            o = json.loads(p.stdout)
+            self.assertIn("park-files-unchecked", {x["code"] for x in o["reasons"] if not x["blocks"]}, p.stdout)
+
     def test_images_at_the_top_of_an_archive_and_leading_dot_slash(self):
         if NO_LIBARCHIVE:
             self.skipTest(NO_LIBARCHIVE)
