@@ -10,6 +10,9 @@ after each --leave-running checkpoint:
   park     cudasnap_plugin.so, with each workload started by `cudasnap run`
            (the parking interposer, bound into the container from beside
            --cudasnap): its memory parks in its host memory before the lock
+           (CUDASNAP_PARK_FILES=0), and CRIU dumps it with the process
+  parkfiles the same, its memory parked into files of CRIU's images
+           directory (the plugin's default), which CRIU does not dump
 
 runc runs `criu swrk` and sends its options over CRIU's RPC, as under
 containerd, CRI-O and Podman. Each container has its own PID, mount, IPC and
@@ -65,13 +68,15 @@ def make_way(t, base, name):
     os.makedirs(bindir)
     os.symlink(t.runc, os.path.join(bindir, "runc"))
     os.symlink(t.criu, os.path.join(bindir, "criu"))
-    if name in ("plugin", "baseline", "park"):
+    if name in ("plugin", "baseline", "park", "parkfiles"):
         shutil.copy(t.baseline if name == "baseline" else t.plugin, os.path.join(plugins, "cudasnap_plugin.so"))
     else:
         shutil.copy(t.cuda_plugin, plugins)
         os.symlink(t.nvidia if name == "nvidia" else t.cudasnap, os.path.join(bindir, "cuda-checkpoint"))
     env = dict(os.environ, PATH=bindir + ":" + os.environ["PATH"], CRIU_LIBS_DIR=plugins,
                LD_LIBRARY_PATH=t.libs)
+    if name == "park":
+        env["CUDASNAP_PARK_FILES"] = "0"  # CRIU's environment, which its plugin reads
     return env
 
 
@@ -304,7 +309,7 @@ def one(a, t, base, way, nprocs, rnd):
     data = os.path.join(base, f"data-{rnd}-{way}-{nprocs}")
     os.makedirs(data)
     name = f"c{rnd}{way[:2]}{nprocs}"
-    b = bundle(a, base, name, nprocs, data, park=way == "park")
+    b = bundle(a, base, name, nprocs, data, park=way in ("park", "parkfiles"))
     c = Container(a, env, state, b, name, data)
     row = {"way": way, "procs": nprocs, "gib": a.gib, "round": rnd}
     rc, err, _ = c.runc("run", "-d", name, stdio=True)
@@ -321,7 +326,8 @@ def one(a, t, base, way, nprocs, rnd):
         row["data_before"] = c.verify(pids)
         if rnd == 0 and way == "plugin":
             row["restore_tids"] = tids(pids)
-        img, work = os.path.join(base, "img-" + name), os.path.join(base, "work-" + name)
+        # the images where --images-dir says (a memory-backed directory, or the disk)
+        img, work = os.path.join(a.images_dir or base, "img-" + name), os.path.join(base, "work-" + name)
         for d in (img, work):
             os.makedirs(d)
         # 1. checkpoint --leave-running: the container goes on
@@ -339,6 +345,9 @@ def one(a, t, base, way, nprocs, rnd):
         # 2. checkpoint: the container ends
         rc, err, row["checkpoint_s"] = c.runc("checkpoint", "--image-path", img, "--work-path", work, name)
         row["checkpoint_rc"] = rc
+        row["images_bytes"] = sum(os.path.getsize(os.path.join(img, f)) for f in os.listdir(img))
+        row["gpumem_files_bytes"] = sum(os.path.getsize(os.path.join(img, f)) for f in os.listdir(img)
+                                        if f.startswith("cudasnap-gpumem."))
         if rc != 0 or a.show_log:
             row["checkpoint_log"] = log_lines(os.path.join(work, "dump.log"))
         reap()
@@ -362,8 +371,8 @@ def one(a, t, base, way, nprocs, rnd):
         row["error"] = str(e)
     finally:
         c.remove()
-        for d in ("img-", "work-"):
-            shutil.rmtree(os.path.join(base, d + name), ignore_errors=True)
+        shutil.rmtree(os.path.join(a.images_dir or base, "img-" + name), ignore_errors=True)
+        shutil.rmtree(os.path.join(base, "work-" + name), ignore_errors=True)
     return row
 
 
@@ -459,6 +468,8 @@ def main():
     ap.add_argument("--show-log", action="store_true")
     ap.add_argument("--pair", type=int, default=0, help="also two containers of N processes at once (plugin)")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--images-dir", help="where the images go (a memory-backed directory, or one on the disk); "
+                    "default: beside the bundles")
     a = ap.parse_args()
     if "baseline" in a.ways.split(",") and not a.baseline_plugin:
         ap.error("the way 'baseline' needs --baseline-plugin")
