@@ -15,10 +15,10 @@ typedef struct model {
 	int ret;
 	pid_t pids[MAXARGS], trees[MAXARGS];
 	size_t npids, ntrees;
-	const char *cgroup, *device_map;
+	const char *cgroup, *device_map, *park_to;
 	unsigned timeout_ms, jobs, step_timeout_s, wait_memory_s;
 	bool sequential, json, strict, no_init, ignore_manifest, dry_run, ignore_memory, allow_unrestorable, all,
-		no_park, ignore_gpu_memory;
+		no_park, ignore_gpu_memory, park_keep;
 } model;
 
 typedef struct opt {
@@ -50,6 +50,8 @@ static const opt opts[] = {
 	{ "no-park", 0, false, 1 << CS_OP_CHECKPOINT },
 	{ "wait-memory", 0, true, 1 << CS_OP_RESTORE },
 	{ "ignore-gpu-memory", 0, false, 1 << CS_OP_RESTORE },
+	{ "park-to", 0, true, 1 << CS_OP_CHECKPOINT },
+	{ "keep", 0, false, 1 << CS_OP_RESTORE },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -108,6 +110,8 @@ static bool apply(model *m, const opt *o, const char *val)
 		m->wait_memory_s = (unsigned)v;
 	} else if (!strcmp(n, "device-map")) {
 		m->device_map = val;
+	} else if (!strcmp(n, "park-to")) {
+		m->park_to = val;
 	} else {
 		bool *flag = !strcmp(n, "sequential")    ? &m->sequential :
 			!strcmp(n, "json")               ? &m->json :
@@ -119,6 +123,7 @@ static bool apply(model *m, const opt *o, const char *val)
 			!strcmp(n, "all")                ? &m->all :
 			!strcmp(n, "no-park")            ? &m->no_park :
 			!strcmp(n, "ignore-gpu-memory")  ? &m->ignore_gpu_memory :
+			!strcmp(n, "keep")               ? &m->park_keep :
 							   &m->ignore_manifest;
 		*flag = true;
 	}
@@ -193,8 +198,9 @@ static int run_model(model *m, cs_op op, int argc, char **argv)
 		if (r >= 0)
 			return r;
 	}
-	/* --all is every process: it goes with no selection */
-	return nonopts || (m->all && (m->npids || m->ntrees || m->cgroup)) ? EXIT_USAGE : -1;
+	/* --all is every process: it goes with no selection; --park-to parks, which --no-park does not */
+	return nonopts || (m->park_to && m->no_park) || (m->all && (m->npids || m->ntrees || m->cgroup)) ? EXIT_USAGE :
+													   -1;
 }
 
 static void quiet_usage(FILE *f)
@@ -246,6 +252,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(c.allow_unrestorable == m.allow_unrestorable && c.all == m.all);
 		FUZZ_CHECK(c.no_park == m.no_park && c.ignore_gpu_memory == m.ignore_gpu_memory);
 		FUZZ_CHECK(c.wait_memory_s == m.wait_memory_s);
+		FUZZ_CHECK(same_str(c.park_to, m.park_to) && c.park_keep == m.park_keep);
 	}
 	txn_cli_free(&c);
 	free(text);
