@@ -154,6 +154,9 @@ void cs_history_target(cs_history_proc *p, cs_op op, const cs_target *t, const c
 		p->seconds[s] = t->done[s] ? t->seconds[s] : 0;
 	}
 	p->outcome = res->ran ? target_outcome(t, res, rc) : CS_HIST_UNTOUCHED;
+	if (t->park_name[0])
+		snprintf(p->park_files, sizeof(p->park_files), "%.250s/%.63s.*",
+			 t->park_dir[0] ? t->park_dir : "(images)", t->park_name);
 	if (!res->ran)
 		return;
 	if (p->outcome == CS_HIST_LOST)
@@ -287,6 +290,7 @@ static json_object *proc_json(const cs_history_proc *p)
 	json_object_object_add(o, "step", p->step >= 0 ? json_object_new_string(cs_step_name((cs_step)p->step)) : NULL);
 	json_object_object_add(o, "cu", int_or_null(p->cu, p->cu != 0));
 	json_object_object_add(o, "recovery", str_or_null(p->recovery));
+	json_object_object_add(o, "park_files", str_or_null(p->park_files));
 	return o;
 }
 

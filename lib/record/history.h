@@ -76,6 +76,7 @@ typedef struct cs_history_proc {
 	int step; /* the step that failed (cs_step), -1 when none */
 	int cu; /* the driver's answer to that step, 0 when none */
 	char recovery[192]; /* left behind: the command that brings it back */
+	char park_files[320]; /* a park into files: where ("/dir/cudasnap-gpumem.P.S.*"), "" none */
 } cs_history_proc;
 
 /* One operation, built while it runs. */

@@ -109,7 +109,7 @@ static bool valid_proc(json_object *p)
 	    !optional_int(p, "bytes", 0, LLONG_MAX) || !optional(p, "code", json_type_string) ||
 	    !optional(p, "why", json_type_string) || !optional(p, "step", json_type_string) ||
 	    !optional_int(p, "cu", INT_MIN, INT_MAX) || !optional(p, "recovery", json_type_string) ||
-	    !optional(p, "seconds", json_type_object))
+	    !optional(p, "park_files", json_type_string) || !optional(p, "seconds", json_type_object))
 		return false;
 	if (is(secs, json_type_object)) {
 		json_object_object_foreach(secs, k, v)
@@ -349,6 +349,10 @@ static void describe_proc(FILE *f, json_object *p)
 	if (str(p, "why")) {
 		char why[1200];
 		fprintf(f, ": %s", safe(str(p, "why"), why, sizeof(why)));
+	}
+	if (str(p, "park_files")) {
+		char where[400];
+		fprintf(f, "; parked into %s", safe(str(p, "park_files"), where, sizeof(where)));
 	}
 	if (str(p, "recovery")) {
 		char recovery[400];

@@ -99,6 +99,9 @@ class ParkFiles(Case):
         with open(os.path.join(self.state, "manifest.json")) as f:
             m = json.load(f)
         self.assertEqual(m["processes"][0]["park_files"]["count"], 3)
+        h = self.cs("history", "--json", "-n", "1")
+        self.assertEqual(json.loads(h.out)[0]["processes"][0]["park_files"], f"{self.dir}/{pf['name']}.*", h)
+        self.assertIn(f"parked into {self.dir}/{pf['name']}.*", self.cs("history", "-n", "1").out)
         r = self.cs("restore", "--pid", a.pid, "--json")
         self.assertEqual(r.rc, 0, r)
         self.assertIn("unpark", r.obj["processes"][0]["seconds"])
