@@ -25,6 +25,7 @@ import socket
 import struct
 import subprocess
 import sysconfig
+import tarfile
 import threading
 import time
 
@@ -33,6 +34,10 @@ CRIU_PLUGIN_DIR = "/usr/lib/criu"
 FAKECUDA_CONF = "/etc/fakecuda.conf"
 CUDASNAP_CONF = "/etc/cudasnap/cudasnap.conf"
 APP = "/usr/local/bin/fakecuda-app"
+# the CUDA application on the driver API, and the parking interposer that a
+# container's program preloads (LD_PRELOAD), where `cudasnap run` looks first
+CUAPP = "/usr/local/bin/fakecuda-cuapp"
+PARK_LIB = "/usr/local/lib/cudasnap/libcudasnap-park.so"
 # What a service manager gives runc and conmon; no LD_LIBRARY_PATH (meson
 # sets one to the build's doubles), no CUDASNAP_* or FAKECUDA_* variable.
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -100,7 +105,9 @@ class Machine:
     - /usr: an overlay holding the doubles as LIBDIR/libcuda.so.1 and
       libnvidia-ml.so.1 (found by the dynamic loader without
       LD_LIBRARY_PATH), the plugin in /usr/lib/criu, CRIU as /usr/sbin/criu
-      and /usr/local/sbin/criu, the fake application as APP;
+      and /usr/local/sbin/criu, the fake application as APP, and where they
+      are built, the CUDA application as CUAPP and the parking interposer as
+      PARK_LIB;
     - /etc: an overlay, for /etc/fakecuda.conf and /etc/cudasnap/cudasnap.conf,
       and what Podman writes there (/etc/cni/net.d/cni.lock);
     - /var: an overlay, for what Podman writes below /var/lib/containers and
@@ -114,13 +121,16 @@ class Machine:
     in the test's directory (an overlay cannot take its upper directory on
     another overlay, which /tmp may be)."""
 
-    def __init__(self, tmp, *, libcuda, libnvml, app, plugin, criu):
+    def __init__(self, tmp, *, libcuda, libnvml, app, plugin, criu, cuapp=None, park_lib=None):
         self.tmp = tmp
         self.files = {f"{LIBDIR}/libcuda.so.1": libcuda, f"{LIBDIR}/libnvidia-ml.so.1": libnvml,
                       APP: app, f"{CRIU_PLUGIN_DIR}/cudasnap_plugin.so": plugin,
                       # runc looks criu up on the PATH it gets from Podman
                       # (or conmon, or the shell): both lists hold these
                       "/usr/sbin/criu": criu, "/usr/local/sbin/criu": criu}
+        # the interposer is built for x86-64 only
+        if cuapp and park_lib:
+            self.files.update({CUAPP: cuapp, PARK_LIB: park_lib})
         self.mounts = []
         self.cgroup = f"csnap-it-{int(time.time() * 1000) % 10**9}"
         # the machine's device files, for the doubles in CRIU and cudasnap
@@ -456,6 +466,27 @@ class Engine:
         """The engine's checkpoint of c; an Outcome with CRIU's dump.log."""
         return self.checkpoint_async(c, *extra).wait()
 
+    # --- a checkpoint that moves to another node, and what it carries ---
+
+    def checkpoint_to_move(self, c):
+        """The checkpoint of c in the form that moves to another node; an
+        Outcome."""
+        return self.checkpoint(c)
+
+    def carried(self, c):
+        """{name: size} of the files of CRIU's images directory that the
+        last checkpoint_to_move of c carries, as the engine keeps them."""
+        raise NotImplementedError
+
+    def carried_file(self, c, name):
+        """The bytes of one of them."""
+        raise NotImplementedError
+
+    def restore_moved(self, c, timeout=120):
+        """The restore of that checkpoint (what the engine keeps of it, no
+        more); (Outcome, the restored Container)."""
+        return self.restore(c, timeout=timeout)
+
 
 class Runc(Engine):
     """runc with its state, bundles, images and logs in the test's directory.
@@ -578,6 +609,14 @@ class Runc(Engine):
         return Outcome(rc, read(os.path.join(self.tmp, f"{name}.stdio")), wall,
                        read(os.path.join(work, "restore.log"))), n
 
+    def carried(self, c):
+        """The images directory itself (runc restore reads it)."""
+        return {e.name: e.stat().st_size for e in os.scandir(c.images) if e.is_file(follow_symlinks=False)}
+
+    def carried_file(self, c, name):
+        with open(os.path.join(c.images, name), "rb") as f:
+            return f.read()
+
     def stop(self, c):
         self.remove(c)
 
@@ -687,6 +726,34 @@ class Podman(Engine):
 
     def restore_import(self, c, tarball, name, timeout=120):
         return self._restore(c, name, f"--import={tarball}", "--name", name, timeout=timeout)
+
+    def checkpoint_to_move(self, c):
+        """`podman container checkpoint --export`: one archive (compressed
+        as Podman chooses), CRIU's images in its checkpoint/."""
+        c.tarball = os.path.join(self.tmp, f"{c.name}-export.tar")
+        c.unpacked = None
+        return self.checkpoint(c, f"--export={c.tarball}")
+
+    def carried(self, c):
+        """checkpoint/ of the exported archive, unpacked by tar (which
+        recognizes the compression)."""
+        if not c.unpacked:
+            c.unpacked = c.tarball + ".d"
+            os.makedirs(c.unpacked)
+            run(["tar", "-C", c.unpacked, "-xf", c.tarball])
+        d = os.path.join(c.unpacked, "checkpoint")
+        return {e.name: e.stat().st_size for e in os.scandir(d) if e.is_file(follow_symlinks=False)}
+
+    def carried_file(self, c, name):
+        self.carried(c)
+        with open(os.path.join(c.unpacked, "checkpoint", name), "rb") as f:
+            return f.read()
+
+    def restore_moved(self, c, timeout=120):
+        """The original removed, `podman container restore --import` of the
+        archive under another name."""
+        self.remove(c)
+        return self.restore_import(c, c.tarball, "moved-" + c.name, timeout=timeout)
 
     def stop(self, c):
         self.run("stop", "-t", "0", c.name, check=False)
@@ -921,6 +988,42 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.internal.v1.opt"
         if not log:
             r.gone = f"no {self.workdir(n)}/restore.log"
         return r, n
+
+    # the media type of the blob that holds CRIU's images (containerd 1.6)
+    CRIU_TAR = "application/vnd.containerd.container.criu.checkpoint.criu.tar"
+
+    def blob(self, digest):
+        algo, hexa = digest.split(":", 1)
+        return os.path.join(self.root, "io.containerd.content.v1.content", "blobs", algo, hexa)
+
+    def criu_blob(self, c):
+        """The blob of the checkpoint image c.ref that holds CRIU's images:
+        the image is an index whose entries are the checkpoint's blobs."""
+        p = self.ctr("images", "ls", check=True)
+        digest = next((f[2] for f in (line.split() for line in p.stdout.splitlines()[1:])
+                       if len(f) > 2 and f[0] == c.ref), None)
+        if digest is None:
+            raise AssertionError(f"no image {c.ref}:\n{p.stdout}")
+        with open(self.blob(digest)) as f:
+            index = json.load(f)
+        blobs = [m for m in index.get("manifests", []) if m.get("mediaType") == self.CRIU_TAR]
+        if len(blobs) != 1:
+            raise AssertionError(f"the checkpoint {c.ref} has {len(blobs)} blobs of {self.CRIU_TAR}: {index}")
+        return self.blob(blobs[0]["digest"])
+
+    def carried(self, c):
+        """The members of that blob, a tar of the images directory: the
+        regular files of its top level (containerd keeps no others)."""
+        with tarfile.open(self.criu_blob(c)) as t:
+            return {os.path.normpath(m.name): m.size for m in t.getmembers()
+                    if m.isfile() and "/" not in os.path.normpath(m.name)}
+
+    def carried_file(self, c, name):
+        with tarfile.open(self.criu_blob(c)) as t:
+            for m in t.getmembers():
+                if m.isfile() and os.path.normpath(m.name) == name:
+                    return t.extractfile(m).read()
+        raise AssertionError(f"no {name} in the checkpoint {c.ref}")
 
     def stop(self, c):
         self.remove(c)

@@ -17,6 +17,7 @@ Environment (set by meson, except the first):
   CUDASNAP_PLUGIN     the built cudasnap_plugin.so
   CUDASNAP_SANITIZE   meson's b_sanitize of the build
   CUDASNAP_BIN, FAKE_LIBCUDA, FAKE_LIBNVML, FAKE_APP: see harness.py
+  FAKE_CUAPP, PARK_LIB: fakecuda-cuapp and the parking interposer
 
 Runs as root under isolate.sh; containers.py arranges the private machine
 (overlays over /usr, /etc, /var and a tmpfs /run in the test's own mount
@@ -44,6 +45,10 @@ from harness import BIN, GPU0, GPU1, LIBCUDA, LIBNVML
 from harness import APP as BUILT_APP
 
 PLUGIN = os.environ.get("CUDASNAP_PLUGIN", "")
+# the CUDA application on the driver API and the parking interposer (built
+# for x86-64 only)
+BUILT_CUAPP = os.environ.get("FAKE_CUAPP", "")
+BUILT_PARK_LIB = os.environ.get("PARK_LIB", "")
 SANITIZE = os.environ.get("CUDASNAP_SANITIZE", "none")
 PR_SET_CHILD_SUBREAPER = 36
 CRIU, NO_CRIU = containers.find_criu()
@@ -77,7 +82,8 @@ def setUpModule():
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "PR_SET_CHILD_SUBREAPER")
     tmp = tempfile.mkdtemp(prefix="cudasnap-ct-")
-    MACHINE = Machine(tmp, libcuda=LIBCUDA, libnvml=LIBNVML, app=BUILT_APP, plugin=PLUGIN, criu=CRIU)
+    MACHINE = Machine(tmp, libcuda=LIBCUDA, libnvml=LIBNVML, app=BUILT_APP, plugin=PLUGIN, criu=CRIU,
+                      cuapp=BUILT_CUAPP, park_lib=BUILT_PARK_LIB)
     try:
         MACHINE.setup()
     except BaseException:
@@ -482,6 +488,128 @@ class Cases:
                          f"after the refused dump:\n{r}")
         got = c.verify()
         self.assertTrue(got.get(parent[0], "").startswith("ok"), f"the parent's data: {got}")
+
+    # --- a program that runs the parking interposer ---
+
+    def cuapp_container(self, alloc_mib=8, allocs=2):
+        """A container whose program, fakecuda-cuapp, runs the parking
+        interposer: LD_PRELOAD in the container's environment (what `cudasnap
+        run` sets), the control socket in the container's own /dev/shm (the
+        interposer's default). A shell starts it with its output in a file
+        of the share directory (bound at the same path: CRIU carries the
+        open file, and this test reads it); `exec` leaves the program alone
+        in the container, its PID 1."""
+        if not (BUILT_CUAPP and BUILT_PARK_LIB):
+            self.skipTest("the parking interposer is built for x86-64 only (no FAKE_CUAPP or PARK_LIB)")
+        global SERIAL
+        SERIAL += 1
+        self.count += 1
+        name = f"c{SERIAL}-{self._testMethodName[5:25].strip('_').replace('_', '-')}"
+        share = os.path.join(self.tmp, f"share{self.count}")
+        os.makedirs(os.path.join(share, "ready"))
+        out = os.path.join(share, "out")
+        env = {"PATH": containers.PATH, "CUDASNAP_DEV_DIR": "/dev", "FAKECUDA_GPUS": GPU0,
+               "LD_PRELOAD": containers.PARK_LIB}
+        cmd = (f"exec {containers.CUAPP} --alloc-mib {alloc_mib} --allocs {allocs} --interval-ms 50 "
+               f">>{out} 2>&1")
+        c = self.engine.start(name, share, ["sh", "-c", cmd], env, 1)
+        self.containers.append(c)
+        c.out = out
+        self.assertTrue(self.cuapp_line(c, "ready pid=1 "), f"{containers.read(out)}\n{self.engine.diagnose(c)}")
+        return c
+
+    def cuapp_line(self, c, prefix, after=0, timeout=30):
+        """The last line of c's program that starts with prefix, among those
+        after the first `after`; None when none comes in time."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = [ln for ln in containers.read(c.out).splitlines()[after:] if ln.startswith(prefix)]
+            if lines:
+                return lines[-1]
+            time.sleep(0.05)
+        return None
+
+    def cuapp_verify(self, c, hpid):
+        """SIGUSR1 to the program (its host pid): it checks every byte of its
+        device memory and says 'verify ok bytes=N' or 'verify FAILED ...'."""
+        n = len(containers.read(c.out).splitlines())
+        os.kill(hpid, signal.SIGUSR1)
+        return self.cuapp_line(c, "verify", after=n, timeout=15)
+
+    def park_of(self, hpid):
+        """What `cudasnap ps --json` on the host says of the process's
+        interposer (its "park"; None where it says nothing of one)."""
+        p = self.cs("ps", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        procs = {q["pid"]: q for q in json.loads(p.stdout)["processes"]}
+        self.assertIn(hpid, procs, f"cudasnap ps does not show host pid {hpid}: {p.stdout}")
+        return procs[hpid], procs[hpid].get("park")
+
+    def test_parked_memory_travels_in_the_checkpoint(self):
+        """A container whose program runs the parking interposer, checkpointed
+        in the form that moves to another node (runc: its images directory;
+        Podman: the exported archive; containerd: the checkpoint image of its
+        content store) and restored from that alone: the plugin parks the
+        program's 16 MiB of device memory into a file of CRIU's images
+        directory, the checkpoint carries that file and CRIU's pages do not
+        hold the memory, and after the restore the program runs unparked
+        with every byte of its data."""
+        parked = 16 << 20
+        c = self.cuapp_container()
+        host = c.pids()
+        self.assertEqual(sorted(host), [1], "the program alone, the container's PID 1")
+        hpid = host[1]
+        proc, park = self.park_of(hpid)
+        self.assertEqual((proc["state"], park and park["parkable"], park and park["parked"], park and park["bytes"]),
+                         ("running", True, False, parked), f"before the checkpoint: {proc}")
+        r = self.engine.checkpoint_to_move(c)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(c.pids(), {}, "the container still runs after its checkpoint")
+        # (1) parked into files of the images: the plugin's line where the
+        # engine keeps CRIU's log, and the node's history in any case
+        if r.gone:
+            self.log_gone(r, [hpid])
+        else:
+            self.assertLogNames(r, rf"process {hpid} \(fakecuda-cuapp\) parked 0\.02 GiB of device memory in 1 files "
+                                r"of the images", "the park into one file of the images")
+        p = self.cs("history", "--json", "-n", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        (dump,) = json.loads(p.stdout)
+        self.assertEqual((dump["front"], dump["outcome"]), ("criu-dump", "done"), dump)
+        self.assertEqual([(x["pid"], x["nspid"], x["outcome"]) for x in dump["processes"]], [(hpid, 1, "done")], dump)
+        self.assertIn("park", dump["processes"][0]["seconds"], f"the history has no park: {dump}")
+        # (2) what the checkpoint carries, as the engine keeps it
+        files = self.engine.carried(c)
+        gpumem = {k: v for k, v in files.items() if k.startswith("cudasnap-gpumem.")}
+        self.assertEqual(list(gpumem.values()), [parked], f"the checkpoint's files: {files}")
+        record = json.loads(self.engine.carried_file(c, "cudasnap-plugin.json"))
+        self.assertEqual(len(record["processes"]), 1, record)
+        pf = record["processes"][0].get("park_files")
+        self.assertTrue(pf, f"the record names no park files: {record}")
+        self.assertEqual((pf["dir"], pf["name"] + ".0", pf["count"], pf["bytes"]),
+                         (None, next(iter(gpumem)), 1, parked), record)
+        pages = sum(v for k, v in files.items() if re.fullmatch(r"pages-\d+\.img", k))
+        print(f"{self.engine.name}: checkpoint in {r.wall:.2f} s carries {sorted(gpumem.items())} and "
+              f"{pages / (1 << 20):.1f} MiB of CRIU's pages", file=sys.stderr)
+        self.assertGreater(pages, 0, f"no CRIU pages among the checkpoint's files: {files}")
+        self.assertLess(pages, parked, f"CRIU's pages carry the parked memory: {files}")
+        # (3) restored from it: unparked from the file, every byte checked
+        r, n = self.restored(c, self.engine.restore_moved(c))
+        self.assertEqual(r.rc, 0, r)
+        n.out = c.out
+        after = n.pids()
+        self.assertEqual(sorted(after), [1], f"after the restore:\n{r}")
+        self.assertNotEqual(after[1], hpid, "the restored program has its old host pid")
+        self.assertLogNames(r, rf"process {after[1]} \(fakecuda-cuapp\) unparked 0\.02 GiB of device memory",
+                            "the unpark from the file")
+        deadline = time.monotonic() + 20
+        while (self.park_of(after[1])[1] or {}).get("parked") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc, park = self.park_of(after[1])
+        self.assertEqual((proc["state"], park and park["parked"], park and park["bytes"]), ("running", False, parked),
+                         f"after the restore: {proc}\n{r}")
+        print(f"{self.engine.name}: restore in {r.wall:.2f} s", file=sys.stderr)
+        self.assertEqual(self.cuapp_verify(n, after[1]), "verify ok bytes=16777216", containers.read(c.out))
 
     # --- a node whose /run/cudasnap cannot be used ---
     # The engines pass CRIU no environment: the state directory comes from
