@@ -185,12 +185,10 @@ static void one_piece(struct job *j, unsigned i, unsigned long long k, unsigned 
 
 static void run_file(struct job *j, unsigned i)
 {
-	if (j->total == 0)
-		return;
 	struct park_stage st = { .size = park_files_stage(j->total) };
 	/* pinning takes a current context: the first allocation's */
-	CUresult rc = park_tab.n ? j->r->ctx_set(park_tab.a[0].ctx) : CU_OK;
-	if (rc == CU_OK)
+	CUresult rc = j->total == 0 ? CU_OK : j->r->ctx_set(park_tab.a[0].ctx);
+	if (rc == CU_OK && j->total)
 		rc = park_stage_get(j->r, &st);
 	if (rc != CU_OK) {
 		failed(j, "staging", i, 0, 0, rc);
@@ -200,7 +198,11 @@ static void run_file(struct job *j, unsigned i)
 	for (unsigned long long k = i; k < pieces && !atomic_load(&j->failed); k += j->f->n)
 		one_piece(j, i, k, st.p);
 	park_stage_drop(j->r, &st);
-	if (j->out && !atomic_load(&j->failed) && fdatasync(j->f->fd[i]) != 0)
+	/* Exactly its part: cudasnap sized the files from what the process
+	 * held before its calls were held, and it may have freed or allocated
+	 * since. */
+	if (j->out && !atomic_load(&j->failed) &&
+	    (ftruncate(j->f->fd[i], (off_t)park_file_size(j->total, j->f->n, i)) != 0 || fdatasync(j->f->fd[i]) != 0))
 		failed(j, "flush", i, 0, errno, CU_OK);
 }
 

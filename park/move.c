@@ -56,6 +56,9 @@ static unsigned long long parked_bytes;
 static bool in_files;
 static struct park_files files_held;
 static unsigned files_count; /* how many the memory is in */
+/* The allocations parked: all of them, but after a release that failed
+ * and whose undo could not read them back, those before it. */
+static size_t parked_upto;
 static uint64_t *sums;
 
 /* A child of fork() has no park: its parent's host copy is left to it
@@ -485,9 +488,8 @@ static int fail_files(char *reply, size_t size, const struct park_files *f)
 	return -1;
 }
 
-/* Whether a file is shorter than its part of total bytes (cudasnap sizes
- * them from what the process said before its calls were held; it may have
- * allocated since, or a file was cut short since): the answer is written. */
+/* Whether a file is shorter than its part of total bytes (one cut short
+ * since the park): the answer is written. */
 static bool files_short(const struct park_files *f, unsigned long long total, char *reply, size_t size)
 {
 	for (unsigned i = 0; i < f->n; i++) {
@@ -503,13 +505,31 @@ static bool files_short(const struct park_files *f, unsigned long long total, ch
 	return false;
 }
 
+/* A release failed at allocation released and those before it could not
+ * be read back (their memory is in the files alone): they stay parked, the
+ * program's calls held, until an unpark reads them (cudasnap's rollback
+ * tries at once). 1, with the answer written. */
+static int parked_partly(const struct park_real *r, size_t released, bool mapped, uint64_t *s, unsigned long long total,
+			 CUresult rc, char *reply, size_t size)
+{
+	size_t undone;
+	if (mapped)
+		release_range(r, 0, released, &undone);
+	sums = s;
+	parked_bytes = total;
+	parked_upto = released;
+	snprintf(reply, size,
+		 "error code=%d stage=undo bytes=%llu why=a release failed, and %zu allocations released before it "
+		 "could not be read back from the files: they stay parked in them, its GPU work held\n",
+		 rc, total, released);
+	return 1;
+}
+
 /* Writes everything into the files and releases it, park_tab.mu held; on
- * failure, as it was, with the answer written. */
+ * failure, as it was, with the answer written (1: parked partly). */
 static int move_out_files(const struct park_real *r, struct park_files *f, double *t2, char *reply, size_t size)
 {
 	unsigned long long total = lay_out(), pieces = park_files_pieces(total);
-	if (files_short(f, total, reply, size))
-		return -1;
 	uint64_t *s = calloc(pieces ? pieces : 1, sizeof(*s));
 	*t2 = park_now();
 	if (s == NULL)
@@ -523,13 +543,15 @@ static int move_out_files(const struct park_real *r, struct park_files *f, doubl
 	CUresult rc = release_range(r, 0, park_tab.n, &released);
 	if (rc != CU_OK) {
 		/* Those released before the failure come back from the files. */
-		if (released && map_range(r, released) == CU_OK)
-			park_files_move(r, f, s, false, released);
+		bool mapped = released == 0 || map_range(r, released) == CU_OK;
+		if (!mapped || (released && park_files_move(r, f, s, false, released) != 0))
+			return parked_partly(r, released, mapped, s, total, rc, reply, size);
 		free(s);
 		return fail(reply, size, "release", rc);
 	}
 	sums = s;
 	parked_bytes = total;
+	parked_upto = park_tab.n;
 	return 0;
 }
 
@@ -542,6 +564,7 @@ static int move_out_any(const struct park_real *r, bool unpin, struct park_files
 		return move_out_files(r, f, t2, reply, size);
 	const char *stage = "copy";
 	CUresult rc = move_out(r, unpin, t2, &stage);
+	parked_upto = park_tab.n;
 	return rc == CU_OK ? 0 : fail(reply, size, stage, rc);
 }
 
@@ -566,6 +589,14 @@ static int park_locked(const struct park_real *r, unsigned timeout_ms, bool unpi
 	double t1 = park_now(), t2 = t1;
 	int out = rc == CU_OK ? move_out_any(r, unpin, f, &t2, reply, size) : fail(reply, size, "copy", rc);
 	double t3 = park_now();
+	if (out > 0) { /* parked partly: held so, in its files */
+		pthread_mutex_unlock(&park_tab.mu);
+		parked = in_files = true;
+		files_held = *f;
+		files_count = f->n;
+		f->n = 0;
+		return -1;
+	}
 	if (out != 0) {
 		attach_imports_again(r);
 		pthread_mutex_unlock(&park_tab.mu);
@@ -643,7 +674,7 @@ static int move_in_files(const struct park_real *r, struct park_files *f, char *
 	}
 	if (files_short(f, parked_bytes, reply, size))
 		return -1;
-	if (park_files_move(r, f, sums, false, park_tab.n) != 0)
+	if (park_files_move(r, f, sums, false, parked_upto) != 0)
 		return fail_files(reply, size, f);
 	return 0;
 }
@@ -659,7 +690,7 @@ static int unpark_locked(const struct park_real *r, unsigned timeout_ms, struct 
 		return -1;
 	}
 	pthread_mutex_lock(&park_tab.mu);
-	CUresult rc = map_range(r, park_tab.n);
+	CUresult rc = map_range(r, parked_upto);
 	double t1 = park_now();
 	const char *stage = "map";
 	int copied = -1;
@@ -674,7 +705,7 @@ static int unpark_locked(const struct park_real *r, unsigned timeout_ms, struct 
 			stage = "attach";
 		if (rc != CU_OK || copied != 0) { /* stays parked: the copies are whole */
 			size_t undone;
-			release_range(r, 0, park_tab.n, &undone);
+			release_range(r, 0, parked_upto, &undone);
 		}
 	}
 	double t2 = park_now();

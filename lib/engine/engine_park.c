@@ -101,7 +101,7 @@ static int make_files(const cs_target *t, const cs_park_info *info, int images, 
 		return cs_error_set(err, CS_EPROC, NULL, "process %d is gone", (int)t->pid);
 	cs_park_files_name(t->pid, start, name, size);
 	unsigned count = cs_park_files_count(info->bytes);
-	if (cs_park_files_make(images, "the images directory", name, count, info->bytes, f, err) < 0)
+	if (cs_park_files_make(images, "the images directory", name, count, info->bytes, t->pid, f, err) < 0)
 		return -1;
 	*n = count;
 	return 0;

@@ -1,5 +1,6 @@
 /* The files of a park into files (parkfiles.h). */
 #include "parkfiles.h"
+#include "proc.h"
 #include "util.h"
 
 #include <errno.h>
@@ -94,16 +95,36 @@ void cs_park_files_remove(int dirfd, const char *name, unsigned n)
 	fsync(dirfd);
 }
 
-int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
+/* pid's user and group ids, as its /proc/PID/status gives them first
+ * (real); -1 when unknown (the files stay cudasnap's). */
+static void owner_of(pid_t pid, uid_t *uid, gid_t *gid)
+{
+	char path[64], buf[4096];
+	long u = -1, g = -1;
+	snprintf(path, sizeof(path), "%d/status", (int)pid);
+	_cleanup_close_ int dfd = open(cs_proc_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0 && cs_read_at(dfd, path, buf, sizeof(buf)) >= 0 &&
+	    (cs_parse_status_field(buf, "Uid", &u) < 0 || cs_parse_status_field(buf, "Gid", &g) < 0))
+		u = g = -1;
+	*uid = (uid_t)u;
+	*gid = (gid_t)g;
+}
+
+int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, pid_t pid,
 		       cs_park_files *f, cs_error *err)
 {
 	f->n = 0;
 	char file[160];
+	uid_t uid;
+	gid_t gid;
+	owner_of(pid, &uid, &gid);
 	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
 		snprintf(file, sizeof(file), "%s.%u", name, i);
 		unsigned long long size = park_file_size(bytes, n, i);
 		int fd = openat(dirfd, file, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		int rc = fd < 0 ? errno : 0;
+		if (rc == 0 && uid != (uid_t)-1 && geteuid() == 0 && fchown(fd, uid, gid) != 0)
+			rc = errno;
 		if (rc == 0 && size && (rc = posix_fallocate(fd, 0, (off_t)size)) == EOPNOTSUPP)
 			rc = ftruncate(fd, (off_t)size) == 0 ? 0 : errno;
 		if (fd >= 0)
@@ -139,7 +160,9 @@ int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n,
 	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
 		snprintf(file, sizeof(file), "%s.%u", name, i);
 		unsigned long long size = park_file_size(bytes, n, i);
-		int fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* non-blocking: a FIFO or a device where a file belongs (images
+		 * travel) must not hold the open; refused below */
+		int fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 		struct stat st;
 		if (fd < 0 || fstat(fd, &st) != 0) {
 			int e = errno;
@@ -149,10 +172,16 @@ int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n,
 			return cs_error_set(err, CS_ESTATE, hint, "GPU memory file %s/%s: %s", dir, file, strerror(e));
 		}
 		f->fd[f->n++] = fd;
-		const char *bad = !S_ISREG(st.st_mode)             ? "not a regular file" :
-			(st.st_uid != 0 && st.st_uid != geteuid()) ? "owned by another user" :
-			(unsigned long long)st.st_size != size     ? "of another size" :
-								     NULL;
+		/* One name only: a hard link of another file would hand its
+		 * content to the process. Any owner: a park's files belong to its
+		 * process's user (cs_park_files_make), and the directory keeps
+		 * other users out. */
+		const char *bad = !S_ISREG(st.st_mode)         ? "not a regular file" :
+			st.st_nlink != 1                       ? "a hard link (a file of several names)" :
+			(unsigned long long)st.st_size != size ? "of another size" :
+								 NULL;
+		if (!bad)
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 		if (bad) {
 			cs_park_files_close(f);
 			return cs_error_set(err, CS_ESTATE, hint,

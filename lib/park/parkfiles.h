@@ -31,8 +31,10 @@ unsigned cs_park_files_count(unsigned long long bytes);
 void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, size_t size);
 /* Makes the n files of bytes (new: an existing one is refused, which two
  * checkpoints of one process into one DIR would meet) with their space
- * allocated. 0, or -1 with err and nothing left behind. */
-int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
+ * allocated, owned by the process pid's user: the process holds their
+ * descriptors while it parks and may keep one, so whatever it writes there
+ * counts against its own quota. 0, or -1 with err and nothing left behind. */
+int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, pid_t pid,
 		       cs_park_files *f, cs_error *err);
 /* Opens the n files of bytes for an unpark, checking each is a regular
  * file of cudasnap's (or root's) of the size it had: 0, or -1 with err

@@ -144,7 +144,9 @@ char *cs_manifest_render(const cs_target *t, size_t n, const cs_driver *d, doubl
 		return NULL;
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++)
-		if (t[i].done[CS_STEP_CHECKPOINT] && t[i].state == CS_STATE_CHECKPOINTED)
+		/* and one left running, parked into files that only this names */
+		if ((t[i].done[CS_STEP_CHECKPOINT] && t[i].state == CS_STATE_CHECKPOINTED) ||
+		    (t[i].parked && t[i].park_nfiles && t[i].state == CS_STATE_RUNNING))
 			v[m++] = &t[i];
 	qsort(v, m, sizeof(*v), by_ckpt_seq); // NOLINT(bugprone-sizeof-expression): see above
 	_cleanup_(json_object_putp) json_object *o = json_object_new_object();

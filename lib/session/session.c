@@ -393,6 +393,16 @@ int cs_session_run(cs_session *s, cs_txn_result *res, cs_error *err)
 	return rc;
 }
 
+/* A process a failed checkpoint left parked into files (a park that could
+ * not be undone): the manifest is what names them. */
+static bool left_in_files(const cs_session *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->t[i].parked && s->t[i].park_nfiles && s->t[i].state == CS_STATE_RUNNING)
+			return true;
+	return false;
+}
+
 /* The checks before the first driver call, the transaction, and what is
  * kept after it. */
 static int run(cs_session *s, cs_txn_result *res, cs_error *err)
@@ -449,6 +459,8 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 		cs_session_note_gpus(s);
 		if (!o->no_manifest)
 			cs_session_save_manifest(s, res);
+	} else if (checkpoint && !o->no_manifest && left_in_files(s)) {
+		cs_session_save_manifest(s, res); /* their restore needs to know where */
 	}
 	if (rc == 0 && o->op == CS_OP_RESTORE && res->acted && !o->no_manifest)
 		cs_session_prune_manifest(s);

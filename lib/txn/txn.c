@@ -142,9 +142,11 @@ static int park_files(run *r, cs_target *t, bool park, int *dirfd, cs_park_files
 	}
 	cs_error e = { 0 };
 	*dirfd = cs_park_dir_open(t->park_dir, &e);
-	int rc = *dirfd < 0 ? -1 :
-		park ? cs_park_files_make(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, f, &e) :
-		       cs_park_files_open(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, f, &e);
+	int rc = *dirfd < 0 ?
+		-1 :
+		park ?
+		cs_park_files_make(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, t->pid, f, &e) :
+		cs_park_files_open(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, f, &e);
 	if (rc == 0)
 		return 0;
 	t->error = e;
@@ -154,6 +156,37 @@ static int park_files(run *r, cs_target *t, bool park, int *dirfd, cs_park_files
 		close(*dirfd);
 	*dirfd = -1;
 	return -1;
+}
+
+/* A park into files whose release failed and whose undo could not read
+ * the memory back: part of it is in the files alone, the process parked
+ * so. Its unpark is tried again at once; when that fails too, the files
+ * stay where they are and the process is named with them. */
+static int park_stuck(run *r, cs_target *t, int dirfd, const cs_park_answer *a, cs_error *e)
+{
+	cs_park_files f = { .n = 0 };
+	cs_park_answer u;
+	cs_error ue = { 0 };
+	t->park_bytes = a->bytes;
+	int rc = cs_park_files_open(dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, &f, &ue);
+	if (rc == 0)
+		rc = cs_park_step(t, false, &t->park_conn, r->o->timeout_ms ? r->o->timeout_ms : 10000,
+				  cs_park_answer_s(r->d, t->park_bytes, r->o->timeout_ms), &f, &u, &ue);
+	cs_park_files_close(&f);
+	t->error = *e;
+	if (rc == 0) {
+		cs_park_files_remove(dirfd, t->park_name, t->park_nfiles);
+		t->park_nfiles = 0;
+		return CS_CU_PARK_FAILED;
+	}
+	t->parked = true;
+	cs_error_set(&t->error, CS_ESTATE,
+		     "Its GPU work stays held and the files are kept (the manifest names them): once what fails the "
+		     "reads is mended, cudasnap restore --pid unparks it from them.",
+		     "park of process %d (%s) failed half-way and could not be undone: part of its GPU memory is in "
+		     "%s/%s.* alone (%.200s)",
+		     (int)t->pid, t->comm, t->park_dir, t->park_name, ue.message);
+	return CS_CU_PARK_FAILED;
 }
 
 /* A park or an unpark, through the process's interposer. */
@@ -171,6 +204,8 @@ static int park_call(run *r, cs_target *t, cs_step s)
 	int rc =
 		cs_park_step(t, park, &t->park_conn, r->o->timeout_ms ? r->o->timeout_ms : 10000, answer_s, &f, &a, &e);
 	cs_park_files_close(&f);
+	if (rc != 0 && files && park && strcmp(a.stage, "undo") == 0)
+		return park_stuck(r, t, dirfd, &a, &e);
 	if (rc != 0) {
 		t->error = e;
 		/* A park that failed wrote nothing anybody needs. */
@@ -185,6 +220,11 @@ static int park_call(run *r, cs_target *t, cs_step s)
 	t->park_gbps = a.gbps;
 	if (a.bytes)
 		t->park_bytes = a.bytes;
+	/* already parked (into host memory): its files hold nothing */
+	if (files && park && a.files == 0) {
+		cs_park_files_remove(dirfd, t->park_name, t->park_nfiles);
+		t->park_nfiles = 0;
+	}
 	if (files && park) {
 		t->park_direct = a.direct;
 		fsync(dirfd);

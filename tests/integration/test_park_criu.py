@@ -150,6 +150,28 @@ class ParkUnderCriu(CriuCase):
         self.assertGone([pid])
         self.assertTrue(os.path.exists(path))
 
+    def test_a_fifo_or_a_hard_link_in_place_of_a_file_refuses_the_restore_at_once(self):
+        # the images travel: what stands where a park's file belongs is
+        # looked at without waiting on it, and only a plain file of one name
+        # is handed to a process
+        pid = self.start()
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGone([pid])
+        path = os.path.join(self.images, self.gpumem()[0])
+        os.rename(path, path + ".kept")
+        os.mkfifo(path, 0o600)
+        r = self.restore()
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertLess(r.wall, 20, r)
+        self.assertTrue(self.lines(r, "is not a regular file"), r)
+        os.unlink(path)
+        os.link(path + ".kept", path)
+        r = self.restore()
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, "a hard link"), r)
+        self.assertGone([pid])
+
     def test_a_missing_or_cut_file_refuses_the_restore_before_any_process(self):
         pid = self.start()
         r = self.dump("--shell-job")

@@ -12,6 +12,7 @@ from harness import Case
 from test_park import App, CUAPP, PARK_LIB, status
 
 IO_FAULT = os.environ.get("IO_FAULT", "")
+SHIM = os.environ.get("PARK_FILES_SHIM", "")
 PIECE = 32 << 20
 
 
@@ -241,6 +242,53 @@ class ParkFiles(Case):
         self.assertEqual(r.obj["outcome"], "rolled-back", r)
         self.assertEqual(self.files(), [])
         self.assertBack(a)
+
+    def shim_app(self, mode, **env):
+        log = os.path.join(self.tmp, "shim.log")
+        return App(self, ["--alloc-mib", "40", "--allocs", "2", "--interval-ms", "600000"],
+                   env_more={"LD_PRELOAD": SHIM, "PFS_MODE": mode, "PFS_LOG": log, **env})
+
+    @unittest.skipUnless(SHIM, "no shim")
+    def test_memory_freed_between_status_and_park_restores(self):
+        # the program frees 8 MiB after cudasnap sized the files from its
+        # status: the interposer writes what it holds at the park, and each
+        # file ends up exactly its part of that
+        a = self.shim_app("free_at_park", PFS_MIB="8")
+        r = self.checkpoint(a)
+        total = 2 * 40 << 20
+        pf = r.obj["processes"][0]["park"]["files"]
+        sizes = [os.path.getsize(os.path.join(self.dir, f"{pf['name']}.{i}")) for i in range(pf["count"])]
+        self.assertEqual(sizes, [file_size(total, pf["count"], i) for i in range(pf["count"])])
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertBack(a)
+
+    @unittest.skipUnless(SHIM, "no shim")
+    def test_a_failed_release_whose_undo_cannot_read_is_named_and_held(self):
+        # the driver fails the second allocation's release, and the files
+        # cannot be read to give the first one back: the process stays
+        # parked, its calls held (never running on with memory gone), the
+        # files kept, and the error says so
+        faults = os.path.join(self.tmp, "shim-faults")
+        with open(faults, "w") as f:
+            f.write("* mem_unmap error=999\n")
+        a = self.shim_app("release_fail", PFS_FAULTS=faults, PFS_FILES="3")
+        r = self.checkpoint(a, rc=3)
+        self.assertEqual(r.obj["outcome"], "incomplete", r)
+        self.assertEqual(r.obj["processes"][0]["final_state"], "running, parked", r)
+        self.assertIn("failed half-way and could not be undone", r.err)
+        self.assertIn(self.dir, r.err)
+        self.assertIn(f"to recover: cudasnap restore --pid {a.pid}", r.err)
+        self.assertEqual(len(self.files()), 3)
+        st = status(a.pid)
+        self.assertEqual((st["parked"], st["gate"], st["files"]), ("1", "closed", "3"))
+        # the manifest names its files: the restore the error names unparks
+        # it from them (here it fails again: the shim fails every read now)
+        with open(os.path.join(self.state, "manifest.json")) as f:
+            self.assertEqual(json.load(f)["processes"][0]["park_files"]["count"], 3)
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertIn("reading file", r.err)
+        self.assertEqual(status(a.pid)["parked"], "1")
 
     def test_dry_run_and_ps_say_where_it_parks(self):
         a = self.app()
