@@ -140,11 +140,13 @@ int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n,
 					    "there (%.2f GiB free)",
 					    dir, (double)bytes / (1 << 30),
 					    avail < 0 ? 0.0 : (double)avail / (1 << 30));
-		return cs_error_set(err, CS_ESYS,
-				    rc == EEXIST ? "Another checkpoint of this process already parked into this "
-						   "directory: restore it first, or give another --park-to." :
-						   NULL,
-				    "cannot make %s/%s: %s", dir, file, strerror(rc));
+		if (rc == EEXIST)
+			return cs_error_set(err, CS_ESYS,
+					    "Another checkpoint of this process already parked into this directory: "
+					    "restore it first, or give another --park-to. Files no park holds (kept by "
+					    "restore --keep, or left by a checkpoint killed half-way) go with rm.",
+					    "cannot make %s/%s: %s", dir, file, strerror(rc));
+		return cs_error_errno(err, CS_ESYS, rc, NULL, "cannot make %s/%s", dir, file);
 	}
 	fsync(dirfd);
 	return 0;

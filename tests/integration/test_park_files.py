@@ -6,9 +6,10 @@ the state the driver reports."""
 import json
 import os
 import subprocess
+import time
 import unittest
 
-from harness import Case
+from harness import BIN, Case
 from test_park import App, CUAPP, PARK_LIB, status
 
 IO_FAULT = os.environ.get("IO_FAULT", "")
@@ -289,6 +290,44 @@ class ParkFiles(Case):
         r = self.cs("restore", "--pid", a.pid)
         self.assertIn("reading file", r.err)
         self.assertEqual(status(a.pid)["parked"], "1")
+
+    def test_cudasnap_killed_while_it_holds_the_park_leaves_it_running(self):
+        # cudasnap dies after the park, before its commit (the lock waits):
+        # the interposer unparks itself from the files it still holds
+        a = self.app()
+        self.fault(f"{a.pid} lock delay=4000")
+        p = subprocess.Popen([BIN, "checkpoint", "--pid", str(a.pid), "--park-to", self.dir],
+                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.apps.append(p)
+        deadline = time.monotonic() + 10
+        while status(a.pid).get("files") != "3" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(status(a.pid)["files"], "3")
+        p.kill()
+        p.wait()
+        deadline = time.monotonic() + 10
+        while status(a.pid)["parked"] != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.fault()
+        # the driver's lock it was waiting for completes without it: what
+        # 'cudasnap ps' names left behind, and unlock recovers
+        deadline = time.monotonic() + 10
+        while self.states([a.pid])[a.pid] != "locked" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(self.cs("unlock", "--pid", a.pid).rc, 0)
+        self.assertBack(a)
+        # its files stay (nobody removed them), and name themselves in a
+        # second checkpoint's refusal
+        left = self.files()
+        self.assertEqual(len(left), 3)
+        r = self.checkpoint(a, rc=1)
+        self.assertIn("go with rm", r.err)
+        for n in left:
+            os.unlink(os.path.join(self.dir, n))
+        self.checkpoint(a)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertBack(a)
 
     def test_dry_run_and_ps_say_where_it_parks(self):
         a = self.app()
