@@ -15,14 +15,7 @@ export CUDASNAP_PARK_LIB=$T/cs/libcudasnap-park.so
 D=$(mktemp -d /tmp/park.XXXX)
 mkdir -p "$OUT" || exit 2
 HERE=$(cd "$(dirname "$0")" && pwd)
-pass=0; fail=0
-ok() { echo "PASS $*"; pass=$((pass+1)); }
-bad() { echo "FAIL $*"; fail=$((fail+1)); }
-waitfile() { for _ in $(seq 1 600); do [ -s "$1" ] && return 0; sleep 0.2; done; return 1; }
-verify() { # pid label
-	rm -f "$D/$1.verify"; kill -USR1 "$1"
-	if waitfile "$D/$1.verify" && grep -q '^ok' "$D/$1.verify"; then ok "$2: $(cat "$D/$1.verify")"; else bad "$2: $(cat "$D/$1.verify" 2>/dev/null)"; fi
-}
+. "$HERE/checks.sh"
 secs() { python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); t=o["processes"][0] if o.get("processes") else {}; print(o["outcome"], "%.3f" % o["wall_seconds"], json.dumps({k: round(v, 3) for k, v in t.get("seconds",{}).items()}), json.dumps(t.get("park")))' "$1" 2>/dev/null || echo "? ? ?"; }
 cycle() { # pid mode label
 	local flag="" pin=drop; [ "$2" = driver ] && flag=--no-park; [ "$2" = pinned ] && pin=keep

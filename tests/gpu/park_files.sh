@@ -20,14 +20,8 @@ export CUDASNAP_PARK_LIB=$T/cs/libcudasnap-park.so
 D=$(mktemp -d /tmp/pf.XXXX)
 mkdir -p "$OUT" || exit 2
 HERE=$(cd "$(dirname "$0")" && pwd)
-pass=0; fail=0
-ok() { echo "PASS $*"; pass=$((pass+1)); }
-bad() { echo "FAIL $*"; fail=$((fail+1)); }
-waitfile() { for _ in $(seq 1 900); do [ -s "$1" ] && return 0; sleep 0.2; done; return 1; }
-verify() { # pid label
-	rm -f "$D/$1.verify"; kill -USR1 "$1"
-	if waitfile "$D/$1.verify" && grep -q '^ok' "$D/$1.verify"; then ok "$2: $(cat "$D/$1.verify")"; else bad "$2: $(cat "$D/$1.verify" 2>/dev/null)"; fi
-}
+WAIT_TICKS=900
+. "$HERE/checks.sh"
 park_of() { python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); t=o["processes"][0] if o.get("processes") else {}; p=t.get("park") or {}; print(o["outcome"], "wall=%.3f" % o["wall_seconds"], " ".join("%s=%.3f" % kv for kv in t.get("seconds",{}).items()), "park_gbps=%.2f" % (p.get("copy_gbps") or 0), "files=%s" % json.dumps(p.get("files")))' "$1" 2>/dev/null || echo "? ? ?"; }
 peak() { cat "$CG/memory.peak" 2>/dev/null || echo "?"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader

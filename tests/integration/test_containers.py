@@ -142,16 +142,21 @@ class Cases:
 
     # --- containers and what they run ---
 
-    def container(self, *args, expect, env=None):
-        """A container running fakecuda-app with args: its device files in
-        its own /dev (CUDASNAP_DEV_DIR=/dev), its faults in a file of the
-        test's directory bound at the same path."""
+    def new_share(self):
+        """A new container's name and the directory it shares with the test."""
         global SERIAL
         SERIAL += 1
         self.count += 1
         name = f"c{SERIAL}-{self._testMethodName[5:25].strip('_').replace('_', '-')}"
         share = os.path.join(self.tmp, f"share{self.count}")
         os.makedirs(os.path.join(share, "ready"))
+        return name, share
+
+    def container(self, *args, expect, env=None):
+        """A container running fakecuda-app with args: its device files in
+        its own /dev (CUDASNAP_DEV_DIR=/dev), its faults in a file of the
+        test's directory bound at the same path."""
+        name, share = self.new_share()
         env = dict({"PATH": containers.PATH, "CUDASNAP_DEV_DIR": "/dev", "FAKECUDA_GPUS": GPU0,
                     "FAKECUDA_FAULTS": os.path.join(share, "faults")}, **(env or {}))
         c = self.engine.start(name, share, [APP, "--ready-dir", os.path.join(share, "ready"), *args], env, expect)
@@ -501,12 +506,7 @@ class Cases:
         in the container, its PID 1."""
         if not (BUILT_CUAPP and BUILT_PARK_LIB):
             self.skipTest("the parking interposer is built for x86-64 only (no FAKE_CUAPP or PARK_LIB)")
-        global SERIAL
-        SERIAL += 1
-        self.count += 1
-        name = f"c{SERIAL}-{self._testMethodName[5:25].strip('_').replace('_', '-')}"
-        share = os.path.join(self.tmp, f"share{self.count}")
-        os.makedirs(os.path.join(share, "ready"))
+        name, share = self.new_share()
         out = os.path.join(share, "out")
         env = {"PATH": containers.PATH, "CUDASNAP_DEV_DIR": "/dev", "FAKECUDA_GPUS": GPU0,
                "LD_PRELOAD": containers.PARK_LIB}
