@@ -356,7 +356,7 @@ static int unpark_one(cs_engine *e, const eng_task *t, bool importers, char *why
 	cs_target x = { .pid = t->pid };
 	snprintf(x.comm, sizeof(x.comm), "%s", t->comm);
 	int conn = -1;
-	cs_park_answer a;
+	cs_park_answer a = { .ok = false };
 	cs_error err = { 0 };
 	unsigned ms = eng_lock_timeout_s(e) * 1000;
 	/* parked into files of the images: they come with the request */

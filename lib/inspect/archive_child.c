@@ -118,7 +118,7 @@ static int read_before(int fd, void *buf, size_t len, double deadline)
 static int read_members(int in, cs_archive_member *m, size_t n, double deadline)
 {
 	for (size_t i = 0; i < n; i++) {
-		size_t found, len;
+		size_t found = 0, len = 0;
 		int r = read_before(in, &found, sizeof(found), deadline);
 		if (r == 0 && found)
 			r = read_before(in, &len, sizeof(len), deadline);
