@@ -56,27 +56,14 @@ void park_files_close(struct park_files *f)
 	f->n = 0;
 }
 
-/* Buffered from now on: the file system refused an O_DIRECT transfer (the
- * other thread of the file may have switched it already). Whether to try
- * again. */
-static pthread_mutex_t direct_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Buffered from now on: the file system refused an O_DIRECT transfer. */
 static bool undirect(struct park_files *f, unsigned i)
 {
-	pthread_mutex_lock(&direct_mu);
 	int fl = fcntl(f->fd[i], F_GETFL);
-	bool again = fl >= 0 && (!(fl & O_DIRECT) || fcntl(f->fd[i], F_SETFL, fl & ~O_DIRECT) == 0);
-	if (again)
-		f->direct[i] = false;
-	pthread_mutex_unlock(&direct_mu);
-	return again;
-}
-
-static bool is_direct(struct park_files *f, unsigned i)
-{
-	pthread_mutex_lock(&direct_mu);
-	bool d = f->direct[i];
-	pthread_mutex_unlock(&direct_mu);
-	return d;
+	if (fl < 0 || !f->direct[i] || fcntl(f->fd[i], F_SETFL, fl & ~O_DIRECT) != 0)
+		return false;
+	f->direct[i] = false;
+	return true;
 }
 
 /* pwrite or pread of all of len bytes at off: 0 or an errno (EIO for a
@@ -84,16 +71,13 @@ static bool is_direct(struct park_files *f, unsigned i)
 static int transfer(struct park_files *f, unsigned i, bool out, unsigned char *p, size_t len, off_t off)
 {
 	size_t done = 0;
-	bool retried = false;
 	while (done < len) {
 		ssize_t n = out ? pwrite(f->fd[i], p + done, len - done, off + (off_t)done) :
 				  pread(f->fd[i], p + done, len - done, off + (off_t)done);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EINVAL && !retried && undirect(f, i)) {
-			retried = true;
+		if (n < 0 && errno == EINVAL && undirect(f, i))
 			continue;
-		}
 		if (n < 0)
 			return errno;
 		if (n == 0)
@@ -102,7 +86,7 @@ static int transfer(struct park_files *f, unsigned i, bool out, unsigned char *p
 	}
 	/* Buffered: written through now and out of the page cache, which
 	 * would be charged to the process's memory cgroup. */
-	if (!is_direct(f, i)) {
+	if (!f->direct[i]) {
 		if (out &&
 		    sync_file_range(f->fd[i], off, (off_t)len,
 				    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) !=
@@ -199,49 +183,39 @@ static void one_piece(struct job *j, unsigned i, unsigned long long k, unsigned 
 		return failed(j, "copy", i, k, 0, rc);
 }
 
-/* One lane of file i: pieces i + n * lane, then every n * PARK_FILE_LANES:
- * two lanes per file keep its device copy, its checksum and its file I/O
- * going at once (each lane does the three in turn). */
-static void run_lane(struct job *j, unsigned i, unsigned lane)
+static void run_file(struct job *j, unsigned i)
 {
 	struct park_stage st = { .size = park_files_stage(j->total) };
-	unsigned long long pieces = park_files_pieces(j->total), first = i + (unsigned long long)j->f->n * lane;
-	if (first >= pieces)
-		return;
 	/* pinning takes a current context: the first allocation's */
-	CUresult rc = j->r->ctx_set(park_tab.a[0].ctx);
-	if (rc == CU_OK)
+	CUresult rc = j->total == 0 ? CU_OK : j->r->ctx_set(park_tab.a[0].ctx);
+	if (rc == CU_OK && j->total)
 		rc = park_stage_get(j->r, &st);
 	if (rc != CU_OK) {
 		failed(j, "staging", i, 0, 0, rc);
 		return;
 	}
-	for (unsigned long long k = first; k < pieces && !atomic_load(&j->failed); k += j->f->n * PARK_FILE_LANES)
+	unsigned long long pieces = park_files_pieces(j->total);
+	for (unsigned long long k = i; k < pieces && !atomic_load(&j->failed); k += j->f->n)
 		one_piece(j, i, k, st.p);
 	park_stage_drop(j->r, &st);
+	/* Exactly its part: cudasnap sized the files from what the process
+	 * held before its calls were held, and it may have freed or allocated
+	 * since. */
+	if (j->out && !atomic_load(&j->failed) &&
+	    (ftruncate(j->f->fd[i], (off_t)park_file_size(j->total, j->f->n, i)) != 0 || fdatasync(j->f->fd[i]) != 0))
+		failed(j, "flush", i, 0, errno, CU_OK);
 }
 
-/* Each file exactly its part (cudasnap sized them from what the process
- * held before its calls were held; it may have freed or allocated since),
- * and on the disk. */
-static void flush_files(struct job *j)
-{
-	for (unsigned i = 0; i < j->f->n && !atomic_load(&j->failed); i++)
-		if (ftruncate(j->f->fd[i], (off_t)park_file_size(j->total, j->f->n, i)) != 0 ||
-		    fdatasync(j->f->fd[i]) != 0)
-			failed(j, "flush", i, 0, errno, CU_OK);
-}
-
-struct one_lane {
+struct one_file {
 	struct job *j;
-	unsigned i, lane;
+	unsigned i;
 };
 
-static void *lane_thread(void *arg)
+static void *file_thread(void *arg)
 {
-	struct one_lane *o = arg;
+	struct one_file *o = arg;
 	park_gate_exempt();
-	run_lane(o->j, o->i, o->lane);
+	run_file(o->j, o->i);
 	return NULL;
 }
 
@@ -253,22 +227,20 @@ int park_files_move(const struct park_real *r, struct park_files *f, uint64_t *s
 	for (size_t i = 0; i < park_tab.n; i++)
 		j.total += park_tab.a[i].size;
 	f->stage = NULL;
-	pthread_t t[PARK_FILES_MAX * PARK_FILE_LANES];
-	struct one_lane o[PARK_FILES_MAX * PARK_FILE_LANES];
-	unsigned started = 0, lanes = f->n * PARK_FILE_LANES;
-	for (unsigned w = 1; w < lanes; w++, started++) {
-		o[w] = (struct one_lane){ &j, w % f->n, w / f->n };
-		if (pthread_create(&t[started], NULL, lane_thread, &o[w]) != 0) {
-			failed(&j, "thread", w % f->n, 0, EAGAIN, CU_OK);
+	pthread_t t[PARK_FILES_MAX];
+	struct one_file o[PARK_FILES_MAX];
+	unsigned started = 0;
+	for (unsigned i = 1; i < f->n; i++, started++) {
+		o[i] = (struct one_file){ &j, i };
+		if (pthread_create(&t[started], NULL, file_thread, &o[i]) != 0) {
+			failed(&j, "thread", i, 0, EAGAIN, CU_OK);
 			break;
 		}
 	}
-	if (!atomic_load(&j.failed) && lanes)
-		run_lane(&j, 0, 0); /* this thread takes the first */
-	for (unsigned w = 0; w < started; w++)
-		pthread_join(t[w], NULL);
-	if (out)
-		flush_files(&j);
+	if (!atomic_load(&j.failed))
+		run_file(&j, 0); /* this thread takes the first file */
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
 	pthread_mutex_destroy(&j.mu);
 	f->bytes = j.total;
 	return atomic_load(&j.failed) ? -1 : 0;

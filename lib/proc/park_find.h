@@ -70,17 +70,11 @@ unsigned long long park_tag_in_fdinfo(const char *text);
  * one thread of its own, and its size follows from the bytes alone. */
 #define PARK_FILES_MAX 16
 #define PARK_PIECE (32ull << 20)
-/* Threads per file (each with a staging buffer), and the pinned staging
- * they hold in the process while a park of total bytes goes into n files
- * (or comes back). */
-#define PARK_FILE_LANES 2
+/* The pinned staging buffer each file's thread holds in the process while
+ * a park of total bytes goes into files (or comes back). */
 static inline unsigned long long park_files_stage(unsigned long long total)
 {
 	return total < PARK_PIECE ? (total + 4095) / 4096 * 4096 : PARK_PIECE;
-}
-static inline unsigned long long park_files_staging(unsigned long long total, unsigned n)
-{
-	return (unsigned long long)n * PARK_FILE_LANES * park_files_stage(total);
 }
 static inline unsigned long long park_file_size(unsigned long long total, unsigned n, unsigned f)
 {
