@@ -162,7 +162,7 @@ static int park_files(run *r, cs_target *t, bool park, int *dirfd, cs_park_files
  * the memory back: part of it is in the files alone, the process parked
  * so. Its unpark is tried again at once; when that fails too, the files
  * stay where they are and the process is named with them. */
-static int park_stuck(run *r, cs_target *t, int dirfd, const cs_park_answer *a, cs_error *e)
+static int park_stuck(run *r, cs_target *t, int dirfd, const cs_park_answer *a, const cs_error *e)
 {
 	cs_park_files f = { .n = 0 };
 	cs_park_answer u;
