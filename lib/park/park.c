@@ -137,6 +137,14 @@ static void key_field(pid_t pid, char *out, size_t size)
 	explicit_bzero(key, sizeof(key));
 }
 
+/* " files=N", the word of a request whose files follow it; "" none. */
+static void files_word(const cs_park_files *f, char *out, size_t size)
+{
+	out[0] = 0;
+	if (f && f->n)
+		snprintf(out, size, " files=%u", f->n);
+}
+
 /* One request (its files after it), one answer line (bounded by the
  * socket's timeouts). */
 static int send_files(int conn, const cs_park_files *f, int flags);
@@ -406,9 +414,8 @@ int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, 
 	 * it pinned through the checkpoint, to measure other machines. */
 	const char *pin = cs_env("CUDASNAP_PARK_PIN");
 	bool unpin = !(pin && strcmp(pin, "keep") == 0);
-	char nfiles[24] = "";
-	if (files && files->n)
-		snprintf(nfiles, sizeof(nfiles), " files=%u", files->n);
+	char nfiles[24];
+	files_word(files, nfiles, sizeof(nfiles));
 	snprintf(req, sizeof(req), "%s %u%s%s%s\n", park ? "park" : "unpark", timeout_ms, park && unpin ? " unpin" : "",
 		 nfiles, key);
 	/* an answer: "ok ..." (parsed 0) or "error ..." (parsed -1, with its keys) */
@@ -438,10 +445,9 @@ int cs_park_queue_unpark(pid_t pid, unsigned timeout_ms, const cs_park_files *fi
 	int conn = park_find_connect(pid, cs_proc_dir(), 2000);
 	if (conn < 0)
 		return -1;
-	char req[192], key[128], nfiles[24] = "";
+	char req[192], key[128], nfiles[24];
 	key_field(pid, key, sizeof(key));
-	if (files && files->n)
-		snprintf(nfiles, sizeof(nfiles), " files=%u", files->n);
+	files_word(files, nfiles, sizeof(nfiles));
 	int len = snprintf(req, sizeof(req), "unpark %u%s%s\n", timeout_ms, nfiles, key);
 	int rc = send(conn, req, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) == len &&
 			send_files(conn, files, MSG_DONTWAIT) == 0 ?
