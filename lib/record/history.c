@@ -393,7 +393,7 @@ static int rotate_if_full(int statefd, int *fd, size_t len, bool *locked)
 	if ((unsigned long long)st.st_size + len <= CS_HISTORY_ROTATE || st.st_size == 0)
 		return 0;
 	size_t carried_len = 0;
-	_cleanup_free_ char *carried = cs_history_carry(statefd, *fd, &carried_len);
+	_cleanup_free_ char *carried = cs_history_carry(statefd, &carried_len);
 	if (renameat(statefd, CS_HISTORY_NAME, statefd, CS_HISTORY_OLD_NAME) < 0)
 		return -errno;
 	close(*fd);

@@ -180,11 +180,14 @@ static bool carried(json_object *e, const seen_set *s, const lines *old, const l
 	return false;
 }
 
-char *cs_history_carry(int statefd, int curfd, size_t *len)
+char *cs_history_carry(int statefd, size_t *len)
 {
 	*len = 0;
 	const char *why;
 	_cleanup_close_ int oldfd = cs_state_open_file(statefd, CS_HISTORY_OLD_NAME, O_RDONLY, 0, &why);
+	/* The writer's descriptor is write-only: the file that stays is read
+	 * through one of its own, by name, which the lock keeps in place. */
+	_cleanup_close_ int curfd = oldfd >= 0 ? cs_state_open_file(statefd, CS_HISTORY_NAME, O_RDONLY, 0, &why) : -1;
 	size_t oldlen, curlen;
 	bool cut;
 	_cleanup_free_ char *oldtext = oldfd >= 0 ? cs_history_tail(oldfd, &oldlen, &cut) : NULL;

@@ -15,10 +15,10 @@
 #define CS_HISTORY_CARRY_BYTES (256u << 10)
 
 /* Under the lock, before a rotation: the lines of history.1.jsonl (the file
- * that goes) to carry into the new file, with curfd the file that stays
- * (history.jsonl, which may bring a process back): malloc'd, *len bytes;
- * NULL when none. */
-char *cs_history_carry(int statefd, int curfd, size_t *len);
+ * that goes) to carry into the new file, judged with the file that stays
+ * too (history.jsonl, whose later entries may bring a process back):
+ * malloc'd, *len bytes; NULL when none. */
+char *cs_history_carry(int statefd, size_t *len);
 /* Whether the seen file's text (len bytes) holds key. */
 bool cs_history_seen_has(const char *text, size_t len, const char *key);
 /* Notes that the alerts among e[0..n) were read (shown to a user, or to a

@@ -79,12 +79,13 @@ class HistoryCase(Case):
         os.makedirs(self.state, mode=0o700, exist_ok=True)
         os.chmod(self.state, 0o700)
 
-    def sample_line(self, t=None, outcome="done", op="checkpoint", proc=None, pid=42, start=None, caller=7):
+    def sample_line(self, t=None, outcome="done", op="checkpoint", proc=None, pid=42, start=None, caller=7,
+                    note=None):
         """One entry as cudasnap writes it (for files the test fills)."""
         e = {"v": 1, "time": iso(t if t is not None else time.time()), "seconds": 0.25, "front": "cli", "op": op,
              "outcome": outcome, "exit_status": 0 if outcome == "done" else 1, "bytes": 4096,
              "caller": {"pid": caller, "cmdline": "cudasnap checkpoint", "parent_pid": 1, "parent_cmdline": "sh"},
-             "note": None, "error": None if outcome == "done" else {"kind": "driver", "message": "it failed"},
+             "note": note, "error": None if outcome == "done" else {"kind": "driver", "message": "it failed"},
              "processes": [{"pid": pid, "nspid": pid, "comm": "python3", "outcome": proc or outcome, "bytes": 4096, "seconds": {"lock": 0.001, "checkpoint": 0.2},
                             "code": None, "why": None, "step": None, "cu": None, "recovery": None}]}
         if start is not None:
@@ -323,13 +324,19 @@ class DropIn(HistoryCase):
 
 class Storage(HistoryCase):
     def fill(self, path, size, t=None, mode="w"):
-        """A history file of entries up to size bytes (mode "a": added to
-        what it holds); returns their count."""
+        """Entries of exactly size bytes in all (the last one's note pads
+        it), a history file of its own or (mode "a") added to what it holds;
+        returns their count. Exact, so that whether the next entry rotates
+        the file does not hang on the length of paths in entries."""
         line = self.sample_line(t)
         n = size // len(line)
+        last = line
+        if n and size % len(line):  # a note of k bytes adds k - 2 to "note":null
+            last = self.sample_line(t, note="x" * (size % len(line) + 2))
+            self.assertEqual(len(last), len(line) + size % len(line))
         self.make_state()
         with open(path, mode) as f:
-            f.write(line * n)
+            f.write(line * (n - 1) + last if n else "")
         os.chmod(path, 0o600)
         return n
 
@@ -439,37 +446,46 @@ class Storage(HistoryCase):
         entries of time at: what history.1.jsonl held before goes."""
         for cmd in ("lock", "unlock"):
             size = os.path.getsize(self.file) if os.path.exists(self.file) else 0
-            self.fill(self.file, ROTATE - 300 - size, t=at, mode="a")
+            self.fill(self.file, ROTATE - 100 - size, t=at, mode="a")
+            old = os.stat(self.file).st_ino
             self.assertEqual(self.cs(cmd, "--pid", str(pid)).rc, 0)
+            self.assertNotEqual(os.stat(self.file).st_ino, old, f"{cmd} did not rotate the history")
 
     def ops_in_files(self):
         return [(e["outcome"], e["processes"][0]["outcome"], e["processes"][0]["pid"])
                 for e in map(json.loads, self.raw_lines()) if e["outcome"] != "done"]
 
-    def test_lost_and_left_behind_outlive_rotation_until_read(self):
-        pid, = self.start("--mem", "1")
+    @staticmethod
+    def start_time(pid):
         with open(f"/proc/{pid}/stat") as f:
-            start = int(f.read().rsplit(")", 1)[1].split()[19])
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+
+    def test_lost_and_left_behind_outlive_rotation_until_read(self):
+        # pid stays left behind; other, which no alert names, drives the rotations
+        pid, other = self.start("--mem", "1", "--spawn", "1", expect=2)
+        start = self.start_time(pid)
+        gone = 4194400  # above any pid_max: no process has it
         t = time.time() - 600
         self.make_state()
-        alerts = [self.sample_line(t, "incomplete", proc="lost", pid=41),
-                  self.sample_line(t + 1, "incomplete", proc="unrestorable", pid=43),
+        alerts = [self.sample_line(t, "incomplete", proc="lost", pid=gone + 1),
+                  self.sample_line(t + 1, "incomplete", proc="unrestorable", pid=gone + 3),
                   # left behind: a process still there, one that is gone, one a later entry brought back
                   self.sample_line(t + 2, "incomplete", proc="left-behind", pid=pid, start=start),
                   self.sample_line(t + 3, "incomplete", proc="left-behind", pid=pid, start=start + 1),
-                  self.sample_line(t + 4, "incomplete", proc="left-behind", pid=44, start=7, caller=8),
-                  self.sample_line(t + 5, "rolled-back", proc="rolled-back", pid=45)]
+                  self.sample_line(t + 4, "incomplete", proc="left-behind", pid=gone + 4, start=7, caller=8),
+                  self.sample_line(t + 5, "rolled-back", proc="rolled-back", pid=gone + 5)]
         with open(self.file, "w") as f:
             f.write("".join(alerts))
         os.chmod(self.file, 0o600)
-        later = self.sample_line(t + 6, "done", pid=44, start=7)
+        later = self.sample_line(t + 6, "done", pid=gone + 4, start=7)
         with open(self.file, "a") as f:
             f.write(later)
-        self.rotate_twice(pid, t + 10)
-        kept = [("incomplete", "lost", 41), ("incomplete", "unrestorable", 43), ("incomplete", "left-behind", pid)]
+        self.rotate_twice(other, t + 10)
+        kept = [("incomplete", "lost", gone + 1), ("incomplete", "unrestorable", gone + 3),
+                ("incomplete", "left-behind", pid)]
         self.assertEqual(self.ops_in_files(), kept)
         # again: still unread, still kept
-        self.rotate_twice(pid, t + 20)
+        self.rotate_twice(other, t + 20)
         self.assertEqual(self.ops_in_files(), kept)
         h = self.history()  # shows them: read
         self.assertEqual([(e["outcome"], e["processes"][0]["outcome"], e["processes"][0]["pid"])
@@ -478,8 +494,29 @@ class Storage(HistoryCase):
         with open(os.path.join(self.state, "history.seen")) as f:
             self.assertEqual(len(f.read().splitlines()), 3)
         self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.state, "history.seen")).st_mode), 0o600)
-        self.rotate_twice(pid, t + 30)
+        self.rotate_twice(other, t + 30)
         self.assertEqual(self.ops_in_files(), [])
+
+    def test_left_behind_brought_back_in_the_file_that_stays_is_not_carried(self):
+        """The entry that brings a process back may be in history.jsonl,
+        the file that stays, while its alert is in the one that goes."""
+        pid, other = self.start("--mem", "1", "--spawn", "1", expect=2)
+        t = time.time() - 600
+        self.make_state()
+        with open(self.file, "w") as f:
+            f.write(self.sample_line(t, "incomplete", proc="left-behind", pid=pid, start=self.start_time(pid)) +
+                    self.sample_line(t + 1, "incomplete", proc="left-behind", pid=other,
+                                     start=self.start_time(other)))
+        os.chmod(self.file, 0o600)
+        self.fill(self.file, ROTATE - 100 - os.path.getsize(self.file), t=t + 10, mode="a")
+        # pid's lock rotates: the alerts are now in history.1.jsonl, its lock in history.jsonl
+        self.assertEqual(self.cs("lock", "--pid", str(pid)).rc, 0)
+        self.assertEqual(self.cs("unlock", "--pid", str(pid)).rc, 0)
+        self.assertEqual([x[2] for x in self.ops_in_files()], [pid, other])
+        self.fill(self.file, ROTATE - 100 - os.path.getsize(self.file), t=t + 20, mode="a")
+        self.assertEqual(self.cs("lock", "--pid", str(other)).rc, 0)  # history.1.jsonl goes
+        self.assertEqual(self.ops_in_files(), [("incomplete", "left-behind", other)])
+        self.assertEqual(self.cs("unlock", "--pid", str(other)).rc, 0)
 
     def test_carried_alerts_are_bounded(self):
         pid, = self.start("--mem", "1")
