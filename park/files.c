@@ -1,8 +1,9 @@
 /* A park into files: the device memory goes through a pinned staging buffer
  * per file straight into the files cudasnap passed (park_find.h gives the
  * layout), never into the process's memory, and comes back the same way.
- * Each file has a thread of its own that writes (or reads) it in order:
- * with O_DIRECT where the file system takes it, else buffered, each piece
+ * Each file has a thread of its own that writes it in order (PARK_IN_LANES
+ * that read it back, taking its pieces in turn): with O_DIRECT where the
+ * file system takes it, else buffered, each piece
  * flushed and dropped from the page cache once written, so that the
  * process's memory cgroup is charged with the staging alone. Every piece
  * carries an XXH3 checksum, kept in the process's own memory (which the
@@ -57,13 +58,27 @@ void park_files_close(struct park_files *f)
 }
 
 /* Buffered from now on: the file system refused an O_DIRECT transfer. */
+/* Buffered from now on: the file system refused an O_DIRECT transfer. The
+ * other lane of the file may have switched it already: whether to try
+ * again. */
+static pthread_mutex_t direct_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool undirect(struct park_files *f, unsigned i)
 {
+	pthread_mutex_lock(&direct_mu);
 	int fl = fcntl(f->fd[i], F_GETFL);
-	if (fl < 0 || !f->direct[i] || fcntl(f->fd[i], F_SETFL, fl & ~O_DIRECT) != 0)
-		return false;
-	f->direct[i] = false;
-	return true;
+	bool again = fl >= 0 && (!(fl & O_DIRECT) || fcntl(f->fd[i], F_SETFL, fl & ~O_DIRECT) == 0);
+	if (again)
+		f->direct[i] = false;
+	pthread_mutex_unlock(&direct_mu);
+	return again;
+}
+
+static bool is_direct(struct park_files *f, unsigned i)
+{
+	pthread_mutex_lock(&direct_mu);
+	bool d = f->direct[i];
+	pthread_mutex_unlock(&direct_mu);
+	return d;
 }
 
 /* pwrite or pread of all of len bytes at off: 0 or an errno (EIO for a
@@ -71,13 +86,16 @@ static bool undirect(struct park_files *f, unsigned i)
 static int transfer(struct park_files *f, unsigned i, bool out, unsigned char *p, size_t len, off_t off)
 {
 	size_t done = 0;
+	bool retried = false;
 	while (done < len) {
 		ssize_t n = out ? pwrite(f->fd[i], p + done, len - done, off + (off_t)done) :
 				  pread(f->fd[i], p + done, len - done, off + (off_t)done);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EINVAL && undirect(f, i))
+		if (n < 0 && errno == EINVAL && !retried && undirect(f, i)) {
+			retried = true;
 			continue;
+		}
 		if (n < 0)
 			return errno;
 		if (n == 0)
@@ -86,7 +104,7 @@ static int transfer(struct park_files *f, unsigned i, bool out, unsigned char *p
 	}
 	/* Buffered: written through now and out of the page cache, which
 	 * would be charged to the process's memory cgroup. */
-	if (!f->direct[i]) {
+	if (!is_direct(f, i)) {
 		if (out &&
 		    sync_file_range(f->fd[i], off, (off_t)len,
 				    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) !=
@@ -183,39 +201,49 @@ static void one_piece(struct job *j, unsigned i, unsigned long long k, unsigned 
 		return failed(j, "copy", i, k, 0, rc);
 }
 
-static void run_file(struct job *j, unsigned i)
+/* One lane of file i: its pieces i + n * lane, then every n * lanes. A park
+ * writes each file with one lane, which kept up with the storage on the
+ * H200 (docs/performance.md); an unpark reads each with PARK_IN_LANES. */
+static void run_lane(struct job *j, unsigned i, unsigned lane, unsigned lanes)
 {
 	struct park_stage st = { .size = park_files_stage(j->total) };
+	unsigned long long pieces = park_files_pieces(j->total), first = i + (unsigned long long)j->f->n * lane;
+	if (first >= pieces)
+		return;
 	/* pinning takes a current context: the first allocation's */
-	CUresult rc = j->total == 0 ? CU_OK : j->r->ctx_set(park_tab.a[0].ctx);
-	if (rc == CU_OK && j->total)
+	CUresult rc = j->r->ctx_set(park_tab.a[0].ctx);
+	if (rc == CU_OK)
 		rc = park_stage_get(j->r, &st);
 	if (rc != CU_OK) {
 		failed(j, "staging", i, 0, 0, rc);
 		return;
 	}
-	unsigned long long pieces = park_files_pieces(j->total);
-	for (unsigned long long k = i; k < pieces && !atomic_load(&j->failed); k += j->f->n)
+	for (unsigned long long k = first; k < pieces && !atomic_load(&j->failed); k += (unsigned long long)j->f->n * lanes)
 		one_piece(j, i, k, st.p);
 	park_stage_drop(j->r, &st);
-	/* Exactly its part: cudasnap sized the files from what the process
-	 * held before its calls were held, and it may have freed or allocated
-	 * since. */
-	if (j->out && !atomic_load(&j->failed) &&
-	    (ftruncate(j->f->fd[i], (off_t)park_file_size(j->total, j->f->n, i)) != 0 || fdatasync(j->f->fd[i]) != 0))
-		failed(j, "flush", i, 0, errno, CU_OK);
 }
 
-struct one_file {
+/* Each file exactly its part (cudasnap sized them from what the process
+ * held before its calls were held; it may have freed or allocated since),
+ * and on the storage. */
+static void flush_files(struct job *j)
+{
+	for (unsigned i = 0; i < j->f->n && !atomic_load(&j->failed); i++)
+		if (ftruncate(j->f->fd[i], (off_t)park_file_size(j->total, j->f->n, i)) != 0 ||
+		    fdatasync(j->f->fd[i]) != 0)
+			failed(j, "flush", i, 0, errno, CU_OK);
+}
+
+struct one_lane {
 	struct job *j;
-	unsigned i;
+	unsigned i, lane, lanes;
 };
 
-static void *file_thread(void *arg)
+static void *lane_thread(void *arg)
 {
-	struct one_file *o = arg;
+	struct one_lane *o = arg;
 	park_gate_exempt();
-	run_file(o->j, o->i);
+	run_lane(o->j, o->i, o->lane, o->lanes);
 	return NULL;
 }
 
@@ -227,20 +255,22 @@ int park_files_move(const struct park_real *r, struct park_files *f, uint64_t *s
 	for (size_t i = 0; i < park_tab.n; i++)
 		j.total += park_tab.a[i].size;
 	f->stage = NULL;
-	pthread_t t[PARK_FILES_MAX];
-	struct one_file o[PARK_FILES_MAX];
-	unsigned started = 0;
-	for (unsigned i = 1; i < f->n; i++, started++) {
-		o[i] = (struct one_file){ &j, i };
-		if (pthread_create(&t[started], NULL, file_thread, &o[i]) != 0) {
-			failed(&j, "thread", i, 0, EAGAIN, CU_OK);
+	unsigned lanes = out ? 1 : PARK_IN_LANES, workers = f->n * lanes, started = 0;
+	pthread_t t[PARK_FILES_MAX * PARK_IN_LANES];
+	struct one_lane o[PARK_FILES_MAX * PARK_IN_LANES];
+	for (unsigned w = 1; w < workers; w++, started++) {
+		o[w] = (struct one_lane){ &j, w % f->n, w / f->n, lanes };
+		if (pthread_create(&t[started], NULL, lane_thread, &o[w]) != 0) {
+			failed(&j, "thread", w % f->n, 0, EAGAIN, CU_OK);
 			break;
 		}
 	}
-	if (!atomic_load(&j.failed))
-		run_file(&j, 0); /* this thread takes the first file */
+	if (!atomic_load(&j.failed) && f->n)
+		run_lane(&j, 0, 0, lanes); /* this thread takes the first file's first lane */
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
+	if (out)
+		flush_files(&j);
 	pthread_mutex_destroy(&j.mu);
 	f->bytes = j.total;
 	return atomic_load(&j.failed) ? -1 : 0;

@@ -66,12 +66,14 @@ unsigned long long park_tag_in_fdinfo(const char *text);
  * the process's parked memory into them and reads it back at the unpark.
  * The memory, all allocations one after the other, is cut into pieces of
  * PARK_PIECE bytes (the last one shorter); piece k goes to file k % n at
- * offset (k / n) * PARK_PIECE. So each file is written and read in order by
- * one thread of its own, and its size follows from the bytes alone. */
+ * offset (k / n) * PARK_PIECE. So each file is written in order by one
+ * thread of its own (and read by PARK_IN_LANES, park/park.h, taking its
+ * pieces in turn), and its size follows from the bytes alone. */
 #define PARK_FILES_MAX 16
 #define PARK_PIECE (32ull << 20)
 /* The pinned staging buffer each file's thread holds in the process while
- * a park of total bytes goes into files (or comes back). */
+ * a park of total bytes goes into files (each of its reading threads, while
+ * it comes back). */
 static inline unsigned long long park_files_stage(unsigned long long total)
 {
 	return total < PARK_PIECE ? (total + 4095) / 4096 * 4096 : PARK_PIECE;

@@ -12,7 +12,9 @@
 #     rates side by side.
 #   tests/gpu/park_files.sh TOOLS OUT "DIR..."   (TOOLS/cs: cudasnap,
 #   libcudasnap-park.so, dio-ceiling; GIB (24), LIMIT (4G), ROUNDS (2) in the
-#   environment; NO_LIMITED=1 leaves out 2.)
+#   environment; NO_LIMITED=1 leaves out 2; PARK_LIBS="NAME=PATH ..." runs 3.
+#   with one workload per interposer built otherwise, their rounds taken in
+#   turn, for a comparison in one run.)
 set -u
 T=$1; OUT=$2; DIRS=$3
 GIB=${GIB:-24}; LIMIT=${LIMIT:-4G}
@@ -74,13 +76,25 @@ elif mkdir "$CG" 2>/dev/null && echo "$LIMIT" > "$CG/memory.max"; then
 else
 	bad "no memory cgroup to limit the workload in ($CG)"
 fi
-# 3. without a limit: into host memory, and into files, side by side
-$CS run -- python3 "$HERE/park_workload.py" --dir "$D" --gib "$GIB" > "$OUT/w-free.out" 2>&1 &
-P=$!
-if waitfile "$D/$P.ready"; then
-	for r in $(seq 1 "${ROUNDS:-2}"); do
-		for mode in host $DIRS; do
-			l=free.r$r.$(basename "$mode")
+# 3. without a limit: into host memory, and into files, side by side (each
+# interposer of PARK_LIBS in a workload of its own, the rounds in turn)
+LIBS=${PARK_LIBS:-main=$CUDASNAP_PARK_LIB}
+declare -A PID_OF
+first=
+for lib in $LIBS; do
+	name=${lib%%=*}
+	CUDASNAP_PARK_LIB=${lib#*=} $CS run -- python3 "$HERE/park_workload.py" --dir "$D" --gib "$GIB" \
+		> "$OUT/w-free.$name.out" 2>&1 &
+	p=$!
+	if waitfile "$D/$p.ready"; then PID_OF[$name]=$p; first=${first:-$name}; else
+		bad "workload $name did not start: $(tail -5 "$OUT/w-free.$name.out")"; kill $p 2>/dev/null; fi
+done
+for r in $(seq 1 "${ROUNDS:-2}"); do
+	for name in "${!PID_OF[@]}"; do
+		P=${PID_OF[$name]}
+		modes=$DIRS; [ "$name" = "$first" ] && modes="host $DIRS"
+		for mode in $modes; do
+			l=free.r$r.$(basename "$mode"); [ "$mode" = host ] || l=$l.$name
 			flag=; [ "$mode" = host ] || flag="--park-to $mode"
 			$CS checkpoint --pid "$P" $flag --json > "$OUT/$l.ckpt.json" 2> "$OUT/$l.ckpt.err"; rc1=$?
 			$CS restore --pid "$P" --json > "$OUT/$l.rest.json" 2> "$OUT/$l.rest.err"; rc2=$?
@@ -90,10 +104,8 @@ if waitfile "$D/$P.ready"; then
 			verify "$P" "$l data"
 		done
 	done
-else
-	bad "workload did not start: $(tail -5 "$OUT/w-free.out")"
-fi
-kill $P 2>/dev/null; wait $P 2>/dev/null
+done
+for P in "${PID_OF[@]}"; do kill "$P" 2>/dev/null; wait "$P" 2>/dev/null; done
 for dir in $DIRS; do rm -rf "${dir:?}"/cudasnap-gpumem.* "${dir:?}"/dio-ceiling.*; done
 rm -rf "$D"
 echo "$pass passed, $fail failed"
