@@ -26,11 +26,6 @@
 
 _Static_assert(PARK_REQ_FILES_MAX == PARK_FILES_MAX, "one bound on the files");
 
-unsigned long long park_files_pieces(unsigned long long total)
-{
-	return (total + PARK_PIECE - 1) / PARK_PIECE;
-}
-
 int park_files_check(struct park_files *f, bool out, char *why, size_t size)
 {
 	for (unsigned i = 0; i < f->n; i++) {
@@ -207,7 +202,7 @@ static void one_piece(struct job *j, unsigned i, unsigned long long k, unsigned 
 static void run_lane(struct job *j, unsigned i, unsigned lane, unsigned lanes)
 {
 	struct park_stage st = { .size = park_files_stage(j->total) };
-	unsigned long long pieces = park_files_pieces(j->total), first = i + (unsigned long long)j->f->n * lane;
+	unsigned long long pieces = park_pieces(j->total), first = i + (unsigned long long)j->f->n * lane;
 	if (first >= pieces)
 		return;
 	/* pinning takes a current context: the first allocation's */

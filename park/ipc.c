@@ -222,14 +222,14 @@ int park_ipc_serve(int conn, const struct park_req *rq)
 	pid_t peer = park_peer_pid(conn);
 	if (rq->verb == PARK_REQ_DETACH) {
 		park_ipc_note(rq->id, peer, false);
-		return park_send_fd(conn, "ok\n", 3, -1);
+		return park_send_fd(conn, "ok\n", 3, -1, 0);
 	}
 	uint8_t secret[PARK_SECRET_LEN];
 	bool found = export_secret(rq->id, secret);
 	/* an importer this process cannot name (another PID namespace) could
 	 * never be waited for at a park */
 	if (!park_proof_check(conn, rq, secret) || !found || peer <= 0)
-		return park_send_fd(conn, "error code=1 stage=proof\n", 25, -1);
+		return park_send_fd(conn, "error code=1 stage=proof\n", 25, -1, 0);
 	int fd = -1;
 	CUresult rc = CU_ERR_INVALID_HANDLE;
 	pthread_mutex_lock(&park_tab.mu);
@@ -245,7 +245,7 @@ int park_ipc_serve(int conn, const struct park_req *rq)
 	pthread_mutex_unlock(&park_tab.mu);
 	char reply[64];
 	int len = snprintf(reply, sizeof(reply), rc == CU_OK ? "ok\n" : "error code=%d\n", rc);
-	int w = park_send_fd(conn, reply, (size_t)len, rc == CU_OK ? fd : -1);
+	int w = park_send_fd(conn, reply, (size_t)len, rc == CU_OK ? fd : -1, 0);
 	if (fd >= 0)
 		close(fd);
 	if (w != 0 && rc == CU_OK)

@@ -529,7 +529,7 @@ static int parked_partly(const struct park_real *r, size_t released, bool mapped
  * failure, as it was, with the answer written (1: parked partly). */
 static int move_out_files(const struct park_real *r, struct park_files *f, double *t2, char *reply, size_t size)
 {
-	unsigned long long total = lay_out(), pieces = park_files_pieces(total);
+	unsigned long long total = lay_out(), pieces = park_pieces(total);
 	uint64_t *s = calloc(pieces ? pieces : 1, sizeof(*s));
 	*t2 = park_now();
 	if (s == NULL)

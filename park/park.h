@@ -246,7 +246,6 @@ struct park_files {
 	int err;
 	CUresult cu;
 };
-unsigned long long park_files_pieces(unsigned long long total);
 /* Whether the descriptors are regular files open for writing (out) or
  * reading; probes O_DIRECT on each. 0, or -1 with why. */
 int park_files_check(struct park_files *f, bool out, char *why, size_t size);
@@ -295,9 +294,9 @@ bool park_proof_ask(int conn, enum park_verb verb, uint64_t id, const uint8_t se
  * the asker proved it holds secret. */
 bool park_proof_check(int conn, const struct park_req *rq, const uint8_t secret[PARK_SECRET_LEN]);
 
-/* fdpass.c: a message and, when fd >= 0, a descriptor with it: 0 or -1;
- * received: the bytes read, *fd the descriptor or -1 (the caller closes it). */
-int park_send_fd(int conn, const void *msg, size_t len, int fd);
+/* fdpass.c: a message received (park_send_fd, park_find.h, sends it): the
+ * bytes read, *fd the descriptor that came with it or -1 (the caller closes
+ * it). */
 ssize_t park_recv_fd(int conn, void *buf, size_t size, int *fd);
 /* The process at the other end of conn, in this PID namespace; 0 unknown. */
 pid_t park_peer_pid(int conn);

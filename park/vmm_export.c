@@ -395,7 +395,7 @@ static int export_again(uint64_t serial, pid_t pid, CUresult *rc)
 
 static int send_fd(int conn, const char *reply, int fd)
 {
-	return park_send_fd(conn, reply, strlen(reply), fd);
+	return park_send_fd(conn, reply, strlen(reply), fd, 0);
 }
 
 static void forget(uint64_t serial, pid_t pid)

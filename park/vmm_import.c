@@ -188,7 +188,7 @@ static int ask(pid_t from, enum park_verb verb, uint64_t serial, const uint8_t *
 		sent = send(conn, req, (size_t)len, MSG_NOSIGNAL) == len;
 	}
 	if (sent && fd >= 0)
-		sent = park_send_fd(conn, "f", 1, fd) == 0;
+		sent = park_send_fd(conn, "f", 1, fd, 0) == 0;
 	int rc = sent ? answer_of(conn, reply, size, got) : -1;
 	close(conn);
 	return rc;

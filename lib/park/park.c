@@ -170,24 +170,9 @@ static int ask_with(int conn, const char *req, const cs_park_files *files, char 
 /* The files after the request's line: one byte and one descriptor each. */
 static int send_files(int conn, const cs_park_files *f, int flags)
 {
-	for (unsigned i = 0; f && i < f->n; i++) {
-		char c = 'F';
-		struct iovec io = { &c, 1 };
-		union {
-			char buf[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} u;
-		struct msghdr m = {
-			.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)
-		};
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &f->fd[i], sizeof(int));
-		if (sendmsg(conn, &m, MSG_NOSIGNAL | flags) != 1)
+	for (unsigned i = 0; f && i < f->n; i++)
+		if (park_send_fd(conn, "F", 1, f->fd[i], flags) != 0)
 			return -1;
-	}
 	return 0;
 }
 

@@ -66,7 +66,7 @@ long long cs_park_dir_free(int dirfd)
 
 unsigned cs_park_files_count(unsigned long long bytes)
 {
-	unsigned long long pieces = (bytes + PARK_PIECE - 1) / PARK_PIECE;
+	unsigned long long pieces = park_pieces(bytes);
 	/* 8 writers in flight keep an NVMe device and a memory-backed file
 	 * system busy; more cost staging in the process for nothing. */
 	return pieces == 0 ? 1 : pieces < 8 ? (unsigned)pieces : 8;

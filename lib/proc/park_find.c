@@ -399,3 +399,23 @@ unsigned long long park_tag_in_fdinfo(const char *text)
 	}
 	return 0;
 }
+
+int park_send_fd(int conn, const void *msg, size_t len, int fd, int flags)
+{
+	struct iovec io = { (void *)msg, len };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1 };
+	if (fd >= 0) {
+		m.msg_control = u.buf;
+		m.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	return sendmsg(conn, &m, MSG_NOSIGNAL | flags) == (ssize_t)len ? 0 : -1;
+}

@@ -61,6 +61,12 @@ int park_find_in_unix(const char *text, const unsigned long *inodes, size_t n, c
 #define PARK_PROBE_BASE 0x4350000000000000ULL
 unsigned long long park_tag_in_fdinfo(const char *text);
 
+/* A message of len bytes over conn and, when fd >= 0, a descriptor with it
+ * (SCM_RIGHTS), sent with MSG_NOSIGNAL | flags: 0 or -1. Both ends use it:
+ * cudasnap passes files to the interposer, and interposed processes pass
+ * each other their memory. */
+int park_send_fd(int conn, const void *msg, size_t len, int fd, int flags);
+
 /* A park into files (cudasnap checkpoint --park-to): cudasnap makes n files
  * (at most PARK_FILES_MAX) and passes them to the interposer, which writes
  * the process's parked memory into them and reads it back at the unpark.
@@ -78,9 +84,14 @@ static inline unsigned long long park_files_stage(unsigned long long total)
 {
 	return total < PARK_PIECE ? (total + 4095) / 4096 * 4096 : PARK_PIECE;
 }
+/* How many pieces total bytes make. */
+static inline unsigned long long park_pieces(unsigned long long total)
+{
+	return (total + PARK_PIECE - 1) / PARK_PIECE;
+}
 static inline unsigned long long park_file_size(unsigned long long total, unsigned n, unsigned f)
 {
-	unsigned long long pieces = (total + PARK_PIECE - 1) / PARK_PIECE;
+	unsigned long long pieces = park_pieces(total);
 	if (n == 0 || f >= n || pieces <= f)
 		return 0;
 	unsigned long long count = (pieces - 1 - f) / n + 1, size = count * PARK_PIECE;
