@@ -68,7 +68,7 @@ bool eng_park_fits(const pid_t *pids, size_t n, bool files, char *why, size_t si
 		cs_park_info pi;
 		if (files && (cs_park_status(pids[i], 2000, &pi), pi.seen)) {
 			f[i].off_host = pi.bytes;
-			f[i].staging = cs_park_files_count(pi.bytes) * park_files_stage(pi.bytes);
+			f[i].staging = cs_park_files_staging(pi.bytes);
 		}
 	}
 	cs_sandbox sb;

@@ -72,6 +72,11 @@ unsigned cs_park_files_count(unsigned long long bytes)
 	return pieces == 0 ? 1 : pieces < 8 ? (unsigned)pieces : 8;
 }
 
+unsigned long long cs_park_files_staging(unsigned long long bytes)
+{
+	return cs_park_files_count(bytes) * park_files_stage(bytes);
+}
+
 void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, size_t size)
 {
 	snprintf(out, size, "cudasnap-gpumem.%d.%llu", (int)pid, start_time);

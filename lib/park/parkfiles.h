@@ -26,6 +26,9 @@ long long cs_park_dir_free(int dirfd);
 /* The files for bytes of memory: enough to keep a storage device busy,
  * none empty. */
 unsigned cs_park_files_count(unsigned long long bytes);
+/* The pinned staging the interposer holds in the process while it parks
+ * bytes into files (one buffer per file's thread). */
+unsigned long long cs_park_files_staging(unsigned long long bytes);
 /* The base name of a process's files: "cudasnap-gpumem.PID.START"; file i
  * is NAME.i. */
 void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, size_t size);

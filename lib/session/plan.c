@@ -147,7 +147,7 @@ static void check_memory(cs_session *s, cs_plan_entry *e, size_t n)
 			continue;
 		f[m] = (cs_fit){ .pid = e[i].pid, .off_host = e[i].park_out };
 		if (e[i].park_out)
-			f[m].staging = cs_park_files_count(e[i].park_out) * park_files_stage(e[i].park_out);
+			f[m].staging = cs_park_files_staging(e[i].park_out);
 		memcpy(f[m].comm, e[i].comm, sizeof(f[m].comm));
 		procs[m++] = cs_ptable_find(&s->table, e[i].pid);
 	}
