@@ -15,6 +15,7 @@
 #include "journal.h"
 
 #include <errno.h>
+#include <unistd.h>
 
 static struct {
 	cs_engine *engine;
@@ -66,13 +67,30 @@ static cs_engine *open_engine(int stage)
 }
 
 /* The operation's end: its entry in the history and in syslog. */
+/* CRIU calls the exit hook after it let the restored tree run and before
+ * it answers (its exit status, or its reply to runc, Podman or containerd
+ * over RPC), and takes no result from it. A GPU step that fails there (an
+ * unpark from the images' files) killed the tree; CRIU would still answer
+ * that the restore succeeded. Ending CRIU now is the one way left to make
+ * the engine see the failure: criu exits 1, and an engine that drives
+ * `criu swrk` reads the end of its connection where the answer would be. */
+static void fail_criu(void)
+{
+	plog(CS_CRIU_LOG_ERROR, "the restore failed on the GPU after CRIU had restored the tree (see the lines above): "
+				"CRIU ends now with exit status 1 so that it does not answer that the restore succeeded");
+	_exit(1);
+}
+
 static void end_engine(int ret)
 {
 	const cs_history *h = plugin.engine ? cs_engine_end(plugin.engine, ret) : NULL;
 	if (h)
 		plugin_syslog(h);
+	bool failed_late = ret == 0 && plugin.stage == CS_CRIU_STAGE_RESTORE && cs_engine_killed(plugin.engine);
 	cs_engine_free(plugin.engine);
 	plugin.engine = NULL;
+	if (failed_late)
+		fail_criu();
 }
 
 /* Nothing here can fail a dump of a tree without CUDA: CRIU loads the

@@ -142,5 +142,10 @@ int cs_engine_adopt(cs_engine *e, pid_t pid);
  * completed and written into the history; returned (NULL when the
  * operation met no GPU) for the engine's own logs, valid until freed. */
 const cs_history *cs_engine_end(cs_engine *e, int ret);
+/* After cs_engine_end of a restore: whether its GPU restore failed and the
+ * restored processes were killed. Where the engine's own result was a
+ * success (ret 0: the GPU step failed at its exit hook, after the engine
+ * had let the tree run), the engine must still be made to fail. */
+bool cs_engine_killed(const cs_engine *e);
 
 #endif

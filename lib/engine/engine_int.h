@@ -58,6 +58,7 @@ struct cs_engine {
 	cs_manifest record; /* restore: what the dump recorded */
 	pid_t root; /* restore: the first process adopted, the tree's root */
 	size_t matched; /* restore: entries of the record met */
+	bool killed; /* restore: the GPU restore failed and the restored processes were killed */
 	/* The operation's entry of the history (engine_oplog.c). */
 	struct {
 		bool gpu; /* it met the GPU */

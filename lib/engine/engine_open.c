@@ -57,3 +57,8 @@ const cs_history *cs_engine_end(cs_engine *e, int ret)
 		eng_restore_end(e, ret);
 	return eng_op_end(e, ret);
 }
+
+bool cs_engine_killed(const cs_engine *e)
+{
+	return e && e->killed;
+}

@@ -368,8 +368,8 @@ static int unpark_one(cs_engine *e, const eng_task *t, bool importers, char *why
 	cs_park_files_close(&f);
 	cs_park_close(&conn, false);
 	cs_history_proc *h = eng_op_entry(e, t->entry);
-	if (rc < 0) {
-		eng_log(e, CS_LOG_ERROR, "%s; %s", err.message, err.hint);
+	if (rc < 0) { /* the hint is the command line's: what the engine does next follows */
+		eng_log(e, CS_LOG_ERROR, "%s", err.message);
 		snprintf(why, size, "%s", err.message);
 		return -1;
 	}

@@ -212,6 +212,7 @@ void eng_give_up(cs_engine *e, const char *why, bool seized)
 			why);
 		return;
 	}
+	e->killed = true;
 	_cleanup_free_ pid_t *v = calloc(e->ntasks + 2, sizeof(*v));
 	size_t killed = 0;
 	for (size_t i = 0; v && i < e->ntasks; i++)

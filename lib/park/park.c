@@ -323,8 +323,35 @@ static bool explain_files(const cs_target *t, bool park, const cs_park_answer *a
 	return true;
 }
 
+/* What the interposer was doing at a driver step that failed, in words. */
+static const char *step_words(const char *stage)
+{
+	static const char *const words[][2] = {
+		{ "copy", "copied its memory" },	  { "release", "released its device memory" },
+		{ "map", "mapped device memory back" },	  { "attach", "mapped the memory it imports again" },
+		{ "driver", "reached the driver" },	  { "undo", "undid a failed park" },
+	};
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strcmp(stage, words[i][0]) == 0)
+			return words[i][1];
+	return stage[0] ? stage : "answered";
+}
+
+/* How a failed unpark leaves the process: its memory stays where it was
+ * parked (host memory, or files). */
+static const char *unpark_hint(const cs_park_answer *a, bool in_files)
+{
+	if (a->code == CS_CU_OUT_OF_MEMORY)
+		return in_files ? "The GPU has no room for its memory now; it stays parked in its files, nothing is lost. "
+				  "Free GPU memory and run cudasnap restore again." :
+				  "The GPU has no room for its memory now; it stays parked in host memory, nothing is "
+				  "lost. Free GPU memory and run cudasnap restore again.";
+	return in_files ? "It stays parked in its files, nothing is lost; cudasnap restore tries again." :
+			  "It stays parked in host memory, nothing is lost; cudasnap restore tries again.";
+}
+
 static void explain(const cs_target *t, bool park, const cs_park_answer *a, bool answered, unsigned timeout_ms,
-		    cs_error *err)
+		    bool in_files, cs_error *err)
 {
 	if (answered && explain_files(t, park, a, err))
 		return;
@@ -368,15 +395,11 @@ static void explain(const cs_target *t, bool park, const cs_park_answer *a, bool
 			     "park of process %d (%s) refused by its interposer: %s", (int)t->pid, t->comm,
 			     a->why[0] ? a->why : "it does something the interposer cannot carry");
 	else
-		cs_error_set(
-			err, CS_EDRIVER,
-			park ? "The process keeps its memory on the GPU; nothing was parked." :
-			       (a->code == CS_CU_OUT_OF_MEMORY ?
-					"The GPU has no room for its memory now; it stays parked in host memory, "
-					"nothing is lost. Free GPU memory and run cudasnap restore again." :
-					"It stays parked in host memory, nothing is lost; cudasnap restore tries again."),
-			"%s of process %d (%s) failed while it %s (CUDA error %d)", what, (int)t->pid, t->comm,
-			a->stage[0] ? a->stage : "answered", a->code);
+		cs_error_set(err, CS_EDRIVER,
+			     park ? "The process keeps its memory on the GPU; nothing was parked." :
+				    unpark_hint(a, in_files),
+			     "%s of process %d (%s) failed: the driver answered CUDA error %d when it %s", what,
+			     (int)t->pid, t->comm, a->code, step_words(a->stage));
 }
 
 double cs_park_answer_s(const cs_driver *d, unsigned long long bytes, unsigned timeout_ms)
@@ -408,7 +431,7 @@ int cs_park_step(const cs_target *t, bool park, int *conn, unsigned timeout_ms, 
 		(cs_park_parse(line, a, NULL) == 0 || strncmp(line, "error", 5) == 0);
 	if (answered && a->ok)
 		return 0;
-	explain(t, park, a, answered, timeout_ms, err);
+	explain(t, park, a, answered, timeout_ms, files && files->n, err);
 	return -1;
 }
 

@@ -509,7 +509,7 @@ class Cases:
         name, share = self.new_share()
         out = os.path.join(share, "out")
         env = {"PATH": containers.PATH, "CUDASNAP_DEV_DIR": "/dev", "FAKECUDA_GPUS": GPU0,
-               "LD_PRELOAD": containers.PARK_LIB}
+               "FAKECUDA_FAULTS": os.path.join(share, "faults"), "LD_PRELOAD": containers.PARK_LIB}
         cmd = (f"exec {containers.CUAPP} --alloc-mib {alloc_mib} --allocs {allocs} --interval-ms 50 "
                f">>{out} 2>&1")
         c = self.engine.start(name, share, ["sh", "-c", cmd], env, 1)
@@ -609,6 +609,34 @@ class Cases:
         self.assertEqual((proc["state"], park and park["parked"], park and park["bytes"]), ("running", False, parked),
                          f"after the restore: {proc}\n{r}")
         print(f"{self.engine.name}: restore in {r.wall:.2f} s", file=sys.stderr)
+        self.assertEqual(self.cuapp_verify(n, after[1]), "verify ok bytes=16777216", containers.read(c.out))
+
+    def test_a_failed_unpark_fails_the_engines_restore(self):
+        """The unpark from the images' files runs at CRIU's exit hook, once
+        CRIU has let the tree run and before it answers: one that fails (no
+        GPU memory to map back) kills the tree and ends CRIU with status 1,
+        so that the engine's restore fails rather than report a container
+        whose GPU memory is not back; the checkpoint restores again once
+        the cause is gone, every byte checked."""
+        c = self.cuapp_container()
+        r = self.checkpoint(c)
+        self.assertEqual(r.rc, 0, r)
+        c.fault("* mem_create error=2")  # out of GPU memory
+        r, n = self.restore(c)
+        c.clear_faults()
+        self.assertNotEqual(r.rc, 0, f"the engine took a failed unpark for a restored container:\n{r}")
+        self.assertIn("CRIU ends now with exit status 1", r.log, r)
+        self.assertEqual(n.pids(), {}, f"the restored container still runs:\n{r}")
+        if n.name != c.name:  # runc: a container of its own; Podman restores c again
+            self.engine.remove(n)
+        r, n = self.restore(c)
+        self.assertEqual(r.rc, 0, r)
+        n.out = c.out
+        after = n.pids()
+        self.assertEqual(sorted(after), [1], f"after the second restore:\n{r}")
+        deadline = time.monotonic() + 20
+        while (self.park_of(after[1])[1] or {}).get("parked") and time.monotonic() < deadline:
+            time.sleep(0.1)
         self.assertEqual(self.cuapp_verify(n, after[1]), "verify ok bytes=16777216", containers.read(c.out))
 
     # --- a node whose /run/cudasnap cannot be used ---

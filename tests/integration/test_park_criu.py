@@ -141,12 +141,15 @@ class ParkUnderCriu(CriuCase):
             b = f.read(1)
             f.seek(4 << 20)
             f.write(bytes([b[0] ^ 1]))
-        # The unpark runs once CRIU has let the tree run (its exit hook):
-        # CRIU has already answered, so the tree is killed, as after any
-        # GPU restore that failed, and the images stay as they are.
+        # The unpark runs once CRIU has let the tree run (its exit hook,
+        # before CRIU answers): the tree is killed, as after any GPU restore
+        # that failed, CRIU ends with status 1 rather than answer that the
+        # restore succeeded, and the images stay as they are.
         r = self.restore()
+        self.assertNotEqual(r.rc, 0, r)
         self.assertTrue(self.lines(r, "does not hold what the park wrote"), r)
         self.assertTrue(self.lines(r, "restored process is killed"), r)
+        self.assertTrue(self.lines(r, "CRIU ends now with exit status 1"), r)
         self.assertGone([pid])
         self.assertTrue(os.path.exists(path))
 
@@ -268,6 +271,7 @@ class ParkUnderCriu(CriuCase):
         self.assertGone([pid])
         self.fault("* mem_create error=2")  # out of GPU memory
         r = self.restore()
+        self.assertNotEqual(r.rc, 0, r)  # not answered as a success
         self.assertTrue(self.lines(r, "unpark of process"), r)
         self.assertTrue(self.lines(r, "the GPU restore failed"), r)
         self.assertGone([pid])

@@ -192,6 +192,23 @@ class ParkFiles(Case):
         self.assertEqual(self.files(), [])
         self.assertBack(a)
 
+    def test_no_gpu_room_at_the_restore_says_it_stays_in_its_files(self):
+        a = self.app()
+        self.checkpoint(a)
+        kept = self.files()
+        self.fault("* mem_create error=2 1")  # out of GPU memory (once) when it maps its memory back
+        r = self.cs("restore", "--pid", a.pid)
+        self.fault()
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertIn("the driver answered CUDA error 2 when it mapped device memory back", r.err)
+        self.assertIn("it stays parked in its files, nothing is lost", r.err)
+        self.assertEqual(self.files(), kept)
+        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.files(), [])
+        self.assertBack(a)
+
     def test_a_changed_file_is_seen_and_the_original_restores(self):
         a = self.app()
         self.checkpoint(a)
