@@ -25,6 +25,7 @@
 #include "park_find.h"
 
 _Static_assert(PARK_REQ_FILES_MAX == PARK_FILES_MAX, "one bound on the files");
+_Static_assert(PARK_IN_LANES >= 1 && PARK_IN_LANES <= 4, "one to four threads read each file");
 
 int park_files_check(struct park_files *f, bool out, char *why, size_t size)
 {
@@ -52,7 +53,6 @@ void park_files_close(struct park_files *f)
 	f->n = 0;
 }
 
-/* Buffered from now on: the file system refused an O_DIRECT transfer. */
 /* Buffered from now on: the file system refused an O_DIRECT transfer. The
  * other lane of the file may have switched it already: whether to try
  * again. */
@@ -210,7 +210,8 @@ static void run_lane(struct job *j, unsigned i, unsigned lane, unsigned lanes)
 	if (rc == CU_OK)
 		rc = park_stage_get(j->r, &st);
 	if (rc != CU_OK) {
-		failed(j, "staging", i, 0, 0, rc);
+		park_stage_drop(j->r, &st); /* mapped, and pinning it failed */
+		failed(j, "staging", i, first, 0, rc);
 		return;
 	}
 	for (unsigned long long k = first; k < pieces && !atomic_load(&j->failed); k += (unsigned long long)j->f->n * lanes)

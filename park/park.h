@@ -229,7 +229,9 @@ bool park_grow(void **arr, size_t n, size_t *cap, size_t elem);
  * with one. One is what was measured on the H200 (docs/performance.md);
  * tests/gpu/park_files.sh compares an interposer built with
  * -DPARK_IN_LANES=2, whose lanes overlap one piece's checksum and copy to
- * the device with the next one's read. */
+ * the device with the next one's read. cudasnap counts one staging buffer
+ * per file (cs_park_files_staging) and none at the restore: a default above
+ * one must be counted there too. */
 #ifndef PARK_IN_LANES
 #define PARK_IN_LANES 1
 #endif

@@ -124,23 +124,83 @@ static void split(const char *buf, size_t len, lines *out)
 	}
 }
 
-/* Whether process p (left behind in an entry of time t) came back in a
- * later entry of l: the same pid (and start time, where both say) done. */
-static bool brought_back(json_object *p, double t, const lines *l)
+/* A process an entry says was done, and when: what may bring back one left
+ * behind. */
+typedef struct done {
+	long long pid, start;
+	double t;
+} done;
+
+/* What a rotation judges with: the file that goes, and (read once a
+ * process left behind is still there) the processes both files say were
+ * done, by pid. */
+typedef struct judge {
+	int statefd;
+	const lines *old;
+	seen_set seen;
+	bool indexed;
+	done *d;
+	size_t n, cap;
+} judge;
+
+static void add_done(judge *j, const lines *l)
 {
-	long long pid = cs_history_int(p, "pid", 0), start = cs_history_int(p, "start_time", 0);
 	for (size_t i = 0; i < l->n; i++) {
 		json_object *a = cs_history_procs(l->v[i].e);
-		if (cs_history_time(l->v[i].e) <= t)
-			continue;
+		double t = cs_history_time(l->v[i].e);
 		for (size_t k = 0; a && k < json_object_array_length(a); k++) {
 			json_object *q = json_object_array_get_idx(a, k);
-			long long qstart = cs_history_int(q, "start_time", 0);
-			if (cs_history_int(q, "pid", 0) == pid && (!start || !qstart || qstart == start) &&
-			    cs_history_outcome_is(q, "done"))
-				return true;
+			if (cs_history_outcome_is(q, "done") && cs_grow(&j->d, &j->cap, j->n + 1, sizeof(*j->d)) == 0)
+				j->d[j->n++] = (done){ cs_history_int(q, "pid", 0), cs_history_int(q, "start_time", 0), t };
 		}
 	}
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	long long x = ((const done *)a)->pid, y = ((const done *)b)->pid;
+	return (x > y) - (x < y);
+}
+
+/* The index, made at its first use: the file that stays is read then,
+ * through a descriptor of its own (the writer's is write-only), by name,
+ * which the history's lock keeps in place. */
+static void index_done(judge *j)
+{
+	j->indexed = true;
+	add_done(j, j->old);
+	const char *why;
+	_cleanup_close_ int fd = cs_state_open_file(j->statefd, CS_HISTORY_NAME, O_RDONLY, 0, &why);
+	size_t len;
+	bool cut;
+	_cleanup_free_ char *text = fd >= 0 ? cs_history_tail(fd, &len, &cut) : NULL;
+	_cleanup_(lines_freep) lines cur = { 0 };
+	if (text)
+		split(text, len, &cur);
+	add_done(j, &cur);
+	if (j->n)
+		qsort(j->d, j->n, sizeof(*j->d), by_pid);
+}
+
+/* Whether process p (left behind in an entry of time t) came back in a
+ * later entry of either file: the same pid (and start time, where both
+ * say) done. */
+static bool brought_back(judge *j, json_object *p, double t)
+{
+	if (!j->indexed)
+		index_done(j);
+	long long pid = cs_history_int(p, "pid", 0), start = cs_history_int(p, "start_time", 0);
+	size_t lo = 0, hi = j->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (j->d[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < j->n && j->d[i].pid == pid; i++)
+		if (j->d[i].t > t && (!start || !j->d[i].start || j->d[i].start == start))
+			return true;
 	return false;
 }
 
@@ -161,11 +221,11 @@ static bool gone(json_object *p)
 
 /* Whether entry e of the file that goes is carried: an alert not read, with
  * a process that is not resolved. */
-static bool carried(json_object *e, const seen_set *s, const lines *old, const lines *cur)
+static bool carried(json_object *e, judge *j)
 {
 	char key[64];
 	cs_history_key(e, key, sizeof(key));
-	if (!cs_history_alert(e) || cs_history_seen_has(s->text, s->len, key))
+	if (!cs_history_alert(e) || cs_history_seen_has(j->seen.text, j->seen.len, key))
 		return false;
 	json_object *a = cs_history_procs(e);
 	double t = cs_history_time(e);
@@ -173,8 +233,7 @@ static bool carried(json_object *e, const seen_set *s, const lines *old, const l
 		json_object *p = json_object_array_get_idx(a, i);
 		if (cs_history_outcome_is(p, "lost") || cs_history_outcome_is(p, "unrestorable"))
 			return true;
-		if (cs_history_outcome_is(p, "left-behind") && !gone(p) && !brought_back(p, t, old) &&
-		    !brought_back(p, t, cur))
+		if (cs_history_outcome_is(p, "left-behind") && !gone(p) && !brought_back(j, p, t))
 			return true;
 	}
 	return false;
@@ -185,33 +244,27 @@ char *cs_history_carry(int statefd, size_t *len)
 	*len = 0;
 	const char *why;
 	_cleanup_close_ int oldfd = cs_state_open_file(statefd, CS_HISTORY_OLD_NAME, O_RDONLY, 0, &why);
-	/* The writer's descriptor is write-only: the file that stays is read
-	 * through one of its own, by name, which the lock keeps in place. */
-	_cleanup_close_ int curfd = oldfd >= 0 ? cs_state_open_file(statefd, CS_HISTORY_NAME, O_RDONLY, 0, &why) : -1;
-	size_t oldlen, curlen;
+	size_t oldlen;
 	bool cut;
 	_cleanup_free_ char *oldtext = oldfd >= 0 ? cs_history_tail(oldfd, &oldlen, &cut) : NULL;
-	_cleanup_free_ char *curtext = oldtext && curfd >= 0 ? cs_history_tail(curfd, &curlen, &cut) : NULL;
 	if (!oldtext)
 		return NULL;
 	_cleanup_(lines_freep) lines old = { 0 };
-	_cleanup_(lines_freep) lines cur = { 0 };
 	split(oldtext, oldlen, &old);
-	if (curtext)
-		split(curtext, curlen, &cur);
-	seen_set s;
-	seen_read(statefd, &s);
-	/* cppcheck-suppress unreadVariable ; it owns s.text, freed by its cleanup */
-	_cleanup_free_ char *seen_text = s.text;
+	judge j = { .statefd = statefd, .old = &old };
+	seen_read(statefd, &j.seen);
+	/* cppcheck-suppress unreadVariable ; they own what j points to, freed by their cleanup */
+	_cleanup_free_ char *seen_text = j.seen.text;
 	/* The newest first, within the bounds; written back oldest first. */
 	_cleanup_free_ bool *keep = calloc(old.n + 1, sizeof(*keep));
 	size_t n = 0, bytes = 0;
 	for (size_t i = old.n; keep && i-- > 0 && n < CS_HISTORY_CARRY_MAX;)
-		if (old.v[i].len + 1 + bytes <= CS_HISTORY_CARRY_BYTES && carried(old.v[i].e, &s, &old, &cur)) {
+		if (old.v[i].len + 1 + bytes <= CS_HISTORY_CARRY_BYTES && carried(old.v[i].e, &j)) {
 			keep[i] = true;
 			bytes += old.v[i].len + 1;
 			n++;
 		}
+	free(j.d);
 	char *out = n ? malloc(bytes + 1) : NULL;
 	for (size_t i = 0; out && i < old.n; i++)
 		if (keep[i]) {

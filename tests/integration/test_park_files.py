@@ -14,6 +14,7 @@ from test_park import App, CUAPP, PARK_LIB, status
 
 IO_FAULT = os.environ.get("IO_FAULT", "")
 SHIM = os.environ.get("PARK_FILES_SHIM", "")
+LANES2 = os.environ.get("PARK_LIB_LANES2", "")
 PIECE = 32 << 20
 
 
@@ -38,6 +39,8 @@ def rss(pid):
 
 @unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
 class ParkFiles(Case):
+    park_lib = PARK_LIB
+
     def setUp(self):
         super().setUp()
         self.dir = os.path.join(self.tmp, "parked")
@@ -48,7 +51,7 @@ class ParkFiles(Case):
         return super().cs(*map(str, args), **kw)
 
     def app(self, mib=40, allocs=2, **kw):
-        env = {"CS_IO_FAULT_FILE": self.faultfile}
+        env = {"CS_IO_FAULT_FILE": self.faultfile, "CUDASNAP_PARK_LIB": self.park_lib}
         if IO_FAULT:
             env["LD_PRELOAD"] = IO_FAULT
         return App(self, ["--alloc-mib", str(mib), "--allocs", str(allocs), "--interval-ms", "600000"],
@@ -209,6 +212,42 @@ class ParkFiles(Case):
         self.assertEqual(self.files(), [])
         self.assertBack(a)
 
+    def test_eleven_pieces_over_eight_files(self):
+        """2 x 170 MiB: eleven pieces over eight files, the first three of
+        which hold two (read by two threads, each file's second piece is
+        its second thread's): back byte for byte; a byte changed in piece 8
+        (file 0's second) is named; a read error half-way names its file;
+        each restores once mended."""
+        a = self.app(mib=170)
+        total = 2 * 170 << 20
+        pf = self.checkpoint(a).obj["processes"][0]["park"]["files"]
+        names = [f"{pf['name']}.{i}" for i in range(8)]
+        self.assertEqual((pf["count"], self.files()), (8, names), pf)
+        self.assertEqual([os.path.getsize(os.path.join(self.dir, n)) for n in names],
+                         [file_size(total, 8, i) for i in range(8)])
+        path = os.path.join(self.dir, names[0])
+        with open(path, "r+b") as f:
+            f.seek(PIECE + 777)
+            was = f.read(1)
+            f.seek(PIECE + 777)
+            f.write(bytes([was[0] ^ 0x10]))
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("file 0 does not hold what the park wrote (piece 8:", r.err)
+        with open(path, "r+b") as f:
+            f.seek(PIECE + 777)
+            f.write(was)
+        self.io_fault(f"read 5 {9 * PIECE}")  # EIO once nine pieces are read
+        r = self.cs("restore", "--pid", a.pid)
+        self.io_fault()
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("reading file", r.err)
+        self.assertEqual((self.states([a.pid]), self.files()), ({a.pid: "checkpointed"}, names))
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.files(), [])
+        self.assertBack(a)
+
     def test_a_changed_file_is_seen_and_the_original_restores(self):
         a = self.app()
         self.checkpoint(a)
@@ -356,6 +395,14 @@ class ParkFiles(Case):
         self.assertIn("in 3 files (--park-to)", r.out)
         self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
         self.assertBack(a)
+
+
+@unittest.skipUnless(LANES2 and CUAPP, "no interposer built with two threads per file (x86-64 only)")
+class ParkFilesTwoLanes(ParkFiles):
+    """Every case above with an interposer whose unpark reads each file with
+    two threads taking its pieces in turn (built with -DPARK_IN_LANES=2, as
+    tests/gpu/park_files.sh compares it on a GPU)."""
+    park_lib = LANES2
 
 
 if __name__ == "__main__":
