@@ -114,6 +114,36 @@ static void read_cmdline(criu_options *o)
 	}
 }
 
+/* Whether a word of CRIU's command line asks for a detached restore: -d,
+ * --restore-detached, or -d among short options that take no argument
+ * ("-Sd"). */
+static bool detached_word(const char *w)
+{
+	if (strcmp(w, "-d") == 0 || strcmp(w, "--restore-detached") == 0 || strncmp(w, "--exec-cmd", 10) == 0)
+		return true;
+	if (w[0] != '-' || w[1] == '-')
+		return false;
+	for (const char *c = w + 1; *c && strchr("dSsRhjl", *c); c++)
+		if (*c == 'd')
+			return true;
+	return false;
+}
+
+bool criu_restore_waits(void)
+{
+	char buf[8192];
+	ssize_t got = cs_read_at(AT_FDCWD, "/proc/self/cmdline", buf, sizeof(buf) - 1);
+	size_t n = got > 0 ? (size_t)got : 0;
+	buf[n] = '\0';
+	bool restore = false;
+	for (const char *p = buf, *end = buf + n; p < end; p += strlen(p) + 1) {
+		if (strcmp(p, "swrk") == 0 || strcmp(p, "service") == 0 || strcmp(p, "--rpc") == 0 || detached_word(p))
+			return false;
+		restore |= strcmp(p, "restore") == 0;
+	}
+	return restore;
+}
+
 void criu_read_options(criu_options *o)
 {
 	*o = (criu_options){ .final = CRIU_FINAL_DEAD, .timeout_s = 10 };

@@ -34,6 +34,12 @@ typedef struct criu_options {
 } criu_options;
 
 void criu_read_options(criu_options *out);
+/* Whether CRIU, restoring, waits for the restored tree to end before the
+ * plugins' exit hooks: `criu restore` without -d (--restore-detached) or
+ * --exec-cmd. A restore over RPC (criu swrk, criu service, which then call
+ * themselves "restore --rpc") is always detached. Read from CRIU's command
+ * line: the option's place in CRIU's options differs between versions. */
+bool criu_restore_waits(void);
 
 /* The images directory (an fd of CRIU's), or -1. */
 int criu_images_dir(void);

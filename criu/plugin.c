@@ -62,11 +62,11 @@ static cs_engine *open_engine(int stage)
 			     .log = log_line,
 			     .recorded = recorded,
 			     .reap = reap_killed,
+			     .restore_waits = !dump && criu_restore_waits(),
 			     .images = dump ? criu_images_dir() : -1 };
 	return cs_engine_open(&o);
 }
 
-/* The operation's end: its entry in the history and in syslog. */
 /* CRIU calls the exit hook after it let the restored tree run and before
  * it answers (its exit status, or its reply to runc, Podman or containerd
  * over RPC), and takes no result from it. A GPU step that fails there (an
@@ -81,6 +81,7 @@ static void fail_criu(void)
 	_exit(1);
 }
 
+/* The operation's end: its entry in the history and in syslog. */
 static void end_engine(int ret)
 {
 	const cs_history *h = plugin.engine ? cs_engine_end(plugin.engine, ret) : NULL;

@@ -82,6 +82,11 @@ typedef struct cs_engine_opts {
 	 * unless the setting CUDASNAP_PARK_FILES=0 keeps their parks in host
 	 * memory. A restore reads them from the directory cs_engine_import gets. */
 	int images;
+	/* restore: the engine waits for the restored tree to end before its
+	 * exit hook (criu restore in the foreground, without -d): what comes
+	 * back parked gets its unpark at the adoption, left in its control
+	 * socket and answered once the engine lets it run. */
+	bool restore_waits;
 	/* restore: after the restored processes were killed (a GPU restore
 	 * that failed) while the engine traces them: wait for them. */
 	void (*reap)(void *ctx, const pid_t *pids, size_t n);

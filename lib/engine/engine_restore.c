@@ -12,6 +12,7 @@
 #include "gpuroom.h"
 #include "inventory.h"
 #include "park.h"
+#include "park_find.h"
 #include "parkfiles.h"
 #include "proc.h"
 #include "state.h"
@@ -21,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 
 bool cs_engine_images_gpu_part(int images)
@@ -305,6 +305,41 @@ static bool any_task(const eng_task *t)
 	return true;
 }
 
+/* The engine restores in the foreground (e->o.restore_waits): it waits for
+ * the tree to end before its exit hook, where the unparks otherwise run.
+ * Each process that runs the interposer gets its unpark now, with its files
+ * of the images, left in its control socket and answered once the engine
+ * lets it run (one that is not parked answers that it has nothing to do).
+ * The restore can no longer fail for it then: one that fails stays parked,
+ * its GPU work waiting, and 'cudasnap ps' names it. */
+static void queue_unparks(cs_engine *e)
+{
+	for (size_t i = 0; i < e->ntasks; i++) {
+		const eng_task *t = &e->tasks[i];
+		if (t->result != 0 || !park_find_mapped(t->pid, cs_proc_dir()))
+			continue;
+		const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
+		cs_park_files f = { .n = 0 };
+		cs_error err = { 0 };
+		int rc = me ? eng_park_files_open(e, me->park_name, me->park_nfiles, me->park_bytes, &f, &err) : 0;
+		if (rc == 0)
+			rc = cs_park_queue_unpark(t->pid, eng_lock_timeout_s(e) * 1000, &f);
+		cs_park_files_close(&f);
+		if (rc == 0)
+			eng_log(e, CS_LOG_INFO,
+				"process %d (%s) unparks once %s lets it run, if it comes back parked (%s restores in "
+				"the foreground and waits for the tree before this plugin's exit: an unpark that fails "
+				"cannot fail the restore then, and 'cudasnap ps' shows the process still parked; "
+				"restore with -d to have it checked)",
+				(int)t->pid, t->comm, e->o.engine, e->o.engine);
+		else
+			eng_log(e, CS_LOG_ERROR,
+				"process %d (%s) runs the parking interposer, whose control socket took no unpark%s%s: "
+				"if it comes back parked, its GPU work waits until 'cudasnap restore --pid %d'",
+				(int)t->pid, t->comm, err.message[0] ? ": " : "", err.message, (int)t->pid);
+	}
+}
+
 /* seized: the engine still holds the tree (its hook), so the restore
  * threads must run through its calls; at its exit it has let the tree go. */
 static void restore_all(cs_engine *e, bool seized)
@@ -330,6 +365,8 @@ static void restore_all(cs_engine *e, bool seized)
 	report(e, o);
 	if (!all_done(e, o))
 		eng_give_up(e, o && o->message[0] ? o->message : "see the lines above", seized);
+	else if (seized && e->o.restore_waits)
+		queue_unparks(e);
 }
 
 int cs_engine_adopt(cs_engine *e, pid_t pid)
@@ -403,7 +440,7 @@ static void unpark_restored(cs_engine *e)
 void eng_restore_end(cs_engine *e, int ret)
 {
 	const cs_manifest *m = &e->record;
-	if (ret == 0 && e->restored)
+	if (ret == 0 && e->restored && !e->o.restore_waits)
 		unpark_restored(e);
 	if (ret != 0 || e->restored)
 		return;

@@ -12,7 +12,7 @@ import time
 import unittest
 
 import memcg
-from criu_case import CriuCase
+from criu_case import CRIU, CriuCase
 from harness import BIN, trusted_tmpdir
 from test_park import socket_path
 
@@ -129,6 +129,51 @@ class ParkUnderCriu(CriuCase):
         self.wait_unparked(pid)
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
         self.assertEqual(len(self.gpumem()), 1)
+
+    def test_a_restore_in_the_foreground_unparks_as_the_tree_runs(self):
+        """criu restore without -d waits for the tree to end before the
+        plugin's exit hook, where a restore otherwise unparks: there the
+        unpark is left in each process's control socket while CRIU holds
+        it, with its files of the images, and answered as CRIU lets it run
+        (a park into files, then one into host memory)."""
+        for env in (None, HOST_PARKS):
+            with self.subTest(env=env):
+                if os.path.exists(os.path.join(self.tmp, "app.out")):
+                    os.unlink(os.path.join(self.tmp, "app.out"))
+                pid = self.start()
+                r = self.dump("--shell-job", env=env)
+                self.assertEqual(r.rc, 0, r)
+                self.assertGone([pid])
+                log = os.path.join(self.images, "restore-fg.log")
+                p = subprocess.Popen([CRIU, "restore", "-D", self.images, "-L", self.plugins, "-v4", "-o", log],
+                                     env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+                said = f"process {pid} (fakecuda-cuapp) unparks once CRIU lets it run"
+
+                def logged():
+                    if not os.path.exists(log):
+                        return ""
+                    with open(log, errors="replace") as f:
+                        return f.read()
+                try:
+                    deadline = time.monotonic() + 30
+                    while p.poll() is None and time.monotonic() < deadline and said not in logged():
+                        time.sleep(0.05)
+                    self.assertIsNone(p.poll(), "criu restore ended")
+                    self.wait_unparked(pid)
+                    self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+                    self.assertIsNone(p.poll(), "criu restore in the foreground ended with its tree running")
+                finally:
+                    if os.path.exists(f"/proc/{pid}"):
+                        os.kill(pid, signal.SIGKILL)
+                    try:
+                        p.wait(timeout=30)  # CRIU ends with its tree
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait()
+                self.assertIn(said, logged())
+                for name in os.listdir(self.images):
+                    os.unlink(os.path.join(self.images, name))
 
     def test_a_changed_file_fails_the_restore_and_kills_the_tree(self):
         pid = self.start()
