@@ -76,8 +76,9 @@ static cs_engine *open_engine(int stage)
  * `criu swrk` reads the end of its connection where the answer would be. */
 static void fail_criu(void)
 {
-	plog(CS_CRIU_LOG_ERROR, "the restore failed on the GPU after CRIU had restored the tree (see the lines above): "
-				"CRIU ends now with exit status 1 so that it does not answer that the restore succeeded");
+	plog(CS_CRIU_LOG_ERROR,
+	     "the restore failed on the GPU after CRIU had restored the tree (see the lines above): "
+	     "CRIU ends now with exit status 1 so that it does not answer that the restore succeeded");
 	_exit(1);
 }
 

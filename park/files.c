@@ -214,7 +214,8 @@ static void run_lane(struct job *j, unsigned i, unsigned lane, unsigned lanes)
 		failed(j, "staging", i, first, 0, rc);
 		return;
 	}
-	for (unsigned long long k = first; k < pieces && !atomic_load(&j->failed); k += (unsigned long long)j->f->n * lanes)
+	for (unsigned long long k = first; k < pieces && !atomic_load(&j->failed);
+	     k += (unsigned long long)j->f->n * lanes)
 		one_piece(j, i, k, st.p);
 	park_stage_drop(j->r, &st);
 }

@@ -327,9 +327,9 @@ static bool explain_files(const cs_target *t, bool park, const cs_park_answer *a
 static const char *step_words(const char *stage)
 {
 	static const char *const words[][2] = {
-		{ "copy", "copied its memory" },	  { "release", "released its device memory" },
-		{ "map", "mapped device memory back" },	  { "attach", "mapped the memory it imports again" },
-		{ "driver", "reached the driver" },	  { "undo", "undid a failed park" },
+		{ "copy", "copied its memory" },        { "release", "released its device memory" },
+		{ "map", "mapped device memory back" }, { "attach", "mapped the memory it imports again" },
+		{ "driver", "reached the driver" },     { "undo", "undid a failed park" },
 	};
 	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
 		if (strcmp(stage, words[i][0]) == 0)
@@ -342,10 +342,11 @@ static const char *step_words(const char *stage)
 static const char *unpark_hint(const cs_park_answer *a, bool in_files)
 {
 	if (a->code == CS_CU_OUT_OF_MEMORY)
-		return in_files ? "The GPU has no room for its memory now; it stays parked in its files, nothing is lost. "
-				  "Free GPU memory and run cudasnap restore again." :
-				  "The GPU has no room for its memory now; it stays parked in host memory, nothing is "
-				  "lost. Free GPU memory and run cudasnap restore again.";
+		return in_files ?
+			"The GPU has no room for its memory now; it stays parked in its files, nothing is lost. "
+			"Free GPU memory and run cudasnap restore again." :
+			"The GPU has no room for its memory now; it stays parked in host memory, nothing is "
+			"lost. Free GPU memory and run cudasnap restore again.";
 	return in_files ? "It stays parked in its files, nothing is lost; cudasnap restore tries again." :
 			  "It stays parked in host memory, nothing is lost; cudasnap restore tries again.";
 }

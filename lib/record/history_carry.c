@@ -151,7 +151,8 @@ static void add_done(judge *j, const lines *l)
 		for (size_t k = 0; a && k < json_object_array_length(a); k++) {
 			json_object *q = json_object_array_get_idx(a, k);
 			if (cs_history_outcome_is(q, "done") && cs_grow(&j->d, &j->cap, j->n + 1, sizeof(*j->d)) == 0)
-				j->d[j->n++] = (done){ cs_history_int(q, "pid", 0), cs_history_int(q, "start_time", 0), t };
+				j->d[j->n++] =
+					(done){ cs_history_int(q, "pid", 0), cs_history_int(q, "start_time", 0), t };
 		}
 	}
 }
