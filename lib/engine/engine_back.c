@@ -113,22 +113,16 @@ static void unpark_when_resumed(cs_engine *e, const run_outcome *o1, const run_o
 			continue;
 		/* into files of the images: they go with it (and stay: the
 		 * images keep what they hold) */
-		cs_park_files f = { .n = 0 };
 		cs_error err = { 0 };
-		int rc = eng_park_files_open(e, t->park_name, t->park_nfiles, t->park_bytes, &f, &err);
-		if (rc == 0)
-			rc = cs_park_queue_unpark(t->pid, eng_lock_timeout_s(e) * 1000, &f);
-		cs_park_files_close(&f);
-		if (rc == 0)
+		if (eng_queue_unpark(e, t->pid, t->park_name, t->park_nfiles, t->park_bytes, &err) == 0)
 			eng_log(e, CS_LOG_INFO,
 				"process %d (%s) unparks its %.2f GiB once %s lets it run ('cudasnap ps' shows it)",
 				(int)t->pid, t->comm, (double)t->park_bytes / (1 << 30), e->o.engine);
 		else
 			eng_log(e, CS_LOG_ERROR,
-				"process %d (%s) runs again but stays parked (its control socket took no request): its "
-				"memory is in its host memory and its GPU work waits; 'cudasnap restore --pid %d' "
-				"unparks it",
-				(int)t->pid, t->comm, (int)t->pid);
+				"process %d (%s) runs again but stays parked (%s): its GPU work waits; 'cudasnap restore "
+				"--pid %d' unparks it",
+				(int)t->pid, t->comm, err.message, (int)t->pid);
 	}
 }
 

@@ -207,6 +207,10 @@ void eng_park_after_lock(cs_driver *d, const cs_target *t, unsigned timeout_s, i
  * unpark; -1 with err when they cannot be. */
 int eng_park_files_open(const cs_engine *e, const char *name, unsigned n, unsigned long long bytes,
 			struct cs_park_files *f, cs_error *err);
+/* Main side: pid's unpark (with its files of the images, n of them, none:
+ * 0) left in its control socket, answered once the engine lets it run: 0,
+ * or -1 with err. */
+int eng_queue_unpark(cs_engine *e, pid_t pid, const char *name, unsigned n, unsigned long long bytes, cs_error *err);
 /* Main side: the log and the tasks of what the call did. */
 void eng_park_note_early(cs_engine *e, pid_t exporter, const char *comm, const eng_park_reply *r);
 void eng_park_note(cs_engine *e, eng_task *t, cs_history_proc *h, const eng_park_reply *r);

@@ -273,6 +273,16 @@ int eng_park_files_open(const cs_engine *e, const char *name, unsigned n, unsign
 	return cs_park_files_open(e->images, "the images directory", name, n, bytes, f, err);
 }
 
+int eng_queue_unpark(cs_engine *e, pid_t pid, const char *name, unsigned n, unsigned long long bytes, cs_error *err)
+{
+	cs_park_files f = { .n = 0 };
+	int rc = eng_park_files_open(e, name, n, bytes, &f, err);
+	if (rc == 0 && (rc = cs_park_queue_unpark(pid, eng_lock_timeout_s(e) * 1000, &f)) < 0)
+		cs_error_set(err, CS_EPROC, NULL, "its control socket took no request");
+	cs_park_files_close(&f);
+	return rc;
+}
+
 void eng_park_left(cs_engine *e, const eng_task *t, cs_history_proc *h)
 {
 	if (h) {

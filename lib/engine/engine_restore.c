@@ -319,13 +319,9 @@ static void queue_unparks(cs_engine *e)
 		if (t->result != 0 || !park_find_mapped(t->pid, cs_proc_dir()))
 			continue;
 		const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
-		cs_park_files f = { .n = 0 };
 		cs_error err = { 0 };
-		int rc = me ? eng_park_files_open(e, me->park_name, me->park_nfiles, me->park_bytes, &f, &err) : 0;
-		if (rc == 0)
-			rc = cs_park_queue_unpark(t->pid, eng_lock_timeout_s(e) * 1000, &f);
-		cs_park_files_close(&f);
-		if (rc == 0)
+		if (eng_queue_unpark(e, t->pid, me ? me->park_name : "", me ? me->park_nfiles : 0,
+				     me ? me->park_bytes : 0, &err) == 0)
 			eng_log(e, CS_LOG_INFO,
 				"process %d (%s) unparks once %s lets it run, if it comes back parked (%s restores in "
 				"the foreground and waits for the tree before this plugin's exit: an unpark that fails "
@@ -334,9 +330,9 @@ static void queue_unparks(cs_engine *e)
 				(int)t->pid, t->comm, e->o.engine, e->o.engine);
 		else
 			eng_log(e, CS_LOG_ERROR,
-				"process %d (%s) runs the parking interposer, whose control socket took no unpark%s%s: "
-				"if it comes back parked, its GPU work waits until 'cudasnap restore --pid %d'",
-				(int)t->pid, t->comm, err.message[0] ? ": " : "", err.message, (int)t->pid);
+				"process %d (%s) runs the parking interposer, and its unpark could not be left for it "
+				"(%s): if it comes back parked, its GPU work waits until 'cudasnap restore --pid %d'",
+				(int)t->pid, t->comm, err.message, (int)t->pid);
 	}
 }
 
