@@ -55,12 +55,16 @@ static bool own_dir(char *dir, size_t size)
 }
 
 /* CRIU's struct cr_options, as CRIU 3.18 to 4.2 lay it out on LP64: the
- * final state is its first field, the plugin directory a pointer at byte
- * 160 and the timeout at byte 352, whatever CRIU's build options. The
- * layout counts as confirmed when that pointer names the directory this
- * plugin was loaded from, which CRIU sets before it loads plugins. */
+ * final state is its first field, restore_detach an int at byte 12 (set by
+ * -d, --daemon, a configuration file, and for every restore over RPC), the
+ * plugin directory a pointer at byte 160, exec_cmd one at byte 216 and the
+ * timeout at byte 352, whatever CRIU's build options. The layout counts as
+ * confirmed when that pointer names the directory this plugin was loaded
+ * from, which CRIU sets before it loads plugins. */
 #define OPTS_FINAL_STATE 0
+#define OPTS_RESTORE_DETACH 12
 #define OPTS_LIBDIR 160
+#define OPTS_EXEC_CMD 216
 #define OPTS_TIMEOUT 352
 enum { TASK_ALIVE = 1, TASK_DEAD = 2, TASK_STOPPED = 3 }; /* compel's task states */
 
@@ -70,20 +74,29 @@ static bool same_dir(const char *a, const char *b)
 	return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
 }
 
-static bool read_opts(criu_options *o)
+/* CRIU's options where their layout is confirmed, else NULL. */
+static const unsigned char *confirmed_opts(void)
 {
 	const unsigned char *opts = dlsym(RTLD_DEFAULT, "opts");
 	char dir[PATH_MAX];
 	if (!opts || sizeof(void *) != 8 || !own_dir(dir, sizeof(dir)))
-		return false;
+		return NULL;
 	const char *libdir;
 	int final;
-	unsigned timeout;
 	memcpy(&libdir, opts + OPTS_LIBDIR, sizeof(libdir));
 	memcpy(&final, opts + OPTS_FINAL_STATE, sizeof(final));
-	memcpy(&timeout, opts + OPTS_TIMEOUT, sizeof(timeout));
-	if (!libdir || !same_dir(libdir, dir) || final < TASK_ALIVE || final > TASK_STOPPED)
+	return libdir && same_dir(libdir, dir) && final >= TASK_ALIVE && final <= TASK_STOPPED ? opts : NULL;
+}
+
+static bool read_opts(criu_options *o)
+{
+	const unsigned char *opts = confirmed_opts();
+	if (!opts)
 		return false;
+	int final;
+	unsigned timeout;
+	memcpy(&final, opts + OPTS_FINAL_STATE, sizeof(final));
+	memcpy(&timeout, opts + OPTS_TIMEOUT, sizeof(timeout));
 	o->final = final == TASK_ALIVE ? CRIU_FINAL_ALIVE :
 		final == TASK_STOPPED  ? CRIU_FINAL_STOPPED :
 					 CRIU_FINAL_DEAD;
@@ -129,7 +142,11 @@ static bool detached_word(const char *w)
 	return false;
 }
 
-bool criu_restore_waits(void)
+/* From the command line, where CRIU's options cannot be read: a guess that
+ * misses a detached restore asked for in a configuration file or by an
+ * abbreviation, and takes one that -d asks for and --no-restore-detached
+ * takes back for detached. */
+static bool cmdline_restore_waits(void)
 {
 	char buf[8192];
 	ssize_t got = cs_read_at(AT_FDCWD, "/proc/self/cmdline", buf, sizeof(buf) - 1);
@@ -142,6 +159,22 @@ bool criu_restore_waits(void)
 		restore |= strcmp(p, "restore") == 0;
 	}
 	return restore;
+}
+
+bool criu_restore_waits(void)
+{
+	const unsigned char *opts = confirmed_opts();
+	if (!opts) {
+		plog(CS_CRIU_LOG_WARN,
+		     "this CRIU's options could not be read (a layout other than CRIU 3.18 to 4.2): "
+		     "whether it restores detached is taken from its command line");
+		return cmdline_restore_waits();
+	}
+	int detach;
+	const void *exec_cmd;
+	memcpy(&detach, opts + OPTS_RESTORE_DETACH, sizeof(detach));
+	memcpy(&exec_cmd, opts + OPTS_EXEC_CMD, sizeof(exec_cmd));
+	return !detach && !exec_cmd;
 }
 
 void criu_read_options(criu_options *o)

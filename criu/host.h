@@ -37,8 +37,9 @@ void criu_read_options(criu_options *out);
 /* Whether CRIU, restoring, waits for the restored tree to end before the
  * plugins' exit hooks: `criu restore` without -d (--restore-detached) or
  * --exec-cmd. A restore over RPC (criu swrk, criu service, which then call
- * themselves "restore --rpc") is always detached. Read from CRIU's command
- * line: the option's place in CRIU's options differs between versions. */
+ * themselves "restore --rpc") is always detached. Read from CRIU's options
+ * where their layout is confirmed (whatever set them: the command line, a
+ * configuration file, RPC), else guessed from its command line. */
 bool criu_restore_waits(void);
 
 /* The images directory (an fd of CRIU's), or -1. */

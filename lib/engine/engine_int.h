@@ -43,8 +43,12 @@ struct cs_engine {
 	cs_engine_opts o;
 	eng_task *tasks;
 	size_t ntasks, cap;
-	pid_t *tree; /* dump: every process met, the leftover check's scope */
-	size_t ntree, treecap;
+	/* dump: every process met, the leftover check's scope; restore: every
+	 * process adopted, with a pidfd each (-1 none) opened while the engine
+	 * held it, so that a failed restore kills the tree and no other */
+	pid_t *tree;
+	int *tree_fd;
+	size_t ntree, treecap, tree_fdcap;
 	int state_fd;
 	/* where parks go into files (the images directory), -1 none; owned:
 	 * a copy this session closes (a restore's) */

@@ -43,6 +43,10 @@ void cs_engine_free(cs_engine *e)
 	if (e->own_images && e->images >= 0)
 		close(e->images);
 	free(e->tasks);
+	for (size_t i = 0; e->tree_fd && i < e->ntree; i++)
+		if (e->tree_fd[i] >= 0)
+			close(e->tree_fd[i]);
+	free(e->tree_fd);
 	free(e->tree);
 	cs_manifest_free(&e->record);
 	cs_history_free(&e->op.h);

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 bool cs_engine_images_gpu_part(int images)
 {
@@ -365,10 +367,22 @@ static void restore_all(cs_engine *e, bool seized)
 		queue_unparks(e);
 }
 
+/* pid among the processes the engine restored, with a pidfd while the
+ * engine still holds it (its pid cannot be taken by another yet). */
+static void tree_add(cs_engine *e, pid_t pid)
+{
+	if (cs_grow(&e->tree, &e->treecap, e->ntree + 1, sizeof(*e->tree)) < 0 ||
+	    cs_grow(&e->tree_fd, &e->tree_fdcap, e->ntree + 1, sizeof(*e->tree_fd)) < 0)
+		return;
+	e->tree_fd[e->ntree] = (int)syscall(SYS_pidfd_open, pid, 0);
+	e->tree[e->ntree++] = pid;
+}
+
 int cs_engine_adopt(cs_engine *e, pid_t pid)
 {
 	if (!e->root)
 		e->root = pid; /* the engine names the tree's root first */
+	tree_add(e, pid);
 	if (!e->restored) {
 		match(e, pid);
 		if (e->matched == e->record.n)

@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 int eng_auto_map(cs_engine *e, const cs_manifest *m, pid_t sample, char **map)
 {
@@ -201,6 +203,30 @@ static void note_given_up(cs_engine *e, const char *why, bool kept)
 	}
 }
 
+/* Kills what the engine restored: every process of the tree (as CRIU's own
+ * failure does where the root is not a PID namespace's init, whose end
+ * takes the others with it), each through the pidfd opened while the
+ * engine held it, so that a pid taken by another since is left alone; the
+ * tasks and the root by pid where no pidfd was had. Their pids into v. */
+static size_t kill_tree(const cs_engine *e, pid_t *v)
+{
+	size_t killed = 0;
+	for (size_t i = 0; i < e->ntree; i++) {
+		int fd = e->tree_fd ? e->tree_fd[i] : -1;
+		if (fd >= 0 ? syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0 : false)
+			v[killed++] = e->tree[i];
+	}
+	for (size_t i = 0; i < e->ntasks + 1; i++) {
+		pid_t pid = i < e->ntasks ? e->tasks[i].pid : e->root;
+		bool done = pid <= 0;
+		for (size_t k = 0; k < killed && !done; k++)
+			done = v[k] == pid;
+		if (!done && kill(pid, SIGKILL) == 0)
+			v[killed++] = pid;
+	}
+	return killed;
+}
+
 void eng_give_up(cs_engine *e, const char *why, bool seized)
 {
 	bool keep = cs_env_on("CUDASNAP_KEEP_FAILED_RESTORE");
@@ -213,13 +239,8 @@ void eng_give_up(cs_engine *e, const char *why, bool seized)
 		return;
 	}
 	e->killed = true;
-	_cleanup_free_ pid_t *v = calloc(e->ntasks + 2, sizeof(*v));
-	size_t killed = 0;
-	for (size_t i = 0; v && i < e->ntasks; i++)
-		if (kill(e->tasks[i].pid, SIGKILL) == 0)
-			v[killed++] = e->tasks[i].pid;
-	if (v && e->root > 0 && !eng_find(e, e->root) && kill(e->root, SIGKILL) == 0)
-		v[killed++] = e->root;
+	_cleanup_free_ pid_t *v = calloc(e->ntree + e->ntasks + 2, sizeof(*v));
+	size_t killed = v ? kill_tree(e, v) : 0;
 	if (seized && v && e->o.reap)
 		e->o.reap(e->o.ctx, v, killed);
 	eng_log(e, CS_LOG_ERROR,

@@ -136,8 +136,8 @@ class ParkUnderCriu(CriuCase):
         unpark is left in each process's control socket while CRIU holds
         it, with its files of the images, and answered as CRIU lets it run
         (a park into files, then one into host memory)."""
-        for env in (None, HOST_PARKS):
-            with self.subTest(env=env):
+        for env, args in ((None, []), (HOST_PARKS, []), (None, ["-d", "--no-restore-detached"])):
+            with self.subTest(env=env, args=args):
                 if os.path.exists(os.path.join(self.tmp, "app.out")):
                     os.unlink(os.path.join(self.tmp, "app.out"))
                 pid = self.start()
@@ -145,7 +145,7 @@ class ParkUnderCriu(CriuCase):
                 self.assertEqual(r.rc, 0, r)
                 self.assertGone([pid])
                 log = os.path.join(self.images, "restore-fg.log")
-                p = subprocess.Popen([CRIU, "restore", "-D", self.images, "-L", self.plugins, "-v4", "-o", log],
+                p = subprocess.Popen([CRIU, "restore", "-D", self.images, "-L", self.plugins, *args, "-v4", "-o", log],
                                      env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
                 said = f"process {pid} (fakecuda-cuapp) unparks once CRIU lets it run"
@@ -174,6 +174,53 @@ class ParkUnderCriu(CriuCase):
                 self.assertIn(said, logged())
                 for name in os.listdir(self.images):
                     os.unlink(os.path.join(self.images, name))
+
+    def test_a_restore_detached_in_other_words_still_fails_on_a_failed_unpark(self):
+        """Whether CRIU restores detached comes from its options, whatever
+        set them: --daemon, an abbreviation, a configuration file. Each such
+        restore still runs the unparks at the exit hook, where one that
+        fails fails the restore."""
+        conf = os.path.join(self.tmp, "criu.conf")
+        with open(conf, "w") as f:
+            f.write("restore-detached\n")
+        for args, env in ((["--daemon"], None), (["--restore-detach"], None), ([], {"CRIU_CONFIG_FILE": conf})):
+            with self.subTest(args=args, env=env):
+                for name in os.listdir(self.images):
+                    os.unlink(os.path.join(self.images, name))
+                pid = self.start()
+                r = self.dump("--shell-job")
+                self.assertEqual(r.rc, 0, r)
+                self.assertGone([pid])
+                self.fault("* mem_create error=2")  # out of GPU memory
+                r = self.criu("restore", "-D", self.images, "-L", self.plugins, *args, log="restore.log", env=env)
+                os.unlink(self.faults)
+                self.assertNotEqual(r.rc, 0, r)
+                self.assertFalse(self.lines(r, "unparks once CRIU lets it run"), r)
+                self.assertTrue(self.lines(r, "CRIU ends now with exit status 1"), r)
+                self.assertGone([pid])
+
+    def test_a_failed_unpark_kills_the_whole_tree_so_that_it_restores_again(self):
+        """A tree whose root is not a PID namespace's init: the processes
+        that are not CUDA ones are killed too, as CRIU's own failure kills
+        them, so that the images restore again (a survivor would hold a pid
+        the next restore needs)."""
+        pid = self.start(wrap=["/bin/sh", "-c", 'sleep 1000 & exec "$@"', "sh"])
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = [int(x) for x in f.read().split()]
+        self.assertEqual(len(kids), 1, kids)
+        self.tree_pids += kids
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGone([pid, *kids])
+        self.fault("* mem_create error=2")
+        r = self.restore()
+        os.unlink(self.faults)
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, "2 restored processes are killed"), r)
+        self.assertGone([pid, *kids])
+        r = self.restore(log="restore2.log")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
 
     def test_a_changed_file_fails_the_restore_and_kills_the_tree(self):
         pid = self.start()
