@@ -318,7 +318,9 @@ static void queue_unparks(cs_engine *e)
 {
 	for (size_t i = 0; i < e->ntasks; i++) {
 		const eng_task *t = &e->tasks[i];
-		if (t->result != 0 || !park_find_mapped(t->pid, cs_proc_dir()))
+		char path[128];
+		/* one whose interposer started no control socket (CUDASNAP_PARK=0) never parked */
+		if (t->result != 0 || park_find_path(t->pid, cs_proc_dir(), path, sizeof(path)) < 0)
 			continue;
 		const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
 		cs_error err = { 0 };
@@ -398,6 +400,16 @@ static int unpark_one(cs_engine *e, const eng_task *t, bool importers, char *why
 {
 	cs_park_info info;
 	cs_park_status(t->pid, 2000, &info);
+	if (info.unreachable) /* just let run: once more, given longer */
+		cs_park_status(t->pid, 10000, &info);
+	if (info.unreachable) {
+		eng_log(e, CS_LOG_ERROR,
+			"process %d (%s) runs the parking interposer, whose control socket did not answer within 10 s: "
+			"whether its memory is back cannot be told",
+			(int)t->pid, t->comm);
+		snprintf(why, size, "the interposer of process %d did not answer", (int)t->pid);
+		return -1;
+	}
 	if (!info.seen || !info.parked || (info.imports > 0) != importers)
 		return 0;
 	cs_target x = { .pid = t->pid };
