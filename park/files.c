@@ -196,15 +196,11 @@ static void one_piece(struct job *j, unsigned i, unsigned long long k, unsigned 
 		return failed(j, "copy", i, k, 0, rc);
 }
 
-/* One lane of file i: its pieces i + n * lane, then every n * lanes. A park
- * writes each file with one lane, which kept up with the storage on the
- * H200 (docs/performance.md); an unpark reads each with PARK_IN_LANES. */
-static void run_lane(struct job *j, unsigned i, unsigned lane, unsigned lanes)
+/* File i's pieces first, first + n * lanes, ... through a staging buffer
+ * of this thread's own. */
+static void move_pieces(struct job *j, unsigned i, unsigned long long first, unsigned lanes)
 {
 	struct park_stage st = { .size = park_files_stage(j->total) };
-	unsigned long long pieces = park_pieces(j->total), first = i + (unsigned long long)j->f->n * lane;
-	if (first >= pieces)
-		return;
 	/* pinning takes a current context: the first allocation's */
 	CUresult rc = j->r->ctx_set(park_tab.a[0].ctx);
 	if (rc == CU_OK)
@@ -214,21 +210,27 @@ static void run_lane(struct job *j, unsigned i, unsigned lane, unsigned lanes)
 		failed(j, "staging", i, first, 0, rc);
 		return;
 	}
-	for (unsigned long long k = first; k < pieces && !atomic_load(&j->failed);
+	for (unsigned long long k = first; k < park_pieces(j->total) && !atomic_load(&j->failed);
 	     k += (unsigned long long)j->f->n * lanes)
 		one_piece(j, i, k, st.p);
 	park_stage_drop(j->r, &st);
 }
 
-/* Each file exactly its part (cudasnap sized them from what the process
- * held before its calls were held; it may have freed or allocated since),
- * and on the storage. */
-static void flush_files(struct job *j)
+/* One lane of file i: its pieces i + n * lane, then every n * lanes. A park
+ * writes each file with one lane, which kept up with the storage on the
+ * H200 (docs/performance.md), and that lane then leaves the file exactly
+ * its part (cudasnap sized the files from what the process held before its
+ * calls were held; it may have freed or allocated since) and on the
+ * storage, beside the other files' lanes; an unpark reads each file with
+ * PARK_IN_LANES. */
+static void run_lane(struct job *j, unsigned i, unsigned lane, unsigned lanes)
 {
-	for (unsigned i = 0; i < j->f->n && !atomic_load(&j->failed); i++)
-		if (ftruncate(j->f->fd[i], (off_t)park_file_size(j->total, j->f->n, i)) != 0 ||
-		    fdatasync(j->f->fd[i]) != 0)
-			failed(j, "flush", i, 0, errno, CU_OK);
+	unsigned long long first = i + (unsigned long long)j->f->n * lane;
+	if (first < park_pieces(j->total))
+		move_pieces(j, i, first, lanes);
+	if (j->out && lane == 0 && !atomic_load(&j->failed) &&
+	    (ftruncate(j->f->fd[i], (off_t)park_file_size(j->total, j->f->n, i)) != 0 || fdatasync(j->f->fd[i]) != 0))
+		failed(j, "flush", i, 0, errno, CU_OK);
 }
 
 struct one_lane {
@@ -266,8 +268,6 @@ int park_files_move(const struct park_real *r, struct park_files *f, uint64_t *s
 		run_lane(&j, 0, 0, lanes); /* this thread takes the first file's first lane */
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
-	if (out)
-		flush_files(&j);
 	pthread_mutex_destroy(&j.mu);
 	f->bytes = j.total;
 	return atomic_load(&j.failed) ? -1 : 0;
