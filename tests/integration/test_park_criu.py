@@ -18,15 +18,16 @@ from test_park import socket_path
 
 CUAPP = os.environ.get("FAKE_CUAPP", "")
 PARK_LIB = os.environ.get("PARK_LIB", "")
+SILENT_STATUS_LIB = os.environ.get("SILENT_STATUS_LIB", "")
 HOST_PARKS = {"CUDASNAP_PARK_FILES": "0"}  # parks into host memory, as before files of the images
 
 
 @unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
 class ParkUnderCriu(CriuCase):
-    def start(self, wrap=()):
+    def start(self, wrap=(), env_more=None):
         # output to a file: CRIU restores files, not a pipe to this test
         self.out = os.path.join(self.tmp, "app.out")
-        env = dict(self.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=self.tmp)
+        env = dict(self.env, CUDASNAP_PARK_LIB=PARK_LIB, CUDASNAP_PARK_DIR=self.tmp, **(env_more or {}))
         asan = env.get("ASAN_OPTIONS", "")
         env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
         with open(self.out, "ab") as out:
@@ -218,6 +219,28 @@ class ParkUnderCriu(CriuCase):
         self.assertNotEqual(r.rc, 0, r)
         self.assertTrue(self.lines(r, "2 restored processes are killed"), r)
         self.assertGone([pid, *kids])
+        r = self.restore(log="restore2.log")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+
+    @unittest.skipUnless(SILENT_STATUS_LIB, "built with the interposer")
+    def test_a_restored_interposer_that_does_not_answer_fails_the_restore(self):
+        """The exit hook asks each restored process whether it came back
+        parked: one whose interposer does not answer (its answers held
+        back) is not taken for one with nothing to unpark. The restore
+        fails, named, and restores again once it answers."""
+        silent = os.path.join(self.tmp, "silent")
+        pid = self.start(env_more={"LD_PRELOAD": SILENT_STATUS_LIB, "SILENT_STATUS": silent})
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGone([pid])
+        open(silent, "w").close()
+        r = self.restore()
+        os.unlink(silent)
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) runs the parking interposer, whose control "
+                                   "socket did not answer within 10 s"), r)
+        self.assertGone([pid])
         r = self.restore(log="restore2.log")
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
