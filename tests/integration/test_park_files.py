@@ -79,6 +79,29 @@ class ParkFiles(Case):
         self.assertEqual(self.states([a.pid]), {a.pid: "running"})
         self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
 
+    def assertKeptThenRestores(self, a, kept):
+        """After a restore that failed: still checkpointed with its files
+        kept, then restored by the next restore, which removes them."""
+        self.assertEqual((self.states([a.pid]), self.files()), ({a.pid: "checkpointed"}, kept))
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.files(), [])
+        self.assertBack(a)
+
+    def flip(self, path, at, mask):
+        """Byte at of the file xor mask; returns the byte it held."""
+        with open(path, "r+b") as f:
+            f.seek(at)
+            was = f.read(1)
+            f.seek(at)
+            f.write(bytes([was[0] ^ mask]))
+        return was
+
+    def put_back(self, path, at, was):
+        with open(path, "r+b") as f:
+            f.seek(at)
+            f.write(was)
+
     def test_parks_into_files_and_back_with_the_data(self):
         a = self.app()
         total = 2 * 40 << 20
@@ -187,13 +210,8 @@ class ParkFiles(Case):
         self.io_fault()
         self.assertEqual(r.rc, 1, r)
         self.assertIn("reading file", r.err)
-        self.assertEqual(self.files(), kept)
         self.assertEqual(status(a.pid)["parked"], "1")
-        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
-        r = self.cs("restore", "--pid", a.pid)
-        self.assertEqual(r.rc, 0, r)
-        self.assertEqual(self.files(), [])
-        self.assertBack(a)
+        self.assertKeptThenRestores(a, kept)
 
     def test_no_gpu_room_at_the_restore_says_it_stays_in_its_files(self):
         a = self.app()
@@ -205,12 +223,7 @@ class ParkFiles(Case):
         self.assertNotEqual(r.rc, 0, r)
         self.assertIn("the driver answered CUDA error 2 when it mapped device memory back", r.err)
         self.assertIn("it stays parked in its files, nothing is lost", r.err)
-        self.assertEqual(self.files(), kept)
-        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
-        r = self.cs("restore", "--pid", a.pid)
-        self.assertEqual(r.rc, 0, r)
-        self.assertEqual(self.files(), [])
-        self.assertBack(a)
+        self.assertKeptThenRestores(a, kept)
 
     def test_eleven_pieces_over_eight_files(self):
         """2 x 170 MiB: eleven pieces over eight files, the first three of
@@ -226,45 +239,29 @@ class ParkFiles(Case):
         self.assertEqual([os.path.getsize(os.path.join(self.dir, n)) for n in names],
                          [file_size(total, 8, i) for i in range(8)])
         path = os.path.join(self.dir, names[0])
-        with open(path, "r+b") as f:
-            f.seek(PIECE + 777)
-            was = f.read(1)
-            f.seek(PIECE + 777)
-            f.write(bytes([was[0] ^ 0x10]))
+        was = self.flip(path, PIECE + 777, 0x10)
         r = self.cs("restore", "--pid", a.pid)
         self.assertEqual(r.rc, 1, r)
         self.assertIn("file 0 does not hold what the park wrote (piece 8:", r.err)
-        with open(path, "r+b") as f:
-            f.seek(PIECE + 777)
-            f.write(was)
+        self.put_back(path, PIECE + 777, was)
         self.io_fault(f"read 5 {9 * PIECE}")  # EIO once nine pieces are read
         r = self.cs("restore", "--pid", a.pid)
         self.io_fault()
         self.assertEqual(r.rc, 1, r)
         self.assertIn("reading file", r.err)
-        self.assertEqual((self.states([a.pid]), self.files()), ({a.pid: "checkpointed"}, names))
-        r = self.cs("restore", "--pid", a.pid)
-        self.assertEqual(r.rc, 0, r)
-        self.assertEqual(self.files(), [])
-        self.assertBack(a)
+        self.assertKeptThenRestores(a, names)
 
     def test_a_changed_file_is_seen_and_the_original_restores(self):
         a = self.app()
         self.checkpoint(a)
         path = os.path.join(self.dir, self.files()[1])
-        with open(path, "r+b") as f:
-            f.seek(12345)
-            was = f.read(1)
-            f.seek(12345)
-            f.write(bytes([was[0] ^ 0x40]))
+        was = self.flip(path, 12345, 0x40)
         r = self.cs("restore", "--pid", a.pid)
         self.assertEqual(r.rc, 1, r)
         self.assertIn("does not hold what the park wrote", r.err)
         self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
         self.assertEqual(status(a.pid)["parked"], "1")
-        with open(path, "r+b") as f:
-            f.seek(12345)
-            f.write(was)
+        self.put_back(path, 12345, was)
         r = self.cs("restore", "--pid", a.pid)
         self.assertEqual(r.rc, 0, r)
         self.assertBack(a)
