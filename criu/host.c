@@ -105,12 +105,21 @@ static bool read_opts(criu_options *o)
 	return true;
 }
 
+/* CRIU's command line, its words one after the other each ended by a NUL
+ * (the last one too, however it was cut): its length. */
+static size_t cmdline(char buf[static 8192])
+{
+	ssize_t got = cs_read_at(AT_FDCWD, "/proc/self/cmdline", buf, 8191);
+	size_t n = got > 0 ? (size_t)got : 0;
+	buf[n] = '\0';
+	return n;
+}
+
 /* CRIU's command line: all there is to go on with another layout. */
 static void read_cmdline(criu_options *o)
 {
 	char buf[8192];
-	ssize_t got = cs_read_at(AT_FDCWD, "/proc/self/cmdline", buf, sizeof(buf));
-	size_t n = got > 0 ? (size_t)got : 0;
+	size_t n = cmdline(buf);
 	for (const char *p = buf, *end = buf + n; p < end; p += strlen(p) + 1) {
 		const char *next = p + strlen(p) + 1 < end ? p + strlen(p) + 1 : NULL, *val = NULL;
 		long v;
@@ -149,9 +158,7 @@ static bool detached_word(const char *w)
 static bool cmdline_restore_waits(void)
 {
 	char buf[8192];
-	ssize_t got = cs_read_at(AT_FDCWD, "/proc/self/cmdline", buf, sizeof(buf) - 1);
-	size_t n = got > 0 ? (size_t)got : 0;
-	buf[n] = '\0';
+	size_t n = cmdline(buf);
 	bool restore = false;
 	for (const char *p = buf, *end = buf + n; p < end; p += strlen(p) + 1) {
 		if (strcmp(p, "swrk") == 0 || strcmp(p, "service") == 0 || strcmp(p, "--rpc") == 0 || detached_word(p))

@@ -205,23 +205,19 @@ static void note_given_up(cs_engine *e, const char *why, bool kept)
 
 /* Kills what the engine restored: every process of the tree (as CRIU's own
  * failure does where the root is not a PID namespace's init, whose end
- * takes the others with it), each through the pidfd opened while the
- * engine held it, so that a pid taken by another since is left alone; the
- * tasks and the root by pid where no pidfd was had. Their pids into v. */
-static size_t kill_tree(const cs_engine *e, pid_t *v)
+ * takes the others with it; the tasks and the root are among them, adopted
+ * first), each through the pidfd opened while the engine held it, so that a
+ * pid taken by another since is left alone; a task or the root by pid where
+ * no pidfd was had. Their pids into v. */
+static size_t kill_tree(cs_engine *e, pid_t *v)
 {
 	size_t killed = 0;
 	for (size_t i = 0; i < e->ntree; i++) {
-		int fd = e->tree_fd ? e->tree_fd[i] : -1;
-		if (fd >= 0 ? syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0 : false)
-			v[killed++] = e->tree[i];
-	}
-	for (size_t i = 0; i < e->ntasks + 1; i++) {
-		pid_t pid = i < e->ntasks ? e->tasks[i].pid : e->root;
-		bool done = pid <= 0;
-		for (size_t k = 0; k < killed && !done; k++)
-			done = v[k] == pid;
-		if (!done && kill(pid, SIGKILL) == 0)
+		pid_t pid = e->tree[i];
+		int fd = e->tree_fd[i];
+		bool sent = fd >= 0 ? syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0 :
+				      (pid == e->root || eng_find(e, pid)) && kill(pid, SIGKILL) == 0;
+		if (sent)
 			v[killed++] = pid;
 	}
 	return killed;
@@ -239,7 +235,7 @@ void eng_give_up(cs_engine *e, const char *why, bool seized)
 		return;
 	}
 	e->killed = true;
-	_cleanup_free_ pid_t *v = calloc(e->ntree + e->ntasks + 2, sizeof(*v));
+	_cleanup_free_ pid_t *v = calloc(e->ntree + 1, sizeof(*v));
 	size_t killed = v ? kill_tree(e, v) : 0;
 	if (seized && v && e->o.reap)
 		e->o.reap(e->o.ctx, v, killed);
