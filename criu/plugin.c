@@ -165,6 +165,11 @@ static void plugin_exit(int stage, int ret)
 	plugin.enabled = false;
 }
 
+/* CRIU calls this under the alarm that bounds its seize (--timeout, 10 s
+ * by default), and aborts the dump when the alarm has rung six times. A
+ * park writes a process's whole device memory at the storage's rate (25
+ * GiB to a disk: 14 s) and has its own deadline: the alarm is held while
+ * the process is met, and what was left of it runs on after. */
 static int hook_pause(int pid)
 {
 	if (!plugin.enabled || plugin.stage != CS_CRIU_STAGE_DUMP)
@@ -174,7 +179,11 @@ static int hook_pause(int pid)
 		if (criu_check_coexistence(true) < 0)
 			return -1;
 	}
-	return cs_engine_meet(plugin.engine, pid);
+	unsigned left = alarm(0);
+	int rc = cs_engine_meet(plugin.engine, pid);
+	if (left)
+		alarm(left);
+	return rc;
 }
 
 static int hook_checkpoint(int pid)

@@ -1,6 +1,7 @@
 /* What every stage of a staged session (lib/engine/engine.h) uses: its tasks, its
  * calls through the engine's runner, and its log. */
 #include "engine_int.h"
+#include "park.h"
 #include "pool.h"
 #include "proc.h"
 #include "util.h"
@@ -133,6 +134,15 @@ double eng_bound_quick(void)
 double eng_bound_lock(unsigned lock_s)
 {
 	return eng_bound_quick() + lock_s + 5;
+}
+
+/* Parking, the lock's helper also moves device memory, at the storage's
+ * rate: each importer parked first (its size unknown here), the process,
+ * and its unpark after a failed lock, each within its own deadline. */
+double eng_bound_park_lock(unsigned lock_s, unsigned long long bytes, size_t nfirst)
+{
+	double own = cs_park_answer_s(NULL, bytes, lock_s * 1000);
+	return eng_bound_lock(lock_s) + 2 * own + (double)nfirst * cs_park_answer_s(NULL, 0, lock_s * 1000);
 }
 
 double eng_bound_moves(void)

@@ -388,7 +388,8 @@ static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, const cs_park_in
 	if (a.park && (a.nfirst = eng_park_importers(e, pid, info, a.first, ENG_EARLY_MAX)) > 0 &&
 	    claim_first(e, &a) < 0)
 		return -1;
-	int rc = eng_call(e, what, eng_bound_lock(a.timeout_s), pause_task, &a, NULL, &buf, &len);
+	double bound = a.park ? eng_bound_park_lock(a.timeout_s, info->bytes, a.nfirst) : eng_bound_lock(a.timeout_s);
+	int rc = eng_call(e, what, bound, pause_task, &a, NULL, &buf, &len);
 	const pause_reply *r = buf;
 	if (rc < 0 || len != sizeof(*r)) {
 		eng_log(e, CS_LOG_ERROR, "process %d (%s): the helper process gave no answer", (int)pid, p->comm);

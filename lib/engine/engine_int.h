@@ -91,6 +91,7 @@ int eng_probe(cs_engine *e, int *version, cs_error *err);
  * that move memory (each driver call bounded inside; this is the net). */
 double eng_bound_quick(void);
 double eng_bound_lock(unsigned lock_s);
+double eng_bound_park_lock(unsigned lock_s, unsigned long long bytes, size_t nfirst);
 double eng_bound_moves(void);
 unsigned eng_lock_timeout_s(const cs_engine *e);
 

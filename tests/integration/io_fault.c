@@ -3,7 +3,8 @@
  * The file named by CS_IO_FAULT_FILE says, when it exists, "write ERRNO
  * BYTES" or "read ERRNO BYTES": once BYTES have gone to (or come from) the
  * files of parks (cudasnap-gpumem.*), each further pwrite (or pread) of them
- * fails with ERRNO. Read at every call, so a test turns faults on and off
+ * fails with ERRNO; "slow MS BYTES": each further pwrite takes MS ms more
+ * (a slow disk). Read at every call, so a test turns faults on and off
  * while the program runs. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -41,6 +42,10 @@ static int fault(int fd, bool write, size_t len)
 		return 0;
 	int got = fscanf(f, "%15s %d %llu", what, &err, &after);
 	fclose(f);
+	if (got == 3 && write && strcmp(what, "slow") == 0 && done + len > after && err > 0) {
+		usleep((useconds_t)err * 1000);
+		return 0;
+	}
 	if (got != 3 || strcmp(what, write ? "write" : "read") != 0 || done + len <= after)
 		return 0;
 	atomic_fetch_sub(&moved[!write], len);

@@ -19,6 +19,7 @@ from test_park import socket_path
 CUAPP = os.environ.get("FAKE_CUAPP", "")
 PARK_LIB = os.environ.get("PARK_LIB", "")
 SILENT_STATUS_LIB = os.environ.get("SILENT_STATUS_LIB", "")
+IO_FAULT = os.environ.get("IO_FAULT", "")
 HOST_PARKS = {"CUDASNAP_PARK_FILES": "0"}  # parks into host memory, as before files of the images
 
 
@@ -343,6 +344,27 @@ class ParkUnderCriu(CriuCase):
         self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) refused before anything changed: it runs "
                                    "the parking interposer, whose control socket does not answer"), r)
         self.assertStates([pid], "running")
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+
+    @unittest.skipUnless(IO_FAULT, "no I/O fault library")
+    def test_a_park_longer_than_criu_seize_timeout_dumps(self):
+        """CRIU calls PAUSE_DEVICES under the alarm that bounds its seize and
+        aborts when it has rung six times (--timeout 1: after 6 s). A park
+        slowed to 8 s (as a large one to a disk is) still dumps: the alarm
+        waits while the plugin parks."""
+        slow = os.path.join(self.tmp, "io-fault")
+        with open(slow, "w") as f:
+            f.write("slow 8000 0\n")
+        pid = self.start(env_more={"LD_PRELOAD": IO_FAULT, "CS_IO_FAULT_FILE": slow})
+        r = self.dump("--shell-job", "--timeout", "1")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGreater(r.wall, 8, r)
+        self.assertNotIn("Timeout reached", r.log)
+        os.unlink(slow)
+        self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) parked 0.02 GiB"), r)
+        self.assertGone([pid])
+        r = self.restore()
+        self.assertEqual(r.rc, 0, r)
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
 
     def test_lock_fails_after_park(self):
