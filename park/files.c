@@ -1,9 +1,9 @@
-/* A park into files: the device memory goes through a pinned staging buffer
- * per file straight into the files cudasnap passed (park_find.h gives the
- * layout), never into the process's memory, and comes back the same way.
- * Each file has a thread of its own that writes it in order (PARK_IN_LANES
- * that read it back, taking its pieces in turn): with O_DIRECT where the
- * file system takes it, else buffered, each piece
+/* A park into files: the device memory goes through pinned staging buffers
+ * straight into the files cudasnap passed (park_find.h gives the layout),
+ * never into the process's memory, and comes back the same way. Each file
+ * has PARK_LANES threads of its own, each with its staging, taking its
+ * pieces in turn: with O_DIRECT where the file system takes it, else
+ * buffered, each piece
  * flushed and dropped from the page cache once written, so that the
  * process's memory cgroup is charged with the staging alone. Every piece
  * carries an XXH3 checksum, kept in the process's own memory (which the
@@ -25,7 +25,7 @@
 #include "park_find.h"
 
 _Static_assert(PARK_REQ_FILES_MAX == PARK_FILES_MAX, "one bound on the files");
-_Static_assert(PARK_IN_LANES >= 1 && PARK_IN_LANES <= 4, "one to four threads read each file");
+_Static_assert(PARK_LANES >= 1 && PARK_LANES <= 4, "one to four threads for each file");
 
 int park_files_check(struct park_files *f, bool out, char *why, size_t size)
 {
@@ -155,6 +155,7 @@ struct job {
 	size_t limit;
 	unsigned long long total;
 	atomic_int failed;
+	atomic_uint busy[PARK_FILES_MAX]; /* each file's lanes still writing */
 	pthread_mutex_t mu;
 };
 
@@ -216,19 +217,17 @@ static void move_pieces(struct job *j, unsigned i, unsigned long long first, uns
 	park_stage_drop(j->r, &st);
 }
 
-/* One lane of file i: its pieces i + n * lane, then every n * lanes. A park
- * writes each file with one lane, which kept up with the storage on the
- * H200 (docs/performance.md), and that lane then leaves the file exactly
- * its part (cudasnap sized the files from what the process held before its
- * calls were held; it may have freed or allocated since) and on the
- * storage, beside the other files' lanes; an unpark reads each file with
- * PARK_IN_LANES. */
+/* One lane of file i: its pieces i + n * lane, then every n * lanes. At a
+ * park, the file's last lane to finish leaves the file exactly its part
+ * (cudasnap sized the files from what the process held before its calls
+ * were held; it may have freed or allocated since) and on the storage,
+ * beside the other files' lanes. */
 static void run_lane(struct job *j, unsigned i, unsigned lane, unsigned lanes)
 {
 	unsigned long long first = i + (unsigned long long)j->f->n * lane;
 	if (first < park_pieces(j->total))
 		move_pieces(j, i, first, lanes);
-	if (j->out && lane == 0 && !atomic_load(&j->failed) &&
+	if (j->out && atomic_fetch_sub(&j->busy[i], 1) == 1 && !atomic_load(&j->failed) &&
 	    (ftruncate(j->f->fd[i], (off_t)park_file_size(j->total, j->f->n, i)) != 0 || fdatasync(j->f->fd[i]) != 0))
 		failed(j, "flush", i, 0, errno, CU_OK);
 }
@@ -254,9 +253,11 @@ int park_files_move(const struct park_real *r, struct park_files *f, uint64_t *s
 	for (size_t i = 0; i < park_tab.n; i++)
 		j.total += park_tab.a[i].size;
 	f->stage = NULL;
-	unsigned lanes = out ? 1 : PARK_IN_LANES, workers = f->n * lanes, started = 0;
-	pthread_t t[PARK_FILES_MAX * PARK_IN_LANES];
-	struct one_lane o[PARK_FILES_MAX * PARK_IN_LANES];
+	unsigned lanes = PARK_LANES, workers = f->n * lanes, started = 0;
+	for (unsigned i = 0; i < PARK_FILES_MAX; i++)
+		atomic_init(&j.busy[i], lanes);
+	pthread_t t[PARK_FILES_MAX * PARK_LANES];
+	struct one_lane o[PARK_FILES_MAX * PARK_LANES];
 	for (unsigned w = 1; w < workers; w++, started++) {
 		o[w] = (struct one_lane){ &j, w % f->n, w / f->n, lanes };
 		if (pthread_create(&t[started], NULL, lane_thread, &o[w]) != 0) {

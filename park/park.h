@@ -223,18 +223,8 @@ void park_mark_unparkable(const char *why);
 /* Room for one more element in *arr (n used of *cap); false when out of memory. */
 bool park_grow(void **arr, size_t n, size_t *cap, size_t elem);
 
-/* files.c: a park into files (park_find.h: PARK_FILES_MAX, PARK_PIECE and
- * the layout). An unpark reads each file with this many threads, each with
- * a staging buffer of its own, taking its pieces in turn; a park writes each
- * with one. One is what was measured on the H200 (docs/performance.md);
- * tests/gpu/park_files.sh compares an interposer built with
- * -DPARK_IN_LANES=2, whose lanes overlap one piece's checksum and copy to
- * the device with the next one's read. cudasnap counts one staging buffer
- * per file (cs_park_files_staging) and none at the restore: a default above
- * one must be counted there too. */
-#ifndef PARK_IN_LANES
-#define PARK_IN_LANES 1
-#endif
+/* files.c: a park into files (park_find.h: PARK_FILES_MAX, PARK_PIECE,
+ * PARK_LANES and the layout). */
 struct park_files {
 	int fd[PARK_REQ_FILES_MAX];
 	bool direct[PARK_REQ_FILES_MAX]; /* moved with O_DIRECT */

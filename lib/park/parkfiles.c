@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +76,7 @@ unsigned cs_park_files_count(unsigned long long bytes)
 
 unsigned long long cs_park_files_staging(unsigned long long bytes)
 {
-	return cs_park_files_count(bytes) * park_files_stage(bytes);
+	return (unsigned long long)cs_park_files_count(bytes) * PARK_LANES * park_files_stage(bytes);
 }
 
 void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, size_t size)
@@ -115,6 +117,67 @@ static void owner_of(pid_t pid, uid_t *uid, gid_t *gid)
 	*gid = (gid_t)g;
 }
 
+/* Each file's room taken before anything is parked, so that a full
+ * directory refuses the park instead of failing it half-way. On a
+ * memory-backed file system this clears every page: one thread per file,
+ * as the park writes them (one took 5 s for 25 GiB of tmpfs). */
+typedef struct reserve_arg {
+	off_t size;
+	int fd;
+	int rc;
+} reserve_arg;
+
+static void *reserve(void *p)
+{
+	reserve_arg *r = p;
+	r->rc = r->size ? posix_fallocate(r->fd, 0, r->size) : 0;
+	if (r->rc == EOPNOTSUPP)
+		r->rc = ftruncate(r->fd, r->size) == 0 ? 0 : errno;
+	return NULL;
+}
+
+static int reserve_all(const cs_park_files *f, unsigned long long bytes)
+{
+	reserve_arg r[PARK_FILES_MAX];
+	pthread_t th[PARK_FILES_MAX];
+	bool started[PARK_FILES_MAX] = { false };
+	for (unsigned i = 0; i < f->n; i++) {
+		r[i] = (reserve_arg){ .size = (off_t)park_file_size(bytes, f->n, i), .fd = f->fd[i] };
+		/* without a thread, in this one */
+		started[i] = i + 1 < f->n && pthread_create(&th[i], NULL, reserve, &r[i]) == 0;
+		if (!started[i])
+			reserve(&r[i]);
+	}
+	int rc = 0;
+	for (unsigned i = 0; i < f->n; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		if (rc == 0)
+			rc = r[i].rc;
+	}
+	return rc;
+}
+
+static int make_failed(int dirfd, const char *dir, const char *name, const char *file, unsigned made, int rc,
+		       unsigned long long bytes, cs_park_files *f, cs_error *err)
+{
+	long long avail = cs_park_dir_free(dirfd);
+	cs_park_files_close(f);
+	cs_park_files_remove(dirfd, name, made);
+	if (rc == ENOSPC || rc == EDQUOT)
+		return cs_error_set(err, CS_ESYS, "Free space in it, or give --park-to another directory.",
+				    "%s has no room for the %.2f GiB of GPU memory a park into files writes "
+				    "there (%.2f GiB free)",
+				    dir, (double)bytes / (1 << 30), avail < 0 ? 0.0 : (double)avail / (1 << 30));
+	if (rc == EEXIST)
+		return cs_error_set(err, CS_ESYS,
+				    "Another checkpoint of this process already parked into this directory: "
+				    "restore it first, or give another --park-to. Files no park holds (kept by "
+				    "restore --keep, or left by a checkpoint killed half-way) go with rm.",
+				    "cannot make %s/%s: %s", dir, file, strerror(rc));
+	return cs_error_errno(err, CS_ESYS, rc, NULL, "cannot make %s/%s", dir, file);
+}
+
 int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, pid_t pid,
 		       cs_park_files *f, cs_error *err)
 {
@@ -125,33 +188,19 @@ int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n,
 	owner_of(pid, &uid, &gid);
 	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
 		snprintf(file, sizeof(file), "%s.%u", name, i);
-		unsigned long long size = park_file_size(bytes, n, i);
 		int fd = openat(dirfd, file, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		int rc = fd < 0 ? errno : 0;
 		if (rc == 0 && uid != (uid_t)-1 && geteuid() == 0 && fchown(fd, uid, gid) != 0)
 			rc = errno;
-		if (rc == 0 && size && (rc = posix_fallocate(fd, 0, (off_t)size)) == EOPNOTSUPP)
-			rc = ftruncate(fd, (off_t)size) == 0 ? 0 : errno;
 		if (fd >= 0)
 			f->fd[f->n++] = fd;
-		if (rc == 0)
-			continue;
-		long long avail = cs_park_dir_free(dirfd);
-		cs_park_files_close(f);
-		cs_park_files_remove(dirfd, name, rc == EEXIST ? i : i + 1);
-		if (rc == ENOSPC || rc == EDQUOT)
-			return cs_error_set(err, CS_ESYS, "Free space in it, or give --park-to another directory.",
-					    "%s has no room for the %.2f GiB of GPU memory a park into files writes "
-					    "there (%.2f GiB free)",
-					    dir, (double)bytes / (1 << 30),
-					    avail < 0 ? 0.0 : (double)avail / (1 << 30));
-		if (rc == EEXIST)
-			return cs_error_set(err, CS_ESYS,
-					    "Another checkpoint of this process already parked into this directory: "
-					    "restore it first, or give another --park-to. Files no park holds (kept by "
-					    "restore --keep, or left by a checkpoint killed half-way) go with rm.",
-					    "cannot make %s/%s: %s", dir, file, strerror(rc));
-		return cs_error_errno(err, CS_ESYS, rc, NULL, "cannot make %s/%s", dir, file);
+		if (rc != 0)
+			return make_failed(dirfd, dir, name, file, rc == EEXIST ? i : i + 1, rc, bytes, f, err);
+	}
+	int rc = reserve_all(f, bytes);
+	if (rc != 0) {
+		snprintf(file, sizeof(file), "%s.*", name);
+		return make_failed(dirfd, dir, name, file, f->n, rc, bytes, f, err);
 	}
 	fsync(dirfd);
 	return 0;

@@ -72,14 +72,22 @@ int park_send_fd(int conn, const void *msg, size_t len, int fd, int flags);
  * the process's parked memory into them and reads it back at the unpark.
  * The memory, all allocations one after the other, is cut into pieces of
  * PARK_PIECE bytes (the last one shorter); piece k goes to file k % n at
- * offset (k / n) * PARK_PIECE. So each file is written in order by one
- * thread of its own (and read by PARK_IN_LANES, park/park.h, taking its
- * pieces in turn), and its size follows from the bytes alone. */
+ * offset (k / n) * PARK_PIECE. So each file is written and read by
+ * PARK_LANES threads of its own, taking its pieces in turn, and its size
+ * follows from the bytes alone. */
 #define PARK_FILES_MAX 16
 #define PARK_PIECE (32ull << 20)
-/* The pinned staging buffer each file's thread holds in the process while
- * a park of total bytes goes into files (each of its reading threads, while
- * it comes back). */
+/* Two threads for each file: one's checksum and copy to or from the device
+ * overlap the other's file I/O. On an H200 with a tmpfs, one thread per
+ * file unparked at 12.4-12.7 GB/s, two at 17.6-18.4 GB/s, beside a read
+ * ceiling of 16.8 GB/s (docs/performance.md). cudasnap counts the staging
+ * of every lane (cs_park_files_staging); the interposer is built with
+ * -DPARK_LANES=1 for the comparison. */
+#ifndef PARK_LANES
+#define PARK_LANES 2
+#endif
+/* The pinned staging buffer each lane holds in the process while a park
+ * of total bytes goes into files, and while it comes back. */
 static inline unsigned long long park_files_stage(unsigned long long total)
 {
 	return total < PARK_PIECE ? (total + 4095) / 4096 * 4096 : PARK_PIECE;

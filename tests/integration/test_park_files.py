@@ -14,7 +14,7 @@ from test_park import App, CUAPP, PARK_LIB, status
 
 IO_FAULT = os.environ.get("IO_FAULT", "")
 SHIM = os.environ.get("PARK_FILES_SHIM", "")
-LANES2 = os.environ.get("PARK_LIB_LANES2", "")
+LANES1 = os.environ.get("PARK_LIB_LANES1", "")
 PIECE = 32 << 20
 
 
@@ -394,12 +394,12 @@ class ParkFiles(Case):
         self.assertBack(a)
 
 
-@unittest.skipUnless(LANES2 and CUAPP, "no interposer built with two threads per file (x86-64 only)")
-class ParkFilesTwoLanes(ParkFiles):
-    """Every case above with an interposer whose unpark reads each file with
-    two threads taking its pieces in turn (built with -DPARK_IN_LANES=2, as
-    tests/gpu/park_files.sh compares it on a GPU)."""
-    park_lib = LANES2
+@unittest.skipUnless(LANES1 and CUAPP, "no interposer built with one thread per file (x86-64 only)")
+class ParkFilesOneLane(ParkFiles):
+    """Every case above with an interposer that writes and reads each file
+    with one thread (built with -DPARK_LANES=1, as tests/gpu/park_files.sh
+    compares it on a GPU)."""
+    park_lib = LANES1
 
 
 if __name__ == "__main__":
