@@ -90,22 +90,27 @@ def gpu_devices():
     return devs
 
 
-def torch_mounts(a, root):
-    """--torch-ipc: the script's folder at /tw, a /dev/shm for
-    multiprocessing's semaphores, and PyTorch where it lies outside /usr
-    (a virtual environment: its site-packages, on PYTHONPATH)."""
-    m = [{"destination": "/tw", "type": "bind", "source": os.path.dirname(os.path.abspath(a.torch_ipc)),
-          "options": ["rbind", "ro"]},
-         {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "nodev", "mode=1777"]}]
-    os.makedirs(os.path.join(root, "tw"))
+def torch_site(root):
+    """PyTorch where it lies outside /usr (a virtual environment): its
+    site-packages bound at the same path and put on PYTHONPATH."""
     p = subprocess.run(["python3", "-c", "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))"],
                        capture_output=True, text=True)
     site = p.stdout.strip()
     if p.returncode == 0 and site and not site.startswith("/usr/"):
-        m.append({"destination": site, "type": "bind", "source": site, "options": ["rbind", "ro"]})
         os.makedirs(root + site, exist_ok=True)
-        return m, ["PYTHONPATH=" + site]
-    return m, []
+        return [{"destination": site, "type": "bind", "source": site, "options": ["rbind", "ro"]}], ["PYTHONPATH=" + site]
+    return [], []
+
+
+def torch_mounts(a, root):
+    """--torch-ipc: the script's folder at /tw, a /dev/shm for
+    multiprocessing's semaphores, and PyTorch (torch_site)."""
+    m = [{"destination": "/tw", "type": "bind", "source": os.path.dirname(os.path.abspath(a.torch_ipc)),
+          "options": ["rbind", "ro"]},
+         {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "nodev", "mode=1777"]}]
+    os.makedirs(os.path.join(root, "tw"))
+    more, env = torch_site(root)
+    return m + more, env
 
 
 def bundle(a, base, name, nprocs, data, memory_limit=None, extra_env=(), park=False):
@@ -140,13 +145,22 @@ def bundle(a, base, name, nprocs, data, memory_limit=None, extra_env=(), park=Fa
         mounts.append({"destination": "/work", "type": "bind", "source": os.path.dirname(a.workload),
                        "options": ["rbind", "ro"]})
         w = "/work/" + os.path.basename(a.workload)
+        if w.endswith(".py"):
+            # a PyTorch workload (tests/gpu/park_workload.py): whole GiB
+            more, penv = torch_site(root)
+            mounts += more
+            env += penv
+            w = f"python3 {w}"
+            gib = int(a.gib)
+        else:
+            gib = a.gib
         run = ""
         if park:
             cs = os.path.dirname(os.path.abspath(a.cudasnap))
             mounts.append({"destination": "/cs", "type": "bind", "source": cs, "options": ["rbind", "ro"]})
             os.makedirs(os.path.join(root, "cs"))
             run = "/cs/cudasnap run -- "
-        cmd = f"for i in $(seq {nprocs}); do {run}{w} --gib {a.gib} --dir /data & done; wait"
+        cmd = f"for i in $(seq {nprocs}); do {run}{w} --gib {gib} --dir /data & done; wait"
         if a.torch_ipc:
             more, penv = torch_mounts(a, root)
             mounts += more
@@ -308,7 +322,7 @@ def one(a, t, base, way, nprocs, rnd):
     state = os.path.join(base, f"state-{rnd}-{way}-{nprocs}")
     data = os.path.join(base, f"data-{rnd}-{way}-{nprocs}")
     os.makedirs(data)
-    name = f"c{rnd}{way[:2]}{nprocs}"
+    name = f"c{rnd}{way}{nprocs}"
     b = bundle(a, base, name, nprocs, data, park=way in ("park", "parkfiles"))
     c = Container(a, env, state, b, name, data)
     row = {"way": way, "procs": nprocs, "gib": a.gib, "round": rnd}
@@ -356,6 +370,8 @@ def one(a, t, base, way, nprocs, rnd):
         # 3. restore as another container
         new = name + "r"
         c.runc("delete", "-f", name)
+        if a.drop_caches:
+            drop_caches()
         c.name = new
         rc, err, row["restore_s"] = c.runc("restore", "-d", "--image-path", img, "--work-path", work, new,
                                            stdio=True)
@@ -374,6 +390,14 @@ def one(a, t, base, way, nprocs, rnd):
         shutil.rmtree(os.path.join(a.images_dir or base, "img-" + name), ignore_errors=True)
         shutil.rmtree(os.path.join(base, "work-" + name), ignore_errors=True)
     return row
+
+
+def drop_caches():
+    """--drop-caches: the images come back from the disk, not from the page
+    cache that the checkpoint just filled (as on another node, or later)."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
 
 
 TOOLS = None
@@ -455,7 +479,8 @@ def main():
     ap.add_argument("--tools", required=True)
     ap.add_argument("--cudasnap", required=True)
     ap.add_argument("--plugin", required=True)
-    ap.add_argument("--workload")
+    ap.add_argument("--workload", help="bin/workload (tests/gpu/workload.cu), or tests/gpu/park_workload.py: "
+                    "PyTorch, run by the container's python3, whole GiB")
     ap.add_argument("--torch-ipc", help="tests/gpu/torch_ipc.py: each container runs that torch.multiprocessing "
                     "pair (2 processes, --gib each shared) instead of --workload")
     ap.add_argument("--driver-dir")
@@ -470,6 +495,8 @@ def main():
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--images-dir", help="where the images go (a memory-backed directory, or one on the disk); "
                     "default: beside the bundles")
+    ap.add_argument("--drop-caches", action="store_true", help="empty the page cache before each restore "
+                    "(root), so that images on a disk are read from it")
     a = ap.parse_args()
     if "baseline" in a.ways.split(",") and not a.baseline_plugin:
         ap.error("the way 'baseline' needs --baseline-plugin")

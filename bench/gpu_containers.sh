@@ -8,7 +8,8 @@
 #
 # TOOLS: runc (+ libseccomp in lib/), criu, cuda_plugin.so, NVIDIA's
 # cuda-checkpoint, the built cudasnap and cudasnap_plugin.so (cs/) and the
-# workload (bin/workload, tests/gpu/workload.cu). OUT receives rows.json.
+# workload (bin/workload, tests/gpu/workload.cu; WORKLOAD=tests/gpu/park_workload.py
+# runs PyTorch instead). OUT receives rows.json.
 set -u
 tools=$(cd "$1" && pwd)
 out=$2
@@ -35,7 +36,7 @@ echo "driver copy from $(dirname "$lib"): $(ls "$drv" | tr '\n' ' ')"
 
 echo "== containers"
 python3 "$here/container_bench.py" --tools "$tools" --cudasnap "$tools/cs/cudasnap" \
-	--plugin "$tools/cs/cudasnap_plugin.so" --workload "$tools/bin/workload" --driver-dir "$drv" \
+	--plugin "$tools/cs/cudasnap_plugin.so" --workload "${WORKLOAD:-$tools/bin/workload}" --driver-dir "$drv" \
 	--json "$out/rows.json" "$@"
 rc=$?
 rm -rf "$drv"
