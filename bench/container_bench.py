@@ -502,6 +502,8 @@ def main():
         ap.error("the way 'baseline' needs --baseline-plugin")
     if a.workload:
         a.workload = os.path.abspath(a.workload)
+        if a.workload.endswith(".py") and a.gib != int(a.gib):
+            ap.error("a PyTorch workload holds whole GiB: give --gib a whole number")
     TOOLS = t = Tools(a)
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1)
     base = tempfile.mkdtemp(prefix="cbench-")

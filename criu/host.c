@@ -100,7 +100,8 @@ static bool read_opts(criu_options *o)
 	o->final = final == TASK_ALIVE ? CRIU_FINAL_ALIVE :
 		final == TASK_STOPPED  ? CRIU_FINAL_STOPPED :
 					 CRIU_FINAL_DEAD;
-	o->timeout_s = timeout;
+	/* the lock takes it in milliseconds, as the command line's is bounded */
+	o->timeout_s = timeout < INT_MAX / 1000 ? timeout : INT_MAX / 1000;
 	o->from_options = true;
 	return true;
 }

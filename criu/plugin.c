@@ -15,6 +15,7 @@
 #include "journal.h"
 
 #include <errno.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static struct {
@@ -179,10 +180,12 @@ static int hook_pause(int pid)
 		if (criu_check_coexistence(true) < 0)
 			return -1;
 	}
-	unsigned left = alarm(0);
+	/* to the microsecond: alarm() rounds, and this runs for every task */
+	struct itimerval held, off = { 0 };
+	bool armed = setitimer(ITIMER_REAL, &off, &held) == 0 && (held.it_value.tv_sec || held.it_value.tv_usec);
 	int rc = cs_engine_meet(plugin.engine, pid);
-	if (left)
-		alarm(left);
+	if (armed)
+		setitimer(ITIMER_REAL, &held, NULL);
 	return rc;
 }
 

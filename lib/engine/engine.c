@@ -137,12 +137,15 @@ double eng_bound_lock(unsigned lock_s)
 }
 
 /* Parking, the lock's helper also moves device memory, at the storage's
- * rate: each importer parked first (its size unknown here), the process,
- * and its unpark after a failed lock, each within its own deadline. */
-double eng_bound_park_lock(unsigned lock_s, unsigned long long bytes, size_t nfirst)
+ * rate: each importer parked first (first[i] bytes), the process, and its
+ * unpark after a failed lock, each within the deadline it gets there. */
+double eng_bound_park_lock(unsigned lock_s, unsigned long long bytes, const unsigned long long *first, size_t nfirst)
 {
-	double own = cs_park_answer_s(NULL, bytes, lock_s * 1000);
-	return eng_bound_lock(lock_s) + 2 * own + (double)nfirst * cs_park_answer_s(NULL, 0, lock_s * 1000);
+	unsigned ms = lock_s * 1000;
+	double s = eng_bound_lock(lock_s) + 2 * cs_park_answer_s(NULL, bytes, ms);
+	for (size_t i = 0; i < nfirst; i++)
+		s += cs_park_answer_s(NULL, first[i], ms);
+	return s;
 }
 
 double eng_bound_moves(void)

@@ -385,10 +385,12 @@ static int lock_task(cs_engine *e, pid_t pid, const cs_proc *p, const cs_park_in
 			.park = p->maps_park && !cs_env_on("CUDASNAP_NO_PARK"),
 			.images = e->images };
 	snprintf(a.comm, sizeof(a.comm), "%s", p->comm);
-	if (a.park && (a.nfirst = eng_park_importers(e, pid, info, a.first, ENG_EARLY_MAX)) > 0 &&
+	unsigned long long first_bytes[ENG_EARLY_MAX];
+	if (a.park && (a.nfirst = eng_park_importers(e, pid, info, a.first, first_bytes, ENG_EARLY_MAX)) > 0 &&
 	    claim_first(e, &a) < 0)
 		return -1;
-	double bound = a.park ? eng_bound_park_lock(a.timeout_s, info->bytes, a.nfirst) : eng_bound_lock(a.timeout_s);
+	double bound = a.park ? eng_bound_park_lock(a.timeout_s, info->bytes, first_bytes, a.nfirst) :
+				eng_bound_lock(a.timeout_s);
 	int rc = eng_call(e, what, bound, pause_task, &a, NULL, &buf, &len);
 	const pause_reply *r = buf;
 	if (rc < 0 || len != sizeof(*r)) {

@@ -91,7 +91,7 @@ int eng_probe(cs_engine *e, int *version, cs_error *err);
  * that move memory (each driver call bounded inside; this is the net). */
 double eng_bound_quick(void);
 double eng_bound_lock(unsigned lock_s);
-double eng_bound_park_lock(unsigned lock_s, unsigned long long bytes, size_t nfirst);
+double eng_bound_park_lock(unsigned lock_s, unsigned long long bytes, const unsigned long long *first, size_t nfirst);
 double eng_bound_moves(void);
 unsigned eng_lock_timeout_s(const cs_engine *e);
 
@@ -190,9 +190,11 @@ typedef struct eng_park_reply {
 } eng_park_reply;
 
 /* Main side: the tree's importers, not met yet and still running, that
- * must park before exporter does (at most max into out); info is what the
- * exporter's interposer answered at its meeting. */
-size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info, pid_t *out, size_t max);
+ * must park before exporter does (at most max into out, with the bytes each
+ * parks in bytes); info is what the exporter's interposer answered at its
+ * meeting. */
+size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info, pid_t *out, unsigned long long *bytes,
+			  size_t max);
 /* Whether the host copies of pids' parks fit in their memory cgroups and
  * in MemAvailable, judged together as a checkpoint's are (a park copies
  * device memory into the process's own memory, as the driver's checkpoint

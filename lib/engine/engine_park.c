@@ -30,7 +30,8 @@ static bool met(const cs_engine *e, pid_t pid)
 	return false;
 }
 
-size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info, pid_t *out, size_t max)
+size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info, pid_t *out, unsigned long long *bytes,
+			  size_t max)
 {
 	if (!info->seen || !info->attached || e->ntree == 0)
 		return 0;
@@ -45,8 +46,10 @@ size_t eng_park_importers(cs_engine *e, pid_t exporter, const cs_park_info *info
 			continue;
 		cs_park_info pi;
 		cs_park_status(p->pid, 2000, &pi);
-		if (pi.seen && pi.imports && !pi.parked)
+		if (pi.seen && pi.imports && !pi.parked) {
+			bytes[n] = pi.bytes;
 			out[n++] = p->pid;
+		}
 	}
 	return n;
 }
