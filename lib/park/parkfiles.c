@@ -119,7 +119,7 @@ static void owner_of(pid_t pid, uid_t *uid, gid_t *gid)
 
 /* Each file's room taken before anything is parked, so that a full
  * directory refuses the park instead of failing it half-way. On a
- * memory-backed file system this clears every page: one thread per file,
+ * memory-backed file system this takes every page: one thread per file,
  * as the park writes them (one took 5 s for 25 GiB of tmpfs). */
 typedef struct reserve_arg {
 	off_t size;

@@ -27,7 +27,7 @@ static bool parked_file(int fd)
 	return strstr(path, "/cudasnap-gpumem.") != NULL;
 }
 
-/* The errno this call fails with, 0 none. */
+/* The errno this call fails with, 0 none (after the wait a "slow" line asks). */
 static int fault(int fd, bool write, size_t len)
 {
 	const char *file = getenv("CS_IO_FAULT_FILE");
