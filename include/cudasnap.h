@@ -148,6 +148,8 @@ CS_PUBLIC unsigned cs_driver_abandoned(void);
  * CS_CU_INTERRUPTED when cudasnap stopped waiting. */
 CS_PUBLIC int cs_cu_init(cs_driver *d);
 CS_PUBLIC int cs_cu_get_state(cs_driver *d, pid_t pid, int *state);
+/* The same with a deadline of its own (seconds > 0). */
+CS_PUBLIC int cs_cu_get_state_by(cs_driver *d, pid_t pid, double seconds, int *state);
 CS_PUBLIC int cs_cu_get_restore_tid(cs_driver *d, pid_t pid, pid_t *tid);
 CS_PUBLIC int cs_cu_lock(cs_driver *d, pid_t pid, unsigned timeout_ms);
 CS_PUBLIC int cs_cu_checkpoint(cs_driver *d, pid_t pid);

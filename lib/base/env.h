@@ -16,7 +16,7 @@
 #include <stddef.h>
 
 /* How many variables cudasnap documents (the list in env.c). */
-#define CS_ENV_COUNT 22
+#define CS_ENV_COUNT 23
 
 /* The value of a documented variable, or NULL when it is unset, empty, or
  * ignored because of AT_SECURE; a CUDASNAP_* variable the environment does

@@ -1,16 +1,20 @@
 /* The checks of cudasnap doctor. Each looks at one thing that decides whether
  * a checkpoint or a restore can work here, and says what to do when not. */
 #include "doctor.h"
+#include "gpuledger.h"
 #include "proc.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum { PASS = CS_CHECK_PASS, WARN = CS_CHECK_WARN, FAIL = CS_CHECK_FAIL };
 
@@ -173,6 +177,51 @@ static void check_sandbox(cs_doctor_report *r)
 			      "cannot tell which PID namespace this is: %s", s->pid_ns_signal);
 }
 
+/* The node's book of GPU restores: there, whose, and what it holds. It is
+ * only looked at: a restore creates it and removes what is over. */
+static void check_gpu_book(cs_doctor_report *r)
+{
+	const char *path = cs_gpubook_path();
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (geteuid() == 0 || errno != ENOENT)
+			cs_doctor_add(r, "gpu-book", errno == ENOENT ? PASS : WARN, 0,
+				      errno == ENOENT ? NULL : CS_GPUBOOK_HINT, "%s %s", path,
+				      errno == ENOENT ? "does not exist yet: the first restore as root makes it" :
+							strerror(errno));
+		else
+			cs_doctor_add(r, "gpu-book", WARN, 0, CS_GPUBOOK_HINT,
+				      "%s does not exist, and only root can make it: until then this user's restores "
+				      "are refused (they would not be counted by the node's others)",
+				      path);
+		return;
+	}
+	cs_error bad = { 0 };
+	if (cs_gpubook_check(fd, path, &bad) < 0) {
+		cs_doctor_add(r, "gpu-book", WARN, 0, bad.hint, "%s", bad.message);
+		return;
+	}
+	char why[600];
+	cs_gpubook_whose(path, fd, why, sizeof(why));
+	size_t n = 0;
+	_cleanup_closedir_ DIR *d = cs_opendir_at(fd, ".");
+	for (struct dirent *de; d && (de = readdir(d));)
+		n += strncmp(de->d_name, "b-", 2) == 0;
+	if (why[0]) {
+		cs_doctor_add(r, "gpu-book", WARN, 0,
+			      "Mount the node's " CS_GPUBOOK_NODE " here (a hostPath in Kubernetes), or restore "
+			      "from the node's mount namespace.",
+			      "%s", why);
+		return;
+	}
+	cs_doctor_add(r, "gpu-book", PASS, 0, NULL, "%s (uid %u, mode %04o): %zu booking%s%s", path,
+		      (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), n, n == 1 ? "" : "s",
+		      r->env.container ? "; in a container it is the node's only where the node's directory is "
+					 "mounted here" :
+					 "");
+}
+
 /* Which overrides this run honours. With elevated privileges they are all
  * ignored, so a user who set one would otherwise wonder why the doctor
  * looked at the real driver and the real /proc. */
@@ -293,6 +342,7 @@ int cs_doctor_run(const cs_doctor_opts *o, cs_doctor_report *r, cs_error *err)
 	}
 	if (rc == 0) {
 		check_sandbox(r);
+		check_gpu_book(r);
 		check_environment(r);
 		check_settings(r);
 		rc = cs_doctor_check_processes(r, d, o, root);

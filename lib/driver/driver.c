@@ -251,10 +251,15 @@ int cs_cu_init(cs_driver *d)
 
 int cs_cu_get_state(cs_driver *d, pid_t pid, int *state)
 {
+	return cs_cu_get_state_by(d, pid, d ? d->limits.quick_s : 0, state);
+}
+
+int cs_cu_get_state_by(cs_driver *d, pid_t pid, double seconds, int *state)
+{
 	*state = CS_STATE_UNKNOWN;
 	NEED_DRIVER(d);
 	cu_call c = { .run = run_get_state, .fn = (void *)d->get_state, .pid = (int)pid };
-	int r = bounded(d, &c, d->limits.quick_s);
+	int r = bounded(d, &c, seconds);
 	if (r == 0)
 		*state = c.out;
 	return r;

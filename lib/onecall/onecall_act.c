@@ -140,10 +140,12 @@ int cs_onecall_restore(cs_onecall *oc)
 		return CS_CU_INVALID_VALUE;
 	cs_restore_init(oc->d, oc->gpus, oc->ngpus);
 	double t0 = cs_now();
-	int r = step_done(oc, CS_STEP_RESTORE, t0, cs_cu_restore(oc->d, oc->o.pid, oc->pairs, oc->npairs));
-	/* The driver has answered: the GPU's own figures count from now on. */
+	int res = cs_cu_restore(oc->d, oc->o.pid, oc->pairs, oc->npairs);
+	/* Answered, the GPU's own figures count from now on; not answered, the
+	 * booking stays with the request the driver may still carry out. */
 	if (oc->booked)
-		cs_gpu_ledger_give(oc->ledger, &oc->room);
+		cs_gpu_ledger_give(oc->ledger, &oc->room, res);
+	int r = step_done(oc, CS_STEP_RESTORE, t0, res);
 	oc->booked = false;
 	if (r == CS_CU_SUCCESS)
 		forget(oc);

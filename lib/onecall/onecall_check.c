@@ -147,16 +147,7 @@ static int book(cs_onecall *oc, cs_onecall_refusal *why)
 		cs_error_set(&err, CS_ESYS, NULL, "out of memory");
 		return cs_onecall_refuse(oc, why, "gpu-memory", &err, NULL);
 	}
-	/* The state directory is made here if need be: the book lives there. */
-	cs_error serr = { 0 };
-	_cleanup_close_ int statefd = cs_state_open(&serr);
-	if (statefd < 0 && !ignore) {
-		cs_error_set(&err, CS_EPROC, CS_GPUBOOK_HINT,
-			     "restore not asked of the driver: its GPU memory cannot be booked against other restores: %s",
-			     serr.message);
-		return cs_onecall_refuse(oc, why, "gpu-memory", &err, NULL);
-	}
-	cs_gpu_ledger_init(oc->ledger, statefd, oc->o.command, cs_now() + wait, NULL, sb.pid_ns == CS_PIDNS_HOST,
+	cs_gpu_ledger_init(oc->ledger, oc->d, oc->o.command, cs_now() + wait, NULL, sb.pid_ns == CS_PIDNS_HOST,
 			   hold_line, why);
 	oc->ledger->ignore = ignore;
 	if (cs_gpu_ledger_take(oc->ledger, &oc->room, false, &err) < 0)

@@ -4,26 +4,30 @@
  * state for good (driver 580), and two restores that each fit alone may not
  * fit together: both would read the same free memory and both ask the
  * driver. So the check of a GPU's room and the driver's restore are made
- * one step across every cudasnap of the node that shares the state
- * directory (the command line, the gVisor hook, the cuda-checkpoint
- * drop-in, the CRIU plugin of every engine): under the book's lock a
- * restore reads the GPU's free memory, takes off what the restores in
- * flight booked, and books its own need when it fits; the booking lives
- * until the driver answered.
+ * one step across every cudasnap of the node (the command line, the gVisor
+ * hook, the cuda-checkpoint drop-in, the CRIU plugin of every engine,
+ * whatever their state directories): under the book's lock a restore reads
+ * the GPU's free memory, takes off what the restores in flight booked, and
+ * books its own need when it fits.
  *
- * The book is a directory beside the claims (claims/.gpu-bookings of the
- * state directory: wherever a restore may claim its process, it may book),
- * one file per booking.
- * Its owner holds an flock on it for as long as the booking lives, so the
- * kernel ends the booking of a process that dies, SIGKILL included: a file
- * whose lock can be taken is a dead booking, removed by the next reader.
+ * The book is one directory of the node, CS_GPUBOOK_NODE (CUDASNAP_GPU_BOOK
+ * moves it, for tests; CUDASNAP_STATE_DIR does not), one file per booking.
+ * Its owner holds an flock on it while it lives. A booking ends when its
+ * restore is over, not when its cudasnap is: the driver carries out a
+ * restore it was asked for even after its caller died or gave up, and
+ * allocates when the target admits it. So a booking whose owner is gone
+ * (the kernel released its lock: SIGKILL included) and whose owner had let
+ * the driver be asked is an orphan, and counts until a reader sees its
+ * target restored, failed or gone (gpuorphan.h), or until its bound.
  * flock is per open file description, so two threads of one process hold
  * their bookings, and the book's lock, against each other too. Waiters are
  * served in the order they came (their ticket), one at a time, as far as
  * they can be served: a waiter that came earlier goes first when the room
  * there could take it now, and holds no one back while it could not. A
  * waiter says it is still there at every look (its beat); one that said
- * nothing for CS_GPUBOOK_STALE_S (stopped, say) holds no one back. */
+ * nothing for CS_GPUBOOK_STALE_S (stopped, say) holds no one back. A file
+ * that is not a booking of this version counts as the whole of every GPU,
+ * never as nothing: it may be another cudasnap's restore in flight. */
 #ifndef CS_GPUBOOK_H
 #define CS_GPUBOOK_H
 
@@ -33,30 +37,43 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CS_GPUBOOK_HINT \
-	"Restores are booked in the state directory (CUDASNAP_STATE_DIR): make it a directory owned by root " \
-	"(or you) with mode 0700, or accept the risk of a restore that runs out of GPU memory with " \
-	"--ignore-gpu-memory (CUDASNAP_IGNORE_GPU_MEMORY=1)."
+/* The node's book. A directory of root's, 01777 (sticky, as /tmp), so that
+ * the restores of every user are counted and none can remove another's
+ * booking. */
+#define CS_GPUBOOK_NODE "/run/cudasnap-gpu-book"
 
-/* The book's directory, in the claims' directory of the state directory
- * (a name with a dot, which the claims' own readers pass over). */
-#define CS_GPUBOOK_DIR ".gpu-bookings"
-#define CS_GPUBOOK_PATH "claims/" CS_GPUBOOK_DIR
+#define CS_GPUBOOK_HINT \
+	"Every restore of the node is booked in " CS_GPUBOOK_NODE " (CUDASNAP_GPU_BOOK moves it): let root " \
+	"create it (any restore as root, or the package's tmpfiles.d entry), owned by root with mode 1777, " \
+	"or accept the risk of a restore that runs out of GPU memory with --ignore-gpu-memory " \
+	"(CUDASNAP_IGNORE_GPU_MEMORY=1)."
+
 /* A waiter that has not looked again for this long holds no one back. */
 #define CS_GPUBOOK_STALE_S 5
+/* The longest an orphan, or a file of another version whose owner is gone,
+ * counts without a reader seeing its restore end: past it the file goes. */
+#define CS_GPUBOOK_ORPHAN_MAX_S 900
 
 typedef enum cs_booking_state {
 	CS_BOOKING_WAITING = 1, /* in line: books nothing yet, but keeps its place */
 	CS_BOOKING_HELD = 2, /* its restore is in flight: the memory is taken */
 } cs_booking_state;
 
-/* One booking as its file holds it. */
+/* One booking as its file holds it. Times are CLOCK_BOOTTIME ns: one clock
+ * for every process of the node, which no one sets. */
 typedef struct cs_booking_rec {
 	uint32_t state; /* cs_booking_state */
 	uint32_t ngpu;
-	uint64_t ticket; /* its place in line: when it first asked (CLOCK_REALTIME ns) */
-	uint64_t beat; /* when it last looked (the same clock) */
+	uint64_t ticket; /* its place in line: when it first asked */
+	uint64_t beat; /* when it last looked */
+	/* HELD: until when it counts at most once its owner is gone (0: it
+	 * ends with its owner, as the driver was not asked). */
+	uint64_t until;
 	int32_t pid; /* the booking process, as its own namespace names it */
+	int32_t target; /* the process restored, as target_pidns names it */
+	uint64_t target_pidns; /* inode of the PID namespace of the booking's /proc */
+	uint64_t target_start; /* its start time (clock ticks since boot) */
+	uint64_t timens; /* inode of the booking process's time namespace (its clocks); 0 unknown */
 	char who[96]; /* "cudasnap restore: pid 12 (python3)" */
 	cs_gpu_use gpu[CS_TARGET_GPUS]; /* each GPU it needs, with the bytes */
 } cs_booking_rec;
@@ -73,18 +90,34 @@ typedef struct cs_booking {
 typedef struct cs_book_tally {
 	unsigned long long held; /* bytes booked by restores in flight */
 	unsigned nheld;
+	bool whole; /* a booking that cannot be read, or whose GPUs cannot, takes all of it */
 	/* The least that a waiter which came earlier (and still looks) needs
 	 * here; 0: none. It goes first where the room can take that. */
 	unsigned long long ahead_need;
-	char first_who[96]; /* one of them, for the words */
+	char first_who[160]; /* one of them, for the words */
 	char ahead_who[96];
 } cs_book_tally;
 
-/* Opens (creating it and the claims' directory, 0700) the book in the
- * state directory statefd: an O_DIRECTORY fd, or <0 with err filled (a
- * symlink, a directory owned by another user or writable by others are
- * refused). */
-int cs_gpubook_open(int statefd, cs_error *err);
+/* Whether an orphan still counts: its file's name, record and owner, the
+ * time (boottime ns), and whether its bound has passed. true: it counts;
+ * false: its restore is over, and the file goes. */
+typedef struct cs_orphan_judge {
+	bool (*counts)(void *ctx, const char *name, const cs_booking_rec *rec, uid_t owner, uint64_t now, bool expired);
+	void *ctx;
+} cs_orphan_judge;
+
+/* The node's book: $CUDASNAP_GPU_BOOK, or CS_GPUBOOK_NODE. */
+const char *cs_gpubook_path(void);
+
+/* Opens the book at path (cs_gpubook_path() when NULL), creating it when
+ * missing (root: 01777; another user only where CUDASNAP_GPU_BOOK names
+ * it, 0700): an O_DIRECTORY fd, or <0 with err filled (a symlink, a
+ * directory owned by another user than root or the caller, or writable by
+ * others without the sticky bit, are refused). */
+int cs_gpubook_open(const char *path, cs_error *err);
+/* The same checks of an open book, without creating anything: 0, or <0
+ * with err filled. */
+int cs_gpubook_check(int fd, const char *path, cs_error *err);
 
 /* Takes the book's lock (an flock of the directory, through an open of its
  * own), waiting at most until deadline (cs_now's clock): the lock's fd, or
@@ -95,10 +128,12 @@ int cs_gpubook_lock(int bookfd, double deadline, const volatile int *interrupted
 /* With the lock held: the tally of the live bookings other than self's
  * file (self may be NULL) on each GPU of uuids[0..n), out[i] for uuids[i];
  * the dead ones removed. A waiter is ahead when its ticket is lower than
- * ticket (0: every waiter) and it looked within CS_GPUBOOK_STALE_S.
- * Returns how many live bookings hold memory on any GPU (held ones). */
+ * ticket (0: every waiter) and it looked within CS_GPUBOOK_STALE_S. An
+ * orphan counts while judge (may be NULL: every orphan counts) says so.
+ * Returns how many live bookings hold memory (held, orphans, unreadable
+ * ones) on any GPU. */
 size_t cs_gpubook_tally(int bookfd, const cs_booking *self, uint64_t ticket, const char (*uuids)[48], size_t n,
-			cs_book_tally *out);
+			const cs_orphan_judge *judge, cs_book_tally *out);
 
 /* With the lock held: writes b->rec into b's file, creating it (and
  * taking its flock) the first time. 0, or -errno. */
@@ -106,12 +141,18 @@ int cs_gpubook_write(int bookfd, cs_booking *b);
 
 /* Ends b: its file removed, its lock released (no book lock needed). */
 void cs_gpubook_drop(int bookfd, cs_booking *b);
+/* Leaves b held for as long as this process lives: its descriptor stays
+ * open, never closed, so that its file stays locked while a driver call
+ * given up on may still send its request; when the process ends, the
+ * kernel releases the lock and b counts as an orphan until its restore is
+ * seen over (b->rec.until set). */
+void cs_gpubook_keep(cs_booking *b);
 
 /* Reads one booking's file into rec: 0, or -EINVAL for anything that is not
- * one (it is then ignored). For the fuzzer too. */
+ * a booking of this version. For the fuzzer too. */
 int cs_booking_parse(const void *buf, size_t len, cs_booking_rec *rec);
 
-/* A new ticket: the time now, in ns. */
+/* A new ticket: CLOCK_BOOTTIME now, in ns. */
 uint64_t cs_gpubook_ticket(void);
 
 #endif

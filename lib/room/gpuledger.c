@@ -1,7 +1,13 @@
 #include "gpuledger.h"
+#include "env.h"
 #include "gpuprobe.h"
 #include "pool.h"
+#include "sandbox.h"
+#include "state.h"
 #include "util.h"
+
+#include <errno.h>
+#include <sys/stat.h>
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,11 +26,11 @@ struct ledger_held {
 	cs_booking b;
 };
 
-void cs_gpu_ledger_init(cs_gpu_ledger *l, int statefd, const char *command, double deadline, volatile int *interrupted,
+void cs_gpu_ledger_init(cs_gpu_ledger *l, cs_driver *d, const char *command, double deadline, volatile int *interrupted,
 			bool host_pidns, cs_warn_fn warn, void *warn_ctx)
 {
 	*l = (cs_gpu_ledger){ .bookfd = -1,
-			      .statefd = -1,
+			      .d = d,
 			      .deadline = deadline,
 			      .interrupted = interrupted,
 			      .host_pidns = host_pidns,
@@ -33,11 +39,9 @@ void cs_gpu_ledger_init(cs_gpu_ledger *l, int statefd, const char *command, doub
 			      .warn_ctx = warn_ctx };
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_mutex_init(&l->held_mu, NULL);
+	cs_orphans_init(&l->orphans, d);
 	/* The book is opened at the first restore: a command that restores
 	 * nothing leaves no trace of it. */
-	l->statefd = statefd >= 0 ? fcntl(statefd, F_DUPFD_CLOEXEC, 0) : -1;
-	if (l->statefd < 0)
-		cs_error_set(&l->book_err, CS_ESTATE, NULL, "no state directory to book the GPUs' memory in");
 }
 
 void cs_gpu_ledger_fini(cs_gpu_ledger *l)
@@ -47,9 +51,6 @@ void cs_gpu_ledger_fini(cs_gpu_ledger *l)
 	free(l->held);
 	if (l->bookfd >= 0)
 		close(l->bookfd);
-	if (l->statefd >= 0)
-		close(l->statefd);
-	l->statefd = -1;
 	cs_nvml_close(l->nv);
 	free(l->gpus);
 	pthread_mutex_destroy(&l->mu);
@@ -133,7 +134,9 @@ static void judge_need(const cs_gpu_ledger *l, const cs_target *t, unsigned k, b
 		set(j, V_UNREAD, k);
 	} else if (!busy && g->memory_total && need > g->memory_total) {
 		set(j, V_NEVER, k);
-	} else if (!busy && g->memory_free < need) {
+	} else if ((!busy && g->memory_free < need) || j->tally[k].whole) {
+		/* A booking that cannot be read may never end by itself: no
+		 * room, as for the memory of other processes. */
 		set(j, V_SHORT, k);
 	} else if (busy || g->memory_free < need + held ||
 		   (j->tally[k].ahead_need && j->tally[k].ahead_need + held <= g->memory_free)) {
@@ -152,7 +155,9 @@ static void judge(cs_gpu_ledger *l, const cs_target *t, const cs_booking *b, jud
 	*j = (judgement){ .v = V_FITS };
 	for (unsigned k = 0; k < t->nneed; k++)
 		memcpy(uuids[k], t->need[k].uuid, sizeof(uuids[k]));
-	size_t held = cs_gpubook_tally(l->bookfd, b, b->rec.ticket, (const char(*)[48])uuids, t->nneed, j->tally);
+	cs_orphans_look(&l->orphans, (const char(*)[48])uuids, t->nneed);
+	cs_orphan_judge oj = { .counts = cs_orphan_counts, .ctx = &l->orphans };
+	size_t held = cs_gpubook_tally(l->bookfd, b, b->rec.ticket, (const char(*)[48])uuids, t->nneed, &oj, j->tally);
 	bool read = true;
 	if (l->probed)
 		read = probe_now(l, held, j->why, sizeof(j->why));
@@ -168,13 +173,17 @@ static void judge(cs_gpu_ledger *l, const cs_target *t, const cs_booking *b, jud
 
 /* ---- the words ------------------------------------------------------------ */
 
-static void because(const cs_target *t, const judgement *j, char *buf, size_t size)
+/* Why t has no room now; waiting: for the line that says it waits, not
+ * for a refusal. */
+static void because(const cs_target *t, const judgement *j, bool waiting, char *buf, size_t size)
 {
 	const cs_nvml_gpu *g = j->g;
 	const cs_book_tally *y = &j->tally[j->k];
 	double need = (double)t->need[j->k].bytes / GIB;
 	char booked[200] = "";
-	if (y->held)
+	if (y->whole)
+		snprintf(booked, sizeof(booked), "; %s counts as all of it", y->first_who);
+	else if (y->held)
 		snprintf(booked, sizeof(booked), "; restores in flight book %.2f GiB more of it (%s%s)",
 			 (double)y->held / GIB, y->first_who, y->nheld > 1 ? ", and others" : "");
 	switch (j->v) {
@@ -193,8 +202,9 @@ static void because(const cs_target *t, const judgement *j, char *buf, size_t si
 		break;
 	case V_THEIRS:
 		if (y->held || !y->ahead_need)
-			snprintf(buf, size, "its restore needs %.2f GiB on GPU %u (%s)%s, and they did not end in time",
-				 need, g->index, g->uuid, booked[0] ? booked : "; restores in flight hold it");
+			snprintf(buf, size, "its restore needs %.2f GiB on GPU %u (%s)%s%s",
+				 need, g->index, g->uuid, booked[0] ? booked : "; restores in flight hold it",
+				 waiting ? "" : ", and they did not end in time");
 		else
 			snprintf(buf, size,
 				 "its restore needs %.2f GiB on GPU %u (%s), where a restore that came first (%s) goes "
@@ -208,7 +218,7 @@ static void because(const cs_target *t, const judgement *j, char *buf, size_t si
 static int no_room(const cs_target *t, const judgement *j, bool rollback, cs_error *err)
 {
 	char why[700];
-	because(t, j, why, sizeof(why));
+	because(t, j, false, why, sizeof(why));
 	bool unknown = j->v == V_UNKNOWN || j->v == V_UNREAD;
 	if (rollback)
 		return cs_error_set(err, CS_EPROC,
@@ -233,7 +243,7 @@ static void say_waiting(cs_gpu_ledger *l, const cs_target *t, const judgement *j
 	if (l->warned || !l->warn)
 		return;
 	char why[700], line[900];
-	because(t, j, why, sizeof(why));
+	because(t, j, true, why, sizeof(why));
 	snprintf(line, sizeof(line), "waiting up to %.0f s for room: process %d (%s): %s", until - cs_now(),
 		 (int)t->pid, t->comm, why);
 	l->warn(l->warn_ctx, line);
@@ -251,7 +261,13 @@ static void open_gpus(cs_gpu_ledger *l)
 static void new_booking(const cs_gpu_ledger *l, const cs_target *t, cs_booking *b)
 {
 	*b = CS_BOOKING_NONE;
-	b->rec = (cs_booking_rec){ .ticket = cs_gpubook_ticket(), .pid = (int32_t)getpid(), .ngpu = t->nneed };
+	b->rec = (cs_booking_rec){ .ticket = cs_gpubook_ticket(),
+				   .pid = (int32_t)getpid(),
+				   .ngpu = t->nneed,
+				   .target = (int32_t)t->pid,
+				   .target_pidns = l->orphans.pidns,
+				   .timens = l->orphans.timens,
+				   .target_start = t->start_time };
 	snprintf(b->rec.who, sizeof(b->rec.who), "%s: pid %d (%s)", l->command, (int)t->pid, t->comm);
 	memcpy(b->rec.gpu, t->need, sizeof(b->rec.gpu));
 }
@@ -268,10 +284,55 @@ static int keep(cs_gpu_ledger *l, const cs_target *t, cs_booking *b)
 	return r;
 }
 
+/* The node's book, or l->book_err saying why none: a book of one's own
+ * (a user's where root's cannot be reached) would let its restores and
+ * the node's each see room the other takes. */
+static void open_book(cs_gpu_ledger *l)
+{
+	const char *path = cs_gpubook_path();
+	int fd = cs_gpubook_open(path, &l->book_err);
+	if (fd < 0)
+		return;
+	char why[600];
+	cs_gpubook_whose(path, fd, why, sizeof(why));
+	if (why[0] && !strstr(why, "gVisor")) {
+		/* Its restores and the node's would each see room the other takes. */
+		cs_error_set(&l->book_err, CS_ESTATE,
+			     "Run it in the node's mount namespace, or mount the node's " CS_GPUBOOK_NODE
+			     " at the same place, or accept the risk with --ignore-gpu-memory (CUDASNAP_IGNORE_GPU_MEMORY=1).",
+			     "its GPU memory cannot be booked against the node's other restores: %s", why);
+		close(fd);
+		return;
+	}
+	if (why[0] && l->warn) {
+		char line[700];
+		snprintf(line, sizeof(line), "warning: %s", why);
+		l->warn(l->warn_ctx, line);
+	}
+	snprintf(l->book_path, sizeof(l->book_path), "%.250s", path);
+	l->bookfd = fd;
+}
+
+/* How long a booking outlives its cudasnap at most where its process cannot
+ * be seen: the driver carries out a restore its caller gave up on, so well
+ * past the restore's own deadline for its size (not --step-timeout's). */
+static uint64_t orphan_bound(const cs_gpu_ledger *l, const cs_target *t)
+{
+	unsigned long long bytes = 0;
+	for (unsigned k = 0; k < t->nneed; k++)
+		bytes += t->need[k].bytes;
+	double s = 2 * cs_move_deadline(NULL, bytes) + 60;
+	if (s > CS_GPUBOOK_ORPHAN_MAX_S)
+		s = CS_GPUBOOK_ORPHAN_MAX_S;
+	return cs_gpubook_ticket() + (uint64_t)(s * 1e9);
+}
+
 /* One look under the book's lock: booked (1), wait (0), or refused (<0). */
 static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, bool rollback, double start, cs_error *err)
 {
-	_cleanup_close_ int lk = cs_gpubook_lock(l->bookfd, start + BOOK_LOCK_WAIT_S, l->interrupted, err);
+	/* Each wait for the lock is bounded, not the sum of them: a restore
+	 * that waits in line meets the lock held many times. */
+	_cleanup_close_ int lk = cs_gpubook_lock(l->bookfd, cs_now() + BOOK_LOCK_WAIT_S, l->interrupted, err);
 	if (lk < 0)
 		return -CS_EPROC;
 	judgement j = { .v = V_FITS };
@@ -279,13 +340,14 @@ static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, bool rol
 		judge(l, t, b, &j);
 	if (j.v == V_FITS) {
 		b->rec.state = CS_BOOKING_HELD;
+		b->rec.until = orphan_bound(l, t);
 		int w = cs_gpubook_write(l->bookfd, b);
 		if (w == 0 && keep(l, t, b) == 0)
 			return 1;
-		return cs_error_errno(err, CS_EPROC, w < 0 ? -w : ENOMEM, NULL,
+		return cs_error_errno(err, CS_EPROC, w < 0 ? -w : ENOMEM, CS_GPUBOOK_HINT,
 				      "restore of process %d (%s) not asked of the driver: its GPU memory could not be "
-				      "booked",
-				      (int)t->pid, t->comm);
+				      "booked in %s",
+				      (int)t->pid, t->comm, l->book_path);
 	}
 	double now = cs_now(), inflight = (l->deadline > start ? l->deadline : start) + CS_GPU_INFLIGHT_WAIT_S;
 	bool stop = l->interrupted && *l->interrupted;
@@ -313,13 +375,8 @@ int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_e
 		return no_room(t, &j, rollback, err);
 	}
 	pthread_mutex_lock(&l->mu);
-	if (l->bookfd < 0 && l->statefd >= 0) {
-		l->bookfd = cs_gpubook_open(l->statefd, &l->book_err);
-		if (l->bookfd >= 0) {
-			close(l->statefd);
-			l->statefd = -1;
-		}
-	}
+	if (l->bookfd < 0 && !l->book_err.message[0])
+		open_book(l);
 	if (l->bookfd < 0) {
 		pthread_mutex_unlock(&l->mu);
 		if (l->ignore)
@@ -357,14 +414,19 @@ void cs_gpu_ledger_rollback_needs(cs_gpu_ledger *l, cs_target *t)
 	pthread_mutex_unlock(&l->mu);
 }
 
-void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t)
+void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t, int res)
 {
 	if (!t->nneed)
 		return;
+	/* Not answered: the driver may still carry the restore out. */
+	bool pending = res == CS_CU_TIMED_OUT || res == CS_CU_INTERRUPTED;
 	pthread_mutex_lock(&l->held_mu);
 	for (size_t i = 0; i < l->nheld; i++)
 		if (l->held[i].t == t) {
-			cs_gpubook_drop(l->bookfd, &l->held[i].b);
+			if (pending)
+				cs_gpubook_keep(&l->held[i].b);
+			else
+				cs_gpubook_drop(l->bookfd, &l->held[i].b);
 			l->held[i] = l->held[--l->nheld];
 			break;
 		}

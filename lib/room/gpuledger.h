@@ -8,6 +8,8 @@
 #define CS_GPULEDGER_H
 
 #include "gpubook.h"
+#include "gpuorphan.h"
+#include "gpunode.h"
 #include "gpuroom.h"
 
 #include <pthread.h>
@@ -23,6 +25,8 @@ typedef struct cs_gpu_ledger {
 	pthread_mutex_t mu; /* the GPU list; one attempt of this process at a time */
 	pthread_mutex_t held_mu; /* the bookings held */
 	cs_nvml *nv;
+	cs_driver *d; /* the restores' driver: deadlines, and the state of orphans' targets (may be NULL) */
+	cs_orphans orphans; /* what this ledger saw of other cudasnaps' orphans */
 	cs_nvml_gpu *gpus; /* this machine's, with their memory as last read */
 	size_t ngpus;
 	struct ledger_held *held; /* the bookings this ledger holds, by target */
@@ -34,7 +38,7 @@ typedef struct cs_gpu_ledger {
 	void *warn_ctx;
 	cs_error book_err; /* why the book could not be opened */
 	char why_none[400]; /* why there is no GPU list */
-	int statefd; /* the state directory, until the book is opened */
+	char book_path[256]; /* the book it uses */
 	int bookfd; /* the book, -1 until opened, or when it could not be */
 	bool opened; /* the GPUs are read at the first restore, not before */
 	bool probed; /* the GPU list is the driver's (NVML lists none) */
@@ -45,11 +49,11 @@ typedef struct cs_gpu_ledger {
 	bool ignore;
 } cs_gpu_ledger;
 
-/* statefd: the state directory, where the book lives (-1: none, and no
- * restore is let through). deadline (cs_now's clock): until when a restore
- * may wait for room that other processes hold. Never fails. Set ->ignore
- * after it for --ignore-gpu-memory. */
-void cs_gpu_ledger_init(cs_gpu_ledger *l, int statefd, const char *command, double deadline, volatile int *interrupted,
+/* d: the driver the restores are asked of (may be NULL). deadline
+ * (cs_now's clock): until when a restore may wait for room that other
+ * processes hold. Never fails. Set ->ignore after it for
+ * --ignore-gpu-memory. */
+void cs_gpu_ledger_init(cs_gpu_ledger *l, cs_driver *d, const char *command, double deadline, volatile int *interrupted,
 			bool host_pidns, cs_warn_fn warn, void *warn_ctx);
 void cs_gpu_ledger_fini(cs_gpu_ledger *l);
 CS_DEFINE_CLEANUP_STRUCT(cs_gpu_ledger, cs_gpu_ledger_fini)
@@ -64,7 +68,13 @@ int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_e
  * (t->bytes, measured where t->rss_after was read), on the GPUs this
  * ledger reads (the driver's where NVML is absent). */
 void cs_gpu_ledger_rollback_needs(cs_gpu_ledger *l, cs_target *t);
-/* After the driver's answer: t's booking ends, the GPUs' own figures count. */
-void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t);
+/* After the driver's call: res, its result. Answered, t's booking ends
+ * and the GPUs' own figures count. Not answered (CS_CU_TIMED_OUT,
+ * CS_CU_INTERRUPTED), the call given up on may still send its request:
+ * the booking stays held, its file locked, for as long as this process
+ * lives (past cs_gpu_ledger_fini), and is left to its target when it
+ * ends, an orphan that counts until its restore is seen over
+ * (gpuorphan.h). */
+void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t, int res);
 
 #endif

@@ -343,7 +343,8 @@ int cs_session_plan(cs_session *s, bool everything, cs_plan *out, cs_error *err)
 bool cs_reason_refused_by_check(const cs_reason *r)
 {
 	static const char *const codes[] = { "memory",     "memory-unknown", "ipc-import",         "park-unreachable",
-					     "gpu-memory", "gpu-absent",     "gpu-memory-unknown", "park-space" };
+					     "gpu-memory", "gpu-absent",     "gpu-memory-unknown", "park-space",
+					     "gpu-book" };
 	for (size_t i = 0; r->blocks && i < CS_ARRAY_SIZE(codes); i++)
 		if (strcmp(r->code, codes[i]) == 0)
 			return true;

@@ -69,12 +69,40 @@ static void add_room_reason(const cs_session *s, const cs_target *t, const cs_gp
 	}
 }
 
+/* The bookings of the restores in flight on the GPUs t restores onto
+ * (said, not blocking: they end by themselves, and the restore waits for
+ * them), and a book that is not the node's (blocking, as the restore is
+ * refused). */
+static void add_book_reasons(const cs_session *s, const cs_target *t, const cs_nvml_gpu *gpus, size_t ngpus,
+			     const char (*booked)[200], const char *notnode, cs_plan_entry *e)
+{
+	if (t->nneed && notnode[0])
+		cs_plan_set_fix(cs_plan_add_reason(e, "gpu-book", !s->ignore_gpu_memory,
+						   "its GPU memory cannot be booked against the node's other restores: %s",
+						   notnode),
+				"Run it in the node's mount namespace, or mount the node's " CS_GPUBOOK_NODE
+				" at the same place, or accept the risk with --ignore-gpu-memory.");
+	for (unsigned k = 0; k < t->nneed; k++) {
+		const cs_nvml_gpu *g = cs_gpu_by_uuid(gpus, ngpus, t->need[k].uuid);
+		if (g && booked[g - gpus][0])
+			cs_plan_add_reason(e, "gpu-booked", false, "%s, counted as taken", booked[g - gpus]);
+	}
+}
+
 void cs_plan_restore_room(cs_session *s, cs_plan_entry *e, size_t n)
 {
 	_cleanup_(cs_nvml_closep) cs_nvml *nv = NULL;
 	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
 	cs_room_gpus(&nv, &gpus, &ngpus, NULL, 0);
+	/* In a plan shown (--dry-run), what the restores in flight booked is
+	 * not room: the restore's own check counts it, and they end within
+	 * seconds, their memory then taken. The run itself leaves them to its
+	 * booking, where it waits in line. */
+	_cleanup_free_ char(*booked)[200] = s->o->dry_run ? calloc(ngpus + 1, sizeof(*booked)) : NULL;
+	char notnode[600] = "";
+	if (booked)
+		cs_gpubook_plan(s->d, gpus, ngpus, booked, notnode, sizeof(notnode));
 	/* t holds pointers: sizeof(*t) is one pointer's size, as meant. */
 	_cleanup_free_ const cs_target **t = calloc(n + 1, sizeof(*t)); // NOLINT(bugprone-sizeof-expression)
 	_cleanup_free_ cs_gpu_room *room = calloc(n + 1, sizeof(*room));
@@ -94,5 +122,7 @@ void cs_plan_restore_room(cs_session *s, cs_plan_entry *e, size_t n)
 	for (size_t k = 0; k < m; k++) {
 		note_gpus(t[k], gpus, ngpus, &e[at[k]]);
 		add_room_reason(s, t[k], &room[k], &e[at[k]]);
+		if (booked)
+			add_book_reasons(s, t[k], gpus, ngpus, (const char(*)[200])booked, notnode, &e[at[k]]);
 	}
 }

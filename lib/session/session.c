@@ -372,8 +372,7 @@ static int before_restore(void *ctx, cs_target *t, bool rollback, cs_error *err)
 static void restored(void *ctx, cs_target *t, int res)
 {
 	cs_session *s = ctx;
-	(void)res;
-	cs_gpu_ledger_give(&s->ledger, t);
+	cs_gpu_ledger_give(&s->ledger, t, res);
 }
 
 /* Restore's checks before the first driver call: the manifest, the device
@@ -443,7 +442,7 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 	/* Every restore is booked, one that ignores the room too: the
 	 * restores that check must count it. */
 	double left = s->wait_until - cs_now();
-	cs_gpu_ledger_init(&s->ledger, s->state_fd, o->command, cs_now() + (left > 0 ? left : 0), o->interrupted,
+	cs_gpu_ledger_init(&s->ledger, s->d, o->command, cs_now() + (left > 0 ? left : 0), o->interrupted,
 			   s->sandbox.pid_ns == CS_PIDNS_HOST, o->warn, o->warn_ctx);
 	s->ledger.ignore = s->ignore_gpu_memory;
 	s->ledger_used = true;

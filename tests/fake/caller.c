@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,18 +75,22 @@ static CUresult call(int pid, struct fc_req *req, int32_t *value)
 		close(fd);
 		return CUDA_ERROR_NOT_PERMITTED;
 	}
-	int room = -1;
+	struct fc_req_fds fds = { -1, -1 };
 	if (req->op == FC_OP_RESTORE) {
-		room = fc_room_lock();
+		fds.room = fc_room_file();
+		fds.proc = fds.room >= 0 ? open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 		fc_measure_room(&req->room);
 	}
 	req->magic = FC_MAGIC;
 	/* a target that dies before answering closes the connection */
-	if (fc_write_all(fd, req, sizeof(*req)) != 0 || fc_read_all(fd, &rsp, sizeof(rsp)) != 0)
+	if (fc_send_req(fd, req, sizeof(*req), &fds) != 0 || fc_read_all(fd, &rsp, sizeof(rsp)) != 0)
 		rsp.result = CUDA_ERROR_OPERATING_SYSTEM;
 	else if (value)
 		*value = rsp.value;
-	fc_room_unlock(room);
+	if (fds.room >= 0)
+		close(fds.room);
+	if (fds.proc >= 0)
+		close(fds.proc);
 	close(fd);
 	return rsp.result;
 }

@@ -35,8 +35,11 @@ static void measure(struct fc_room *room)
 	fc_gpus_load(&g);
 	fc_gpu_memory(&g, m);
 	room->ngpus = (uint32_t)g.count;
-	for (int i = 0; i < g.count; i++)
+	room->scanned = g.count > 0 && m[0].scanned;
+	for (int i = 0; i < g.count; i++) {
 		room->gpu[i] = (struct fc_gpu_free){ g.uuid[i], m[i].free };
+		room->users[i] = m[i].users;
+	}
 	room->context = fc_mib_setting("FAKECUDA_CONTEXT_MIB");
 	room->extra = fc_mib_setting("FAKECUDA_RESTORE_EXTRA_MIB");
 }
@@ -86,34 +89,19 @@ __attribute__((constructor)) static void room_atfork(void)
 
 /* The real driver's allocations are atomic: two restores that each fit
  * alone are never both let through onto a GPU that holds only one, one
- * of them runs out of memory. The double's restore thread judges a
- * measurement its caller sent, so the measurement and the restore that
- * takes memory are made one step: every caller of a test's device
- * directory holds an flock of one file there from the measurement to the
- * target's answer (a restore takes its memory before it answers). Without
- * CUDASNAP_DEV_DIR (no GPU of the double's own) nothing is locked. */
-int fc_room_lock(void)
+ * of them runs out of memory. And it judges the room when the target
+ * admits the restore, which may be long after its caller asked (a
+ * request outlives its caller). So the caller sends the target the file
+ * of the device directory whose flock makes one admission at a time, and
+ * its /proc: the target takes the lock, looks again at what the processes
+ * hold, and allocates before it lets go (room_admit.c). Without
+ * CUDASNAP_DEV_DIR (no GPU of the double's own) there is no file. */
+int fc_room_file(void)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	const char *set = fc_setting("CUDASNAP_DEV_DIR", dir, sizeof(dir));
 	if (set == NULL || *set == '\0')
 		return -1;
 	snprintf(path, sizeof(path), "%s/.fakecuda-room", set);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-	if (fd < 0)
-		return -1;
-	int r;
-	while ((r = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
-		;
-	if (r != 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-void fc_room_unlock(int fd)
-{
-	if (fd >= 0)
-		close(fd);
+	return open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
 }

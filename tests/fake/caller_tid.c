@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "procinfo.h"
 #include "proto.h"
 
 /* The real driver answers GetRestoreThreadId at once even when the target is
@@ -33,8 +34,8 @@ static int is_restore_thread(int taskfd, const char *tid)
 
 int fc_find_restore_tid(int pid)
 {
-	char dir[64];
-	snprintf(dir, sizeof(dir), "/proc/%d/task", pid);
+	char dir[96];
+	snprintf(dir, sizeof(dir), "%s/%d/task", fc_proc(), pid);
 	DIR *d = opendir(dir);
 	if (d == NULL)
 		return 0;

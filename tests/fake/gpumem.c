@@ -66,8 +66,12 @@ static void visit_pid(int pid, unsigned long long context,
 
 void fc_gpu_users(void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg)
 {
-	unsigned long long context = fc_mib_setting("FAKECUDA_CONTEXT_MIB");
-	DIR *d = opendir("/proc");
+	fc_gpu_users_with(fc_mib_setting("FAKECUDA_CONTEXT_MIB"), visit, arg);
+}
+
+void fc_gpu_users_with(unsigned long long context, void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg)
+{
+	DIR *d = opendir(fc_proc());
 	struct dirent *de;
 	while (d != NULL && (de = readdir(d)) != NULL) {
 		char *end;
@@ -112,5 +116,7 @@ void fc_gpu_memory(const struct fc_gpus *g, struct fc_gpu_memory *out)
 		out[i].total = total_bytes(i);
 		out[i].used = used < out[i].total ? used : out[i].total;
 		out[i].free = out[i].total - out[i].used;
+		out[i].users = fixed ? 0 : t.used[i];
+		out[i].scanned = !fixed;
 	}
 }

@@ -16,11 +16,15 @@ struct fc_gpu_user {
 /* Calls visit for every such process. Read from /proc only, never asking the
  * processes, so that a stopped or frozen one never blocks the call. */
 void fc_gpu_users(void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg);
+/* The same with the context of each process given (fc_proc()'s /proc). */
+void fc_gpu_users_with(unsigned long long context, void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg);
 
 struct fc_gpu_memory {
 	unsigned long long total;
 	unsigned long long used; /* at most total */
 	unsigned long long free; /* total - used */
+	unsigned long long users; /* of used: what the processes found hold; 0 with FAKECUDA_GPU_USED_MIB */
+	int scanned; /* the processes were looked at (no FAKECUDA_GPU_USED_MIB) */
 };
 
 /* out[i]: the memory of g->uuid[i], the i-th GPU of FAKECUDA_GPUS, from one

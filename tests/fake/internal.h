@@ -135,7 +135,8 @@ struct fc_req;
 CUresult fc_op_lock(unsigned int timeout_ms);
 CUresult fc_op_checkpoint(int leak_fd, int leak_map);
 /* oom: the fault that makes the restore run out of GPU memory */
-CUresult fc_op_restore(const struct fc_req *req, int oom);
+struct fc_req_fds;
+CUresult fc_op_restore(const struct fc_req *req, int oom, const struct fc_req_fds *fds);
 CUresult fc_op_unlock(void);
 
 /* faults.c */
@@ -161,10 +162,12 @@ int fc_find_restore_tid(int pid);
  * reports it now, for a restore to be judged by */
 struct fc_room;
 void fc_measure_room(struct fc_room *room);
-/* caller_room.c: one restore of a device directory at a time, from its
- * measurement to its answer (-1: nothing to lock) */
-int fc_room_lock(void);
-void fc_room_unlock(int fd);
+/* caller_room.c: the file whose flock lets one restore of the device
+ * directory be admitted at a time (-1: none), and, in the target, the room
+ * its caller measured less what the processes of the caller's /proc
+ * (procfd) took since */
+int fc_room_file(void);
+void fc_room_admit(struct fc_room *room, int procfd);
 
 /* caller_sock.c: a connection to the restore thread of process pid (in the
  * caller's pid namespace; pidns and tgid as fc_sockaddr takes them), from

@@ -1,4 +1,6 @@
+#include <errno.h>
 #include <string.h>
+#include <sys/file.h>
 
 #include "internal.h"
 #include "proto.h"
@@ -163,7 +165,7 @@ static int fits(const int *map, const struct fc_room *room)
  * free memory then. Either way the process stays CHECKPOINTED. A process
  * that holds an imported VMM handle is refused with 801 for ever (it
  * cannot release it while checkpointed). */
-static CUresult admit(const struct fc_req *req, int oom, int *map)
+static CUresult admit(const struct fc_req *req, const struct fc_room *room, int oom, int *map)
 {
 	if (fc_tgt.destroyed)
 		return CUDA_ERROR_OPERATING_SYSTEM;
@@ -172,20 +174,27 @@ static CUresult admit(const struct fc_req *req, int oom, int *map)
 	/* driver 580 refuses a VMM handle imported from another process */
 	if (fc_vmm_import_held() || fc_pool_import_held())
 		return CUDA_ERROR_NOT_SUPPORTED;
-	if (oom || !fits(map, &req->room)) {
+	if (oom || !fits(map, room)) {
 		fc_tgt.destroyed = 1;
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	return CUDA_SUCCESS;
 }
 
-CUresult fc_op_restore(const struct fc_req *req, int oom)
+CUresult fc_op_restore(const struct fc_req *req, int oom, const struct fc_req_fds *fds)
 {
 	int map[FC_MAX_GPUS];
 	CUresult rc = CUDA_ERROR_ILLEGAL_STATE;
+	struct fc_room room = req->room;
+	/* One admission of the device directory at a time, judged now, with
+	 * the memory taken before the next (the lock goes with the fd). */
+	if (fds->room >= 0)
+		while (flock(fds->room, LOCK_EX) != 0 && errno == EINTR)
+			;
+	fc_room_admit(&room, fds->proc);
 	pthread_mutex_lock(&fc_tgt.mu);
 	if (fc_tgt.state == CU_PROCESS_STATE_CHECKPOINTED) {
-		rc = admit(req, oom, map);
+		rc = admit(req, &room, oom, map);
 		if (rc == CUDA_SUCCESS)
 			rc = bring_back(map);
 		if (rc == CUDA_SUCCESS) {

@@ -8,6 +8,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static __thread const char *proc_root;
+
+const char *fc_proc(void)
+{
+	return proc_root ? proc_root : "/proc";
+}
+
+void fc_proc_use(const char *root)
+{
+	proc_root = root;
+}
+
 int fc_proc_tgid(int pid, int *own, int *local)
 {
 	char path[64], line[256];
@@ -154,12 +166,12 @@ static int add_use(struct fc_devmem_use *out, int n, int max, const struct fc_de
 
 int fc_proc_devmem_use(int pid, struct fc_devmem_use *out, int max)
 {
-	char dir[64], info[64], name[16];
+	char dir[96], info[96], name[16];
 	struct fc_devmem_info m;
 	size_t n;
 	int count = 0;
-	snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
-	snprintf(info, sizeof(info), "/proc/%d/fdinfo", pid);
+	snprintf(dir, sizeof(dir), "%s/%d/fd", fc_proc(), pid);
+	snprintf(info, sizeof(info), "%s/%d/fdinfo", fc_proc(), pid);
 	DIR *d = opendir(dir);
 	if (d == NULL)
 		return 0;

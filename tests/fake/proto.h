@@ -44,10 +44,21 @@ struct fc_gpu_free {
  * checkpointed and which GPU it will use after the GPU map. */
 struct fc_room {
 	uint32_t ngpus; /* the caller's FAKECUDA_GPUS */
-	uint32_t reserved;
+	uint32_t scanned; /* users[] were read from the caller's /proc (no FAKECUDA_GPU_USED_MIB) */
 	uint64_t context; /* FAKECUDA_CONTEXT_MIB, in bytes */
 	uint64_t extra;   /* FAKECUDA_RESTORE_EXTRA_MIB, in bytes */
 	struct fc_gpu_free gpu[FC_MAX_GPUS];
+	uint64_t users[FC_MAX_GPUS]; /* of each GPU's used memory, what the processes found held */
+};
+
+/* What a restore sends beside its request (SCM_RIGHTS), so that its target
+ * judges the room when it admits the restore, as the driver allocates
+ * then, not when its caller asked: the caller's /proc, and the file whose
+ * flock makes one restore of the device directory at a time. Either may
+ * be -1. */
+struct fc_req_fds {
+	int proc;
+	int room;
 };
 
 struct fc_req {
@@ -72,5 +83,9 @@ socklen_t fc_sockaddr(unsigned long pidns, int tgid, struct sockaddr_un *sa);
 unsigned long fc_pidns(int pid);
 int fc_write_all(int fd, const void *buf, size_t len);
 int fc_read_all(int fd, void *buf, size_t len);
+/* A request with its descriptors (those >= 0), and its reading: fds gets
+ * what came (-1 for the others; close them). */
+int fc_send_req(int fd, const void *buf, size_t len, const struct fc_req_fds *fds);
+int fc_recv_req(int fd, void *buf, size_t len, struct fc_req_fds *fds);
 
 #endif

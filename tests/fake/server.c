@@ -17,7 +17,8 @@
 static int listen_fd = -1;
 static int conn_fd = -1;
 
-static CUresult dispatch(const struct fc_req *req, const struct fc_fault_hit *hit, int32_t *value)
+static CUresult dispatch(const struct fc_req *req, const struct fc_fault_hit *hit, const struct fc_req_fds *fds,
+			 int32_t *value)
 {
 	switch (req->op) {
 	case FC_OP_GET_STATE:
@@ -30,7 +31,7 @@ static CUresult dispatch(const struct fc_req *req, const struct fc_fault_hit *hi
 	case FC_OP_CHECKPOINT:
 		return fc_op_checkpoint(hit->leak_fd, hit->leak_map);
 	case FC_OP_RESTORE:
-		return fc_op_restore(req, hit->oom);
+		return fc_op_restore(req, hit->oom, fds);
 	case FC_OP_UNLOCK:
 		return fc_op_unlock();
 	}
@@ -41,19 +42,27 @@ static void serve(int c)
 {
 	struct fc_req req;
 	struct fc_rsp rsp = { 0, 0 };
+	struct fc_req_fds fds;
 	/* a client that never finishes its request must not wedge the thread */
 	struct timeval tv = { 5, 0 };
 	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (fc_read_all(c, &req, sizeof(req)) != 0 || req.magic != FC_MAGIC ||
-	    req.op > FC_OP_UNLOCK || req.npairs > FC_MAX_PAIRS)
+	int ok = fc_recv_req(c, &req, sizeof(req), &fds) == 0 && req.magic == FC_MAGIC && req.op <= FC_OP_UNLOCK &&
+		 req.npairs <= FC_MAX_PAIRS;
+	struct fc_fault_hit hit = { 0 };
+	if (ok) {
+		fc_faults_check((int)req.op, (int)getpid(), 1, &hit);
+		if (hit.delay_ms)
+			fc_sleep_ms(hit.delay_ms);
+		if (hit.exit_now)
+			_exit(1);
+		rsp.result = hit.error ? hit.error : dispatch(&req, &hit, &fds, &rsp.value);
+	}
+	if (fds.proc >= 0)
+		close(fds.proc);
+	if (fds.room >= 0)
+		close(fds.room);
+	if (!ok)
 		return;
-	struct fc_fault_hit hit;
-	fc_faults_check((int)req.op, (int)getpid(), 1, &hit);
-	if (hit.delay_ms)
-		fc_sleep_ms(hit.delay_ms);
-	if (hit.exit_now)
-		_exit(1);
-	rsp.result = hit.error ? hit.error : dispatch(&req, &hit, &rsp.value);
 	/* A caller that died meanwhile does not undo the call, and its closed
 	 * socket must not kill the target: fc_write_all sends with MSG_NOSIGNAL. */
 	fc_write_all(c, &rsp, sizeof(rsp));

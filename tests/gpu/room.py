@@ -19,6 +19,14 @@ measured (the helpers are tests/gpu/safety.py's).
              restored, the other refused before the driver is asked (never
              CUDA_ERROR_OUT_OF_MEMORY, never LOST) and restored with its
              data once there is room
+  orphan     two checkpointed processes, room for one: the first's cudasnap
+             killed while the driver carries its restore out; the second
+             restore is not let into that room (never OUT_OF_MEMORY, never
+             LOST), the first comes back with its data, the second once
+             there is room; and what the driver answers of the first's state
+             while its restore is pending, and when
+  orphan-race  both restores started together, the cudasnap of the one that
+             booked first killed while the other waits behind its booking
   no-nvml    NVML hidden (CUDASNAP_LIBNVML): the GPU's free memory comes from
              cudasnap's driver probe; its figure beside NVML's (what the
              probe's own context takes), a restore that does not fit refused
@@ -202,12 +210,18 @@ def restore_at_once(cs, pids):
     return out
 
 
+def room_for_one(a, cs):
+    """Two checkpointed processes and a filler that leaves the GPU room for
+    one of them: (procs, (pid, checkpoint) twice, filler)."""
+    w = s.Procs(a)
+    (pa, ca), (pb, cb) = checkpointed(a, cs, w, a.gib), checkpointed(a, cs, w, a.gib)
+    need = max(moved(ca), moved(cb)) + 144 * MIB
+    return w, (pa, ca), (pb, cb), Filler(a, w, need + need // 2)
+
+
 def scenario_at_once(a, cs, rounds=3):
     for rnd in range(rounds):
-        w = s.Procs(a)
-        (pa, ca), (pb, cb) = checkpointed(a, cs, w, a.gib), checkpointed(a, cs, w, a.gib)
-        need = max(moved(ca), moved(cb)) + 144 * MIB
-        f = Filler(a, w, need + need // 2)
+        w, (pa, ca), (pb, cb), f = room_for_one(a, cs)
         out = restore_at_once(cs, [pa, pb])
         st = cs.states([pa, pb])
         won = [p for p in (pa, pb) if out[p].returncode == 0]
@@ -225,6 +239,110 @@ def scenario_at_once(a, cs, rounds=3):
         ok, got = w.verify([pa, pb])
         s.check(f"at-once {rnd}: the refused one restored once there is room, both verified",
                 (r is None or r.returncode == 0) and ok, (s.tail(r) if r else "") + str(got))
+        s.stop_all()
+
+
+# The driver's state of a process, and how long the answer took.
+GET_STATE = r"""
+import ctypes, sys, time
+cu = ctypes.CDLL("libcuda.so.1")
+st = ctypes.c_int(-1)
+t0 = time.monotonic()
+r = cu.cuCheckpointProcessGetState(int(sys.argv[1]), ctypes.byref(st))
+print(r, st.value, round(time.monotonic() - t0, 3), flush=True)
+"""
+
+
+def book_files():
+    book = os.environ.get("CUDASNAP_GPU_BOOK") or "/run/cudasnap-gpu-book"
+    return set(os.listdir(book)) if os.path.isdir(book) else set()
+
+
+def killed_while_pending(a, cs, pid):
+    """`cudasnap restore --pid pid`, SIGKILLed 0.3 s after its booking shows
+    (its request is with the driver then). Seconds until booked and killed."""
+    before = book_files()
+    p = subprocess.Popen([a.cudasnap, "restore", "--pid", str(pid)], start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60 and not book_files() - before and p.poll() is None:
+        time.sleep(0.005)
+    booked = time.monotonic() - t0
+    time.sleep(0.3)
+    os.killpg(p.pid, 9)
+    p.wait()
+    return booked, time.monotonic() - t0
+
+
+def scenario_orphan(a, cs, rounds=2):
+    for rnd in range(rounds):
+        w, (pa, ca), (pb, cb), f = room_for_one(a, cs)
+        booked, killed = killed_while_pending(a, cs, pa)
+        g = subprocess.Popen([sys.executable, "-c", GET_STATE, str(pa)], stdout=subprocess.PIPE, text=True)
+        r = cs("restore", "--json", "--pid", str(pb))
+        answer = (g.communicate(timeout=300)[0].split() + ["?"] * 3)[:3]
+        st = cs.states([pa, pb])
+        lost = "LOST" in r.stderr or "OUT_OF_MEMORY" in r.stderr
+        # refused by its plan (exit 2: the driver had taken the memory by
+        # then) or by the book (exit 1: the orphan's booking)
+        s.check(f"orphan {rnd}: the second restore not let into the room the killed one's pending restore takes",
+                r.returncode in (1, 2) and not lost and st == {pa: "locked", pb: "checkpointed"},
+                f"rc={r.returncode} states={st} " + s.tail(r))
+        s.record("orphan", round=rnd, moved=[moved(ca), moved(cb)], filler_free=f.free, booked_s=round(booked, 3),
+                 killed_s=round(killed, 3), second_rc=r.returncode, second_s=round(r.wall, 3),
+                 by_orphan="whose cudasnap is gone" in r.stderr, get_state_during=answer)
+        u = cs("unlock", "--pid", str(pa))
+        ok, got = w.verify([pa])
+        s.check(f"orphan {rnd}: the first process, restored by the driver after its cudasnap died, has its data",
+                u.returncode == 0 and ok, s.tail(u) + str(got))
+        f.stop()
+        time.sleep(1.0)
+        r2 = cs("restore", "--json", "--pid", str(pb))
+        ok, got = w.verify([pa, pb])
+        s.check(f"orphan {rnd}: the second restored once there is room, both verified, no booking left",
+                r2.returncode == 0 and ok and not book_files(), s.tail(r2) + str(got) + str(book_files()))
+        s.stop_all()
+
+
+def scenario_orphan_race(a, cs, rounds=2):
+    """Both restores start together; the one that booked first has its
+    cudasnap killed 0.2 s after its booking shows, while the other waits
+    in the book behind it: the other meets an orphan, not an empty book."""
+    for rnd in range(rounds):
+        w, (pa, ca), (pb, cb), f = room_for_one(a, cs)
+        before = book_files()
+        ps = {p: subprocess.Popen([a.cudasnap, "restore", "--pid", str(p)], start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for p in (pa, pb)}
+        by_pid = {q.pid: p for p, q in ps.items()}
+        first, t0 = None, time.monotonic()
+        while first is None and time.monotonic() - t0 < 60:
+            for name in book_files() - before:
+                owner = int(name.split("-")[2]) if name.count("-") >= 3 else 0
+                if owner in by_pid:
+                    first = by_pid[owner]
+            time.sleep(0.005)
+        if first is None:
+            s.check(f"orphan-race {rnd}: a booking showed", False, str(book_files()))
+            continue
+        time.sleep(0.2)
+        os.killpg(ps[first].pid, 9)
+        other = pb if first == pa else pa
+        errs = {p: q.communicate(timeout=600)[1] for p, q in ps.items()}
+        st = cs.states([pa, pb])
+        lost = any("LOST" in e or "OUT_OF_MEMORY" in e for e in errs.values())
+        s.check(f"orphan-race {rnd}: the waiting restore not let into the killed one's room; nothing lost",
+                ps[other].returncode in (1, 2) and not lost and st == {first: "locked", other: "checkpointed"},
+                f"rc={ps[other].returncode} states={st} " + errs[other][-600:])
+        s.record("orphan-race", round=rnd, moved=[moved(ca), moved(cb)], filler_free=f.free, killed=first,
+                 other_rc=ps[other].returncode, by_orphan="whose cudasnap is gone" in errs[other],
+                 waited="waiting up to" in errs[other])
+        u = cs("unlock", "--pid", str(first))
+        f.stop()
+        time.sleep(1.0)
+        r2 = cs("restore", "--json", "--pid", str(other))
+        ok, got = w.verify([pa, pb])
+        s.check(f"orphan-race {rnd}: both back with their data, no booking left",
+                u.returncode == 0 and r2.returncode == 0 and ok and not book_files(), s.tail(r2) + str(got))
         s.stop_all()
 
 
@@ -291,14 +409,16 @@ def inspect_images(cs, img, base, fits, libs=None):
 
 
 def main():
-    a = s.arguments("cli,wait,dropin,container,at-once,no-nvml", [("--gib", {"type": float, "default": 8}),
+    a = s.arguments("cli,wait,dropin,container,at-once,orphan,orphan-race,no-nvml", [("--gib", {"type": float, "default": 8}),
                                                   ("--archive-libs", {"help": "libarchive.so.13 and its libraries"})])
     if a.fake_app:
         a.gib = min(a.gib, 0.25)
     cs, t, base = s.setup(a, "room-")
     steps = {"cli": lambda: scenario_cli(a, cs), "wait": lambda: scenario_wait(a, cs),
              "dropin": lambda: scenario_dropin(a, cs), "container": lambda: scenario_container(a, cs, t, base),
-             "at-once": lambda: scenario_at_once(a, cs), "no-nvml": lambda: scenario_no_nvml(a, cs)}
+             "at-once": lambda: scenario_at_once(a, cs), "orphan": lambda: scenario_orphan(a, cs),
+             "orphan-race": lambda: scenario_orphan_race(a, cs),
+             "no-nvml": lambda: scenario_no_nvml(a, cs)}
     return s.run_steps(a, steps)
 
 

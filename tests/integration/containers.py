@@ -170,8 +170,9 @@ class Machine:
         write(FAKECUDA_CONF, settings_text(dict({"CUDASNAP_DEV_DIR": self.hostdev}, **settings)))
 
     def cudasnap(self, settings):
-        """/etc/cudasnap/cudasnap.conf, the settings of the plugin."""
-        write(CUDASNAP_CONF, settings_text(settings))
+        """/etc/cudasnap/cudasnap.conf, the settings of the plugin. The node's
+        book of GPU restores is the one in this machine's own /run."""
+        write(CUDASNAP_CONF, settings_text(dict({"CUDASNAP_GPU_BOOK": "/run/cudasnap-gpu-book"}, **settings)))
 
     def check(self):
         """Why the machine is not what the tests need, or None."""

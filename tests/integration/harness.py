@@ -47,16 +47,22 @@ class Case(unittest.TestCase):
         self.dev = os.path.join(self.tmp, "dev")
         self.ready = os.path.join(self.tmp, "ready")
         self.state = os.path.join(self.tmp, "state")
+        # The node's book of GPU restores, one per test (the node's own is
+        # /run/cudasnap-gpu-book, which the tests beside this one share).
+        self.book = os.path.join(self.tmp, "gpu-book")
         self.faults = os.path.join(self.tmp, "faults")
         for d in (self.dev, self.ready):
             os.makedirs(d)
+        # as the package's tmpfiles.d entry makes the node's
+        os.mkdir(self.book)
+        os.chmod(self.book, 0o1777)
         for name in ("nvidiactl", "nvidia0", "nvidia-uvm"):
             with open(os.path.join(self.dev, name), "w"):
                 pass
         self.apps = []
         self.addCleanup(self.cleanup)
         self.env = dict(os.environ, CUDASNAP_DEV_DIR=self.dev, CUDASNAP_STATE_DIR=self.state,
-                        CUDASNAP_LIBCUDA=LIBCUDA, CUDASNAP_LIBNVML=LIBNVML, FAKECUDA_GPUS=self.gpus,
+                        CUDASNAP_GPU_BOOK=self.book, CUDASNAP_LIBCUDA=LIBCUDA, CUDASNAP_LIBNVML=LIBNVML, FAKECUDA_GPUS=self.gpus,
                         FAKECUDA_FAULTS=self.faults)
 
     def cleanup(self):
@@ -150,9 +156,12 @@ class Case(unittest.TestCase):
     def assertStates(self, pids, state):
         self.assertEqual(self.states(pids), {p: state for p in pids})
 
+    def bookings(self):
+        """The files of the test's book of GPU restores."""
+        return sorted(os.listdir(self.book)) if os.path.isdir(self.book) else []
+
     def claim_records(self):
-        """The claim records of the state directory, sorted: not the book of
-        GPU restores that lives beside them (claims/.gpu-bookings)."""
+        """The claim records of the state directory, sorted."""
         claims = os.path.join(self.state, "claims")
         return sorted(f for f in os.listdir(claims) if not f.startswith(".")) if os.path.isdir(claims) else []
 

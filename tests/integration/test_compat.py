@@ -247,16 +247,16 @@ class Compat(CompatCase):
         self.assertEqual((r.rc, r.out), (0, "running\n"), r)
 
     def test_no_state_directory(self):
-        """A checkpoint leaves nothing behind, as NVIDIA's binary does; a
-        restore makes the state directory to book its GPU memory against
-        other restores of the node (its history is kept there then), and
-        leaves no booking."""
+        """Neither a checkpoint nor a restore leaves anything behind, as
+        NVIDIA's binary does: a restore books its GPU memory in the node's
+        book, not in the state directory, and leaves no booking there."""
         pid, = self.start()
         self.assertQuiet(self.cc("--toggle", "--pid", pid))
         self.assertFalse(os.path.exists(self.state))
         self.assertQuiet(self.cc("--toggle", "--pid", pid))
-        self.assertNotIn("manifest.json", os.listdir(self.state))
-        self.assertEqual(os.listdir(os.path.join(self.state, "claims", ".gpu-bookings")), [])
+        self.assertFalse(os.path.exists(self.state))
+        self.assertTrue(os.path.isdir(self.book))
+        self.assertEqual(self.bookings(), [])
 
     def test_restore_without_persistence_mode_calls_cuinit(self):
         pid, = self.start()

@@ -739,15 +739,20 @@ class Cases:
                 self.assertIn("/run/cudasnap", named[0], r)
                 self.assertEqual(c.pids(), host, f"the container lost processes:\n{r}")
                 self.assertRunningAndOk(c, f"after the refused dump:\n{r}")
-                # the fix the line gives
+                # the fix the line gives, and for the restore the node's book
+                # of GPU restores, which the state directory does not move,
+                # on a writable filesystem too
                 state = tempfile.mkdtemp(prefix="state-", dir=self.tmp)  # root's, 0700
-                MACHINE.cudasnap({"CUDASNAP_STATE_DIR": state})
-                r = self.checkpoint(c)
-                self.assertEqual(r.rc, 0, r)
-                r, n = self.restore(c)
-                self.assertEqual(r.rc, 0, r)
-                self.assertRunningAndOk(n, f"after the restore:\n{r}")
-                MACHINE.cudasnap({})
+                book = tempfile.mkdtemp(prefix="book-", dir=self.tmp)
+                MACHINE.cudasnap({"CUDASNAP_STATE_DIR": state, "CUDASNAP_GPU_BOOK": book})
+                try:
+                    r = self.checkpoint(c)
+                    self.assertEqual(r.rc, 0, r)
+                    r, n = self.restore(c)
+                    self.assertEqual(r.rc, 0, r)
+                    self.assertRunningAndOk(n, f"after the restore:\n{r}")
+                finally:
+                    MACHINE.cudasnap({})
 
     # --- a driver error at each step ---
 

@@ -23,7 +23,7 @@ import threading
 import time
 import unittest
 
-from harness import APP, BIN, Case
+from harness import APP, BIN, GPU0, Case
 
 ROUNDS = int(os.environ.get("CUDASNAP_BOOK_ROUNDS", "8"))
 
@@ -43,18 +43,20 @@ class OneGpu(Case):
         self.assertStates(pids, "checkpointed")
         return pids
 
-    def together(self, *argvs, env=None):
+    def together(self, *argvs, env=None, envs=None):
         """Runs every argv (a cudasnap command line, or a drop-in one when it
-        starts with 'cuda-checkpoint') at once; their results, in order."""
+        starts with 'cuda-checkpoint') at once, each with env and its own of
+        envs; their results, in order."""
         out = [None] * len(argvs)
         start = threading.Barrier(len(argvs))
 
         def run(i, argv):
+            e = dict(env or {}, **(envs[i] if envs else {}))
             start.wait()
             if argv[0] == "cuda-checkpoint":
-                out[i] = self.cc(*argv[1:], env=env, timeout=240)
+                out[i] = self.cc(*argv[1:], env=e, timeout=240)
             else:
-                out[i] = self.cs(*argv, env=env, timeout=240)
+                out[i] = self.cs(*argv, env=e, timeout=240)
         threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(argvs)]
         for t in threads:
             t.start()
@@ -200,24 +202,248 @@ class Together(OneGpu):
                 self.assertEqual(self.cs("restore", "--pid", str(a)).rc, 0)
             self.assertDataOk([kept])
 
-    def test_a_killed_restore_leaves_no_booking(self):
-        """A cudasnap killed while its restore is in flight: the kernel ends
-        its booking with it, and the next restore is not held up by it."""
-        a, b = self.checkpointed(200, 200)
+    def pending_restore(self, pid, end, *extra):
+        """Starts `cudasnap restore --pid pid` (extra: its options) on a
+        restore the target carries out 3 s after it is asked, and ends that
+        cudasnap while the request is with the driver: end is a signal, or
+        None for one that gives up by itself (--step-timeout in extra)."""
+        self.fault(f"{pid} restore delay=3000 1")
+        p = subprocess.Popen([BIN, "restore", "--pid", str(pid), *extra], env=self.env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not self.bookings():
+            time.sleep(0.02)
+        self.assertTrue(self.bookings(), "no booking seen while the restore was in flight")
+        time.sleep(0.5)  # the request is with the target now
+        if end is not None:
+            os.killpg(p.pid, end)
+        _, err = p.communicate(timeout=60)
+        return p.returncode, err
+
+    def test_a_restore_whose_cudasnap_ends_keeps_its_room_until_the_driver_is_done(self):
+        """The first restore's cudasnap is killed, told to stop, or gives up
+        at its deadline while its request is with the driver, which carries
+        it out 3 s later: its booking outlives it, so a second restore onto
+        the same room is not let through meanwhile (it would have made the
+        first run out of memory when the target admitted it, destroying its
+        state). Both processes keep their data."""
+        for mode, end, extra in (("SIGKILL", signal.SIGKILL, ()), ("SIGTERM", signal.SIGTERM, ()),
+                                 ("--step-timeout", None, ("--step-timeout", "1"))):
+            with self.subTest(mode=mode):
+                a, b = self.checkpointed(400, 400)
+                rc, err = self.pending_restore(a, end, *extra)
+                self.assertNotEqual(rc, 0, err)
+                r = self.cs("restore", "--pid", str(b), timeout=200)
+                self.assertNotEqual(r.rc, 0, r)
+                self.assertIn(f"restore of process {b} (fakecuda-app) not asked of the driver", r.err)
+                self.assertIn(f"pid {a} (fakecuda-app), booked by uid 0, whose cudasnap is gone", r.err)
+                self.assertNotIn("LOST", r.err, r)
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and self.states([a])[a] != "locked":
+                    time.sleep(0.1)
+                self.assertStates([a], "locked")
+                self.assertStates([b], "checkpointed")
+                self.assertEqual(self.cs("unlock", "--pid", str(a)).rc, 0)
+                self.assertDataOk([a])
+                # its restore over, the orphan goes at the next look
+                os.kill(a, signal.SIGKILL)
+                r = self.cs("restore", "--pid", str(b))
+                self.assertEqual(r.rc, 0, r)
+                self.assertDataOk([b])
+                self.assertEqual(self.bookings(), [])
+            self.doCleanups()
+            self.setUp()
+
+    def test_an_orphan_whose_target_is_gone_holds_no_one_back(self):
+        """A cudasnap killed with its request pending, and its process
+        killed too: nothing will take that room, and the next restore
+        goes through at once."""
+        a, b = self.checkpointed(400, 400)
+        self.pending_restore(a, signal.SIGKILL)
+        os.kill(a, signal.SIGKILL)
+        time.sleep(0.2)
+        r = self.cs("restore", "--pid", str(b))
+        self.assertEqual(r.rc, 0, r)
+        self.assertLess(r.wall, 10, r)
+        self.assertDataOk([b])
+        self.assertEqual(self.bookings(), [])
+
+    def test_two_state_directories_book_in_the_one_book_of_the_node(self):
+        """Two restores through two state directories (two operators, an
+        engine's configuration beside the command line's): one book."""
+        for _ in self.rounds(max(2, ROUNDS // 2)):
+            a, b = self.checkpointed(400, 400)
+            other = os.path.join(self.tmp, "other-state")
+            os.mkdir(other, 0o700)
+            shutil.copy(os.path.join(self.state, "manifest.json"), other)
+            self.fault("* restore delay=600")
+            results = self.together(["restore", "--pid", str(a)],
+                                    ["restore", "--pid", str(b)], envs=[{}, {"CUDASNAP_STATE_DIR": other}])
+            self.fault()
+            back, kept = self.assertOneBackOneKept([a, b], results)
+            os.kill(back, signal.SIGKILL)
+            self.assertEqual(self.cs("restore", "--pid", str(kept)).rc, 0)
+            self.assertDataOk([kept])
+
+    def test_a_booking_this_cudasnap_cannot_read_counts_as_the_whole_gpu(self):
+        """A booking of another cudasnap version (another magic), or one cut
+        short: never nothing. Held by a live owner, or left by one that is
+        gone within the bound, it takes the whole GPU."""
+        import fcntl
+        pid, = self.checkpointed(64)
+        for what, data in (("another version", b"CSBOOK9\0" + b"\1" * 400), ("cut short", b"CSBOOK2\0\2\0")):
+            with self.subTest(what=what):
+                path = os.path.join(self.book, "b-0000000000000001-1-00000000")
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                self.addCleanup(lambda p=path: os.path.exists(p) and os.unlink(p))
+                try:
+                    os.write(fd, data)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    r = self.cs("restore", "--pid", str(pid))
+                    self.assertEqual(r.rc, 1, r)
+                    self.assertIn("not asked of the driver", r.err)
+                    self.assertIn("a booking that this cudasnap cannot read", r.err)
+                finally:
+                    os.close(fd)
+                # its owner gone: it counts all the same, within the bound
+                r = self.cs("restore", "--pid", str(pid))
+                self.assertEqual(r.rc, 1, r)
+                self.assertIn("a booking that this cudasnap cannot read", r.err)
+                self.assertStates([pid], "checkpointed")
+                os.unlink(path)
+        r = self.cs("restore", "--pid", str(pid))
+        self.assertEqual(r.rc, 0, r)
+        self.assertDataOk([pid])
+
+    def held_booking(self, mib, who="cudasnap restore: pid 1 (held)"):
+        """A booking of this version held by the test (its flock taken), as a
+        restore in flight holds it: (fd, path)."""
+        import fcntl
+        import struct
+        gpu = struct.pack("<48sQ", GPU0.encode(), mib << 20)
+        rec = struct.pack("<IIQQQiiQQQ96s", 2, 1, 1, 1, 0, os.getpid(), 0, 0, 0, 0, who.encode()) + gpu + \
+            b"\0" * (56 * 15)
+        path = os.path.join(self.book, "b-0000000000000001-1-00000001")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.write(fd, b"CSBOOK2\0" + rec)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self.addCleanup(lambda: (os.path.exists(path) and os.unlink(path), os.close(fd)))
+        return fd, path
+
+    def test_each_wait_for_the_books_lock_is_bounded_not_their_sum(self):
+        """A restore waiting in line behind a restore in flight for more than
+        the lock's bound (30 s) meets the book's lock held for a moment: it
+        waits that moment, not refused as if it had waited all along."""
+        import fcntl
+        pid, = self.checkpointed(400)
+        _, path = self.held_booking(600)
+        out = {}
+        t = threading.Thread(target=lambda: out.update(r=self.cs("restore", "--pid", str(pid), timeout=200)))
+        t.start()
+        time.sleep(32)
+        lock = os.open(self.book, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        time.sleep(1.0)
+        os.unlink(path)  # the restore in flight is over
+        os.close(lock)
+        t.join()
+        r = out["r"]
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("waiting up to", r.err)
+        self.assertNotIn("is held by", r.err)
+        self.assertDataOk([pid])
+
+    def test_another_users_words_reach_the_terminal_made_safe(self):
+        """A booking's text is its writer's, who may be another user: control
+        bytes in it are not printed as they are."""
+        pid, = self.checkpointed(400)
+        self.held_booking(600, who="x\x1b[31m\ncudasnap: hint: run rm -rf /")
+        p = subprocess.Popen([BIN, "restore", "--pid", str(pid)], env=self.env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        p.terminate()
+        _, err = p.communicate(timeout=30)
+        self.assertIn("booked by uid 0", err)
+        self.assertNotIn("\x1b", err)
+        self.assertNotIn("\ncudasnap: hint: run rm", err)
+        self.assertStates([pid], "checkpointed")
+
+    def test_dry_run_counts_the_restores_in_flight(self):
+        """--dry-run while another restore holds its booking: the room that
+        restore takes is not counted as free, the plan says so and refuses
+        as the restore would."""
+        a, b = self.checkpointed(400, 400)
         self.fault(f"{a} restore delay=3000 1")
         p = subprocess.Popen([BIN, "restore", "--pid", str(a)], env=self.env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
-        book = os.path.join(self.state, "claims", ".gpu-bookings")
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not (os.path.isdir(book) and os.listdir(book)):
+        while time.monotonic() < deadline and not self.bookings():
             time.sleep(0.02)
-        self.assertTrue(os.listdir(book), "no booking seen while the restore was in flight")
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-        r = self.cs("restore", "--pid", str(b), "--json")
-        self.assertEqual(r.rc, 0, r)
-        self.assertLess(r.wall, 20, r)
-        self.assertEqual(os.listdir(book), [])
+        d = self.cs("restore", "--dry-run", "--json", "--pid", str(b))
+        self.assertEqual(p.wait(timeout=60), 0)
+        entry, = [x for x in d.obj["processes"] if x["pid"] == b]
+        codes = {x["code"]: x for x in entry["reasons"]}
+        self.assertIn("gpu-booked", codes, entry)
+        self.assertIn(f"pid {a} (fakecuda-app)", codes["gpu-booked"]["text"])
+        self.assertTrue(codes["gpu-memory"]["blocks"], entry)
+        self.assertNotEqual(d.obj["real_exit_status"], 0, d)
+        self.assertStates([a], "running")
+        self.assertDataOk([a])
+
+    def test_a_user_who_cannot_reach_the_nodes_book_is_refused(self):
+        """The drop-in run by the process's owner (not root) where the node's
+        book is root's alone: refused before the driver is asked, naming the
+        book, never booked in a book of its own that root's restores would
+        not count."""
+        nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+        if not shutil.which("setpriv"):
+            self.skipTest("no setpriv")
+        os.chmod(self.tmp, 0o755)
+        os.chmod(self.ready, 0o777)
+        os.chmod(self.book, 0o700)
+        for n in os.listdir(self.dev):
+            os.chmod(os.path.join(self.dev, n), 0o666)
+        state = os.path.join(self.tmp, "user-state")
+        os.mkdir(state, 0o700)
+        os.chown(state, 65534, 65534)
+        self.env["CUDASNAP_STATE_DIR"] = state
+        pid, = self.start("--mem", "64", wrap=nobody)
+        run = [*nobody, self.cc_path, "--toggle", "--pid", str(pid)]
+        p = subprocess.run(run, capture_output=True, text=True, env=self.env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run(run, capture_output=True, text=True, env=self.env, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(self.book, p.stderr)
+        self.assertNotIn("out of memory", p.stderr)
+        self.assertStates([pid], "checkpointed")
+        self.assertFalse(os.path.exists(os.path.join(state, "gpu-book")))
+        os.chmod(self.book, 0o1777)
+        p = subprocess.run(run, capture_output=True, text=True, env=self.env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertDataOk([pid])
+
+    def test_a_mount_namespace_with_a_book_of_its_own_is_refused(self):
+        """cudasnap in a mount namespace whose /run is its own (the node's
+        book not mounted in): its book is not the node's, and its restores
+        and the node's would each see room the other takes. Refused before
+        the driver is asked, saying so; the node's book (mounted in, or
+        named) lets it through."""
+        if not shutil.which("unshare"):
+            self.skipTest("no unshare")
+        pid, = self.checkpointed(64)
+        env = {k: v for k, v in self.env.items() if k != "CUDASNAP_GPU_BOOK"}
+        wrap = ("unshare", "-m", "--propagation", "private", "sh", "-c",
+                'mount -t tmpfs cudasnap-it-run /run && exec "$@"', "sh")
+        p = subprocess.run([*wrap, BIN, "restore", "--pid", str(pid)], capture_output=True, text=True, env=env,
+                           timeout=60)
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertIn("not the node's", p.stderr)
+        self.assertIn("not asked of the driver", p.stderr)
+        self.assertStates([pid], "checkpointed")
+        p = subprocess.run([*wrap, BIN, "restore", "--pid", str(pid)], capture_output=True, text=True,
+                           env=self.env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertDataOk([pid])
 
 
 class Careless(OneGpu):

@@ -138,8 +138,7 @@ class Transaction(Case):
         self.assertStates(pids, "checkpointed")
         self.assertEqual(self.cs("restore").rc, 0)
         self.assertEqual(self.claim_records(), [], "claims left behind")
-        book = os.path.join(self.state, "claims", ".gpu-bookings")
-        self.assertEqual(os.listdir(book) if os.path.isdir(book) else [], [], "bookings left behind")
+        self.assertEqual(self.bookings(), [], "bookings left behind")
 
     def test_operations_on_other_processes_run_side_by_side(self):
         """A checkpoint of b while a's takes 5 s: b's neither waits for a's

@@ -1,0 +1,90 @@
+#include "gpunode.h"
+#include "env.h"
+#include "gpuorphan.h"
+#include "pool.h"
+#include "sandbox.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define GIB (1024.0 * 1024 * 1024)
+
+void cs_gpubook_whose(const char *path, int bookfd, char *why, size_t size)
+{
+	why[0] = '\0';
+	cs_sandbox sb;
+	cs_sandbox_detect(NULL, &sb);
+	if (sb.gvisor) {
+		snprintf(why, size,
+			 "cudasnap runs in gVisor, whose file locks are the sandbox's own: the book %s counts the "
+			 "restores of this sandbox only, not those of other sandboxes on the node",
+			 path);
+		return;
+	}
+	/* PID 1's root shows the book of PID 1's mount namespace, the node's
+	 * where PID 1 is the node's init (in a container, the container's):
+	 * ours must be the same directory. A book named by CUDASNAP_GPU_BOOK
+	 * is the operator's word. */
+	const char *set = cs_env("CUDASNAP_GPU_BOOK");
+	if ((set && *set) || strcmp(path, CS_GPUBOOK_NODE) != 0)
+		return;
+	char there[PATH_MAX];
+	struct stat a, b;
+	snprintf(there, sizeof(there), "%s/1/root%s", cs_proc_dir(), path);
+	if (fstat(bookfd, &a) < 0)
+		return;
+	int r = stat(there, &b) < 0 ? -errno : 0;
+	if (r < 0 && r != -ENOENT)
+		return; /* not ours to look at */
+	if (r == -ENOENT || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+		snprintf(why, size,
+			 "this cudasnap's mount namespace has a %s of its own, not the node's as PID 1 sees it (%s): "
+			 "restores made from the node's mount namespace are not counted",
+			 path, there);
+}
+
+void cs_gpubook_plan(cs_driver *d, cs_nvml_gpu *gpus, size_t n, char (*booked)[200], char *why, size_t size)
+{
+	why[0] = '\0';
+	for (size_t i = 0; i < n; i++)
+		booked[i][0] = '\0';
+	const char *path = cs_gpubook_path();
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return; /* none yet: no restore is in flight, the first creates it */
+	cs_gpubook_whose(path, fd, why, size);
+	if (why[0] && strstr(why, "gVisor"))
+		why[0] = '\0'; /* said, not refused */
+	cs_error err = { 0 };
+	_cleanup_close_ int lk = cs_gpubook_lock(fd, cs_now() + 2, NULL, &err);
+	_cleanup_free_ char(*uuids)[48] = calloc(n + 1, sizeof(*uuids));
+	_cleanup_free_ cs_book_tally *tally = calloc(n + 1, sizeof(*tally));
+	if (lk < 0 || !uuids || !tally)
+		return;
+	for (size_t i = 0; i < n; i++)
+		snprintf(uuids[i], sizeof(uuids[i]), "%s", gpus[i].uuid);
+	cs_orphans o;
+	cs_orphans_init(&o, d);
+	cs_orphan_judge oj = { .counts = cs_orphan_counts, .ctx = &o };
+	cs_gpubook_tally(fd, NULL, 0, (const char(*)[48])uuids, n, &oj, tally);
+	for (size_t i = 0; i < n; i++) {
+		cs_nvml_gpu *g = &gpus[i];
+		const cs_book_tally *y = &tally[i];
+		if (!y->whole && !y->held)
+			continue;
+		unsigned long long take = y->whole ? g->memory_free : y->held;
+		g->memory_free -= take < g->memory_free ? take : g->memory_free;
+		if (y->whole)
+			snprintf(booked[i], sizeof(booked[i]), "%.120s counts as all of GPU %u", y->first_who,
+				 g->index);
+		else
+			snprintf(booked[i], sizeof(booked[i]), "restores in flight book %.2f GiB of GPU %u (%.100s%s)",
+				 (double)y->held / GIB, g->index, y->first_who, y->nheld > 1 ? ", and others" : "");
+	}
+}
