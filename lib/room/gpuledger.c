@@ -202,8 +202,8 @@ static void because(const cs_target *t, const judgement *j, bool waiting, char *
 		break;
 	case V_THEIRS:
 		if (y->held || !y->ahead_need)
-			snprintf(buf, size, "its restore needs %.2f GiB on GPU %u (%s)%s%s",
-				 need, g->index, g->uuid, booked[0] ? booked : "; restores in flight hold it",
+			snprintf(buf, size, "its restore needs %.2f GiB on GPU %u (%s)%s%s", need, g->index, g->uuid,
+				 booked[0] ? booked : "; restores in flight hold it",
 				 waiting ? "" : ", and they did not end in time");
 		else
 			snprintf(buf, size,

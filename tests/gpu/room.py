@@ -253,9 +253,23 @@ print(r, st.value, round(time.monotonic() - t0, 3), flush=True)
 """
 
 
+def book_dir():
+    return os.environ.get("CUDASNAP_GPU_BOOK") or "/run/cudasnap-gpu-book"
+
+
 def book_files():
-    book = os.environ.get("CUDASNAP_GPU_BOOK") or "/run/cudasnap-gpu-book"
-    return set(os.listdir(book)) if os.path.isdir(book) else set()
+    return set(os.listdir(book_dir())) if os.path.isdir(book_dir()) else set()
+
+
+def held(name):
+    """Whether the booking file name holds its room (its restore is in
+    flight), not a place in line: the state word after the magic."""
+    try:
+        with open(os.path.join(book_dir(), name), "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return False
+    return len(head) == 12 and head[:7] == b"CSBOOK2" and int.from_bytes(head[8:12], "little") == 2
 
 
 def killed_while_pending(a, cs, pid):
@@ -304,7 +318,7 @@ def scenario_orphan(a, cs, rounds=2):
         s.stop_all()
 
 
-def scenario_orphan_race(a, cs, rounds=2):
+def scenario_orphan_race(a, cs, rounds=3):
     """Both restores start together; the one that booked first has its
     cudasnap killed 0.2 s after its booking shows, while the other waits
     in the book behind it: the other meets an orphan, not an empty book."""
@@ -318,7 +332,7 @@ def scenario_orphan_race(a, cs, rounds=2):
         while first is None and time.monotonic() - t0 < 60:
             for name in book_files() - before:
                 owner = int(name.split("-")[2]) if name.count("-") >= 3 else 0
-                if owner in by_pid:
+                if owner in by_pid and held(name):
                     first = by_pid[owner]
             time.sleep(0.005)
         if first is None:
