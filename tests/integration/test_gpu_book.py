@@ -79,6 +79,22 @@ class OneGpu(Case):
             self.assertDataOk(back)
         return back[0], kept[0]
 
+    def as_nobody(self):
+        """The test's files opened to user nobody, with a state directory of
+        its own: (the command that runs a program as nobody, that directory)."""
+        nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+        if not shutil.which("setpriv"):
+            self.skipTest("no setpriv")
+        os.chmod(self.tmp, 0o755)
+        os.chmod(self.ready, 0o777)
+        for n in os.listdir(self.dev):
+            os.chmod(os.path.join(self.dev, n), 0o666)
+        state = os.path.join(self.tmp, "user-state")
+        os.mkdir(state, 0o700)
+        os.chown(state, 65534, 65534)
+        self.env["CUDASNAP_STATE_DIR"] = state
+        return nobody, state
+
     def rounds(self, n):
         """Each round on fresh processes, whatever the last one left."""
         for rnd in range(n):
@@ -395,18 +411,8 @@ class Together(OneGpu):
         book is root's alone: refused before the driver is asked, naming the
         book, never booked in a book of its own that root's restores would
         not count."""
-        nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
-        if not shutil.which("setpriv"):
-            self.skipTest("no setpriv")
-        os.chmod(self.tmp, 0o755)
-        os.chmod(self.ready, 0o777)
+        nobody, state = self.as_nobody()
         os.chmod(self.book, 0o700)
-        for n in os.listdir(self.dev):
-            os.chmod(os.path.join(self.dev, n), 0o666)
-        state = os.path.join(self.tmp, "user-state")
-        os.mkdir(state, 0o700)
-        os.chown(state, 65534, 65534)
-        self.env["CUDASNAP_STATE_DIR"] = state
         pid, = self.start("--mem", "64", wrap=nobody)
         run = [*nobody, self.cc_path, "--toggle", "--pid", str(pid)]
         p = subprocess.run(run, capture_output=True, text=True, env=self.env, timeout=60)
@@ -487,17 +493,7 @@ class Careless(OneGpu):
         """cuda-checkpoint as the owner of the process, not root (NVIDIA's
         binary allows it): the room is judged all the same, and a restore
         without it refused; with room, restored."""
-        nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
-        if not shutil.which("setpriv"):
-            self.skipTest("no setpriv")
-        os.chmod(self.tmp, 0o755)
-        os.chmod(self.ready, 0o777)
-        for n in os.listdir(self.dev):
-            os.chmod(os.path.join(self.dev, n), 0o666)
-        state = os.path.join(self.tmp, "user-state")
-        os.mkdir(state, 0o700)
-        os.chown(state, 65534, 65534)
-        self.env["CUDASNAP_STATE_DIR"] = state
+        nobody, _ = self.as_nobody()
         pid, = self.start("--mem", "400", wrap=nobody)
 
         def cc(*args):
