@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "procinfo.h"
 #include "proto.h"
 
 /* The real driver answers GetRestoreThreadId at once even when the target is
@@ -34,8 +33,13 @@ static int is_restore_thread(int taskfd, const char *tid)
 
 int fc_find_restore_tid(int pid)
 {
+	return fc_find_restore_tid_in("/proc", pid);
+}
+
+int fc_find_restore_tid_in(const char *root, int pid)
+{
 	char dir[96];
-	snprintf(dir, sizeof(dir), "%s/%d/task", fc_proc(), pid);
+	snprintf(dir, sizeof(dir), "%s/%d/task", root, pid);
 	DIR *d = opendir(dir);
 	if (d == NULL)
 		return 0;

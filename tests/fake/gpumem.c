@@ -51,12 +51,12 @@ static unsigned long long total_bytes(int index)
 
 /* Once for every GPU the process holds memory on; its context counts on
  * each of them. */
-static void visit_pid(int pid, unsigned long long context,
+static void visit_pid(const char *root, int pid, unsigned long long context,
 		      void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg)
 {
 	struct fc_devmem_use use[FC_MAX_GPUS];
-	int n = fc_proc_devmem_use(pid, use, FC_MAX_GPUS);
-	if (n == 0 || fc_find_restore_tid(pid) == 0)
+	int n = fc_proc_devmem_use_in(root, pid, use, FC_MAX_GPUS);
+	if (n == 0 || fc_find_restore_tid_in(root, pid) == 0)
 		return;
 	for (int i = 0; i < n; i++) {
 		struct fc_gpu_user u = { pid, use[i].uuid, use[i].bytes + context };
@@ -66,18 +66,19 @@ static void visit_pid(int pid, unsigned long long context,
 
 void fc_gpu_users(void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg)
 {
-	fc_gpu_users_with(fc_mib_setting("FAKECUDA_CONTEXT_MIB"), visit, arg);
+	fc_gpu_users_with("/proc", fc_mib_setting("FAKECUDA_CONTEXT_MIB"), visit, arg);
 }
 
-void fc_gpu_users_with(unsigned long long context, void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg)
+void fc_gpu_users_with(const char *root, unsigned long long context,
+		       void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg)
 {
-	DIR *d = opendir(fc_proc());
+	DIR *d = opendir(root);
 	struct dirent *de;
 	while (d != NULL && (de = readdir(d)) != NULL) {
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
 		if (pid > 0 && *end == '\0')
-			visit_pid((int)pid, context, visit, arg);
+			visit_pid(root, (int)pid, context, visit, arg);
 	}
 	if (d != NULL)
 		closedir(d);

@@ -16,8 +16,9 @@ struct fc_gpu_user {
 /* Calls visit for every such process. Read from /proc only, never asking the
  * processes, so that a stopped or frozen one never blocks the call. */
 void fc_gpu_users(void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg);
-/* The same with the context of each process given (fc_proc()'s /proc). */
-void fc_gpu_users_with(unsigned long long context, void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg);
+/* The same in the /proc at root, with the context of each process given. */
+void fc_gpu_users_with(const char *root, unsigned long long context,
+		       void (*visit)(const struct fc_gpu_user *u, void *arg), void *arg);
 
 struct fc_gpu_memory {
 	unsigned long long total;

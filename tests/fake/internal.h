@@ -157,6 +157,8 @@ void fc_faults_check(int op, int pid, int warn, struct fc_fault_hit *hit);
  * in the caller's pid namespace), as the target itself numbers it; 0 if it
  * has none */
 int fc_find_restore_tid(int pid);
+/* The same for pid of the /proc at root. */
+int fc_find_restore_tid_in(const char *root, int pid);
 
 /* caller_room.c: the free memory of every GPU, as the caller's NVML
  * reports it now, for a restore to be judged by */

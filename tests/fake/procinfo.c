@@ -8,18 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static __thread const char *proc_root;
-
-const char *fc_proc(void)
-{
-	return proc_root ? proc_root : "/proc";
-}
-
-void fc_proc_use(const char *root)
-{
-	proc_root = root;
-}
-
 int fc_proc_tgid(int pid, int *own, int *local)
 {
 	char path[64], line[256];
@@ -166,12 +154,17 @@ static int add_use(struct fc_devmem_use *out, int n, int max, const struct fc_de
 
 int fc_proc_devmem_use(int pid, struct fc_devmem_use *out, int max)
 {
+	return fc_proc_devmem_use_in("/proc", pid, out, max);
+}
+
+int fc_proc_devmem_use_in(const char *root, int pid, struct fc_devmem_use *out, int max)
+{
 	char dir[96], info[96], name[16];
 	struct fc_devmem_info m;
 	size_t n;
 	int count = 0;
-	snprintf(dir, sizeof(dir), "%s/%d/fd", fc_proc(), pid);
-	snprintf(info, sizeof(info), "%s/%d/fdinfo", fc_proc(), pid);
+	snprintf(dir, sizeof(dir), "%s/%d/fd", root, pid);
+	snprintf(info, sizeof(info), "%s/%d/fdinfo", root, pid);
 	DIR *d = opendir(dir);
 	if (d == NULL)
 		return 0;

@@ -49,11 +49,8 @@ struct fc_devmem_use {
  * and its VMM physical allocations summed per GPU: how many (at most max,
  * 0 when none or unreadable). */
 int fc_proc_devmem_use(int pid, struct fc_devmem_use *out, int max);
-
-/* The /proc whose pids the readers here name: "/proc", or, on this thread
- * while a restore thread measures room for its caller, the caller's /proc
- * through a descriptor it sent ("/proc/self/fd/N"). NULL: "/proc" again. */
-const char *fc_proc(void);
-void fc_proc_use(const char *root);
+/* The same for pid of the /proc at root (a caller's, through a descriptor
+ * it sent: "/proc/thread-self/fd/N"). */
+int fc_proc_devmem_use_in(const char *root, int pid, struct fc_devmem_use *out, int max);
 
 #endif

@@ -34,9 +34,7 @@ void fc_room_admit(struct fc_room *room, int procfd)
 	struct rescan r = { .room = room };
 	/* thread-self: /proc/self of a process whose main thread ended is empty */
 	snprintf(root, sizeof(root), "/proc/thread-self/fd/%d", procfd);
-	fc_proc_use(root);
-	fc_gpu_users_with(room->context, add_now, &r);
-	fc_proc_use(NULL);
+	fc_gpu_users_with(root, room->context, add_now, &r);
 	/* What the processes took since the caller measured is gone from the
 	 * free memory; what they gave back is not counted (a process this
 	 * thread may not read would look gone). */
