@@ -1,13 +1,7 @@
 #include "gpuledger.h"
-#include "env.h"
 #include "gpuprobe.h"
 #include "pool.h"
-#include "sandbox.h"
-#include "state.h"
 #include "util.h"
-
-#include <errno.h>
-#include <sys/stat.h>
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -294,8 +288,8 @@ static void open_book(cs_gpu_ledger *l)
 	if (fd < 0)
 		return;
 	char why[600];
-	cs_gpubook_whose(path, fd, why, sizeof(why));
-	if (why[0] && !strstr(why, "gVisor")) {
+	cs_book_whose whose = cs_gpubook_whose(path, fd, why, sizeof(why));
+	if (whose == CS_BOOK_PRIVATE) {
 		/* Its restores and the node's would each see room the other takes. */
 		cs_error_set(&l->book_err, CS_ESTATE,
 			     "Run it in the node's mount namespace, or mount the node's " CS_GPUBOOK_NODE
@@ -304,7 +298,7 @@ static void open_book(cs_gpu_ledger *l)
 		close(fd);
 		return;
 	}
-	if (why[0] && l->warn) {
+	if (whose == CS_BOOK_SANDBOXS && l->warn) {
 		char line[700];
 		snprintf(line, sizeof(line), "warning: %s", why);
 		l->warn(l->warn_ctx, line);

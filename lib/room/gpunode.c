@@ -15,7 +15,7 @@
 
 #define GIB (1024.0 * 1024 * 1024)
 
-void cs_gpubook_whose(const char *path, int bookfd, char *why, size_t size)
+cs_book_whose cs_gpubook_whose(const char *path, int bookfd, char *why, size_t size)
 {
 	why[0] = '\0';
 	cs_sandbox sb;
@@ -25,7 +25,7 @@ void cs_gpubook_whose(const char *path, int bookfd, char *why, size_t size)
 			 "cudasnap runs in gVisor, whose file locks are the sandbox's own: the book %s counts the "
 			 "restores of this sandbox only, not those of other sandboxes on the node",
 			 path);
-		return;
+		return CS_BOOK_SANDBOXS;
 	}
 	/* PID 1's root shows the book of PID 1's mount namespace, the node's
 	 * where PID 1 is the node's init (in a container, the container's):
@@ -33,20 +33,22 @@ void cs_gpubook_whose(const char *path, int bookfd, char *why, size_t size)
 	 * is the operator's word. */
 	const char *set = cs_env("CUDASNAP_GPU_BOOK");
 	if ((set && *set) || strcmp(path, CS_GPUBOOK_NODE) != 0)
-		return;
+		return CS_BOOK_NODES;
 	char there[PATH_MAX];
 	struct stat a, b;
 	snprintf(there, sizeof(there), "%s/1/root%s", cs_proc_dir(), path);
 	if (fstat(bookfd, &a) < 0)
-		return;
+		return CS_BOOK_NODES;
 	int r = stat(there, &b) < 0 ? -errno : 0;
 	if (r < 0 && r != -ENOENT)
-		return; /* not ours to look at */
-	if (r == -ENOENT || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
-		snprintf(why, size,
-			 "this cudasnap's mount namespace has a %s of its own, not the node's as PID 1 sees it (%s): "
-			 "restores made from the node's mount namespace are not counted",
-			 path, there);
+		return CS_BOOK_NODES; /* not ours to look at */
+	if (r == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		return CS_BOOK_NODES;
+	snprintf(why, size,
+		 "this cudasnap's mount namespace has a %s of its own, not the node's as PID 1 sees it (%s): "
+		 "restores made from the node's mount namespace are not counted",
+		 path, there);
+	return CS_BOOK_PRIVATE;
 }
 
 void cs_gpubook_plan(cs_driver *d, cs_nvml_gpu *gpus, size_t n, char (*booked)[200], char *why, size_t size)
@@ -58,9 +60,8 @@ void cs_gpubook_plan(cs_driver *d, cs_nvml_gpu *gpus, size_t n, char (*booked)[2
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return; /* none yet: no restore is in flight, the first creates it */
-	cs_gpubook_whose(path, fd, why, size);
-	if (why[0] && strstr(why, "gVisor"))
-		why[0] = '\0'; /* said, not refused */
+	if (cs_gpubook_whose(path, fd, why, size) != CS_BOOK_PRIVATE)
+		why[0] = '\0'; /* said (doctor, the restore's warning), not refused */
 	cs_error err = { 0 };
 	_cleanup_close_ int lk = cs_gpubook_lock(fd, cs_now() + 2, NULL, &err);
 	_cleanup_free_ char(*uuids)[48] = calloc(n + 1, sizeof(*uuids));

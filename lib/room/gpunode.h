@@ -17,10 +17,15 @@
  * nothing. d: to judge orphans (may be NULL). */
 void cs_gpubook_plan(cs_driver *d, cs_nvml_gpu *gpus, size_t n, char (*booked)[200], char *why, size_t size);
 
-/* Whether the book at path is the node's as far as can be told: "" when it
- * is or cannot be told, else why not (this cudasnap's mount namespace has
- * its own, gVisor keeps file locks to the sandbox). For doctor and
- * --dry-run as for the restore. */
-void cs_gpubook_whose(const char *path, int bookfd, char *why, size_t size);
+typedef enum cs_book_whose {
+	CS_BOOK_NODES = 0, /* the node's, or it cannot be told */
+	CS_BOOK_SANDBOXS, /* gVisor: file locks are the sandbox's own (a warning) */
+	CS_BOOK_PRIVATE, /* this mount namespace has its own (a restore is refused) */
+} cs_book_whose;
+
+/* Whether the book at path is the node's as far as can be told; why gets
+ * why not ("" for CS_BOOK_NODES). For doctor and --dry-run as for the
+ * restore. */
+cs_book_whose cs_gpubook_whose(const char *path, int bookfd, char *why, size_t size);
 
 #endif
