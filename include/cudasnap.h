@@ -435,6 +435,11 @@ typedef struct cs_txn_opts {
 	 * through, with the driver's answer. */
 	int (*before_restore)(void *ctx, cs_target *t, bool rollback, cs_error *err);
 	void (*restored)(void *ctx, cs_target *t, int res);
+	/* The same around each unpark (forward, or a checkpoint's rollback):
+	 * the parked memory it brings back needs the room too. Refused, the
+	 * process stays parked, its memory where its park put it. */
+	int (*before_unpark)(void *ctx, cs_target *t, bool rollback, cs_error *err);
+	void (*unparked)(void *ctx, cs_target *t, int res);
 	void *restore_ctx;
 	/* Leave interposed processes' memory to the driver (no park step). */
 	bool no_park;
@@ -459,6 +464,9 @@ typedef struct cs_txn_result {
 	bool ran; /* the transaction began (cs_session_run) */
 	size_t vanished; /* targets that exited before anything was done to them */
 	size_t lost; /* targets whose GPU state was lost (outcome CS_OUTCOME_INCOMPLETE) */
+	/* The GPU had no room for a restore (or an unpark) before anything
+	 * was changed: refused as the plan's check refuses. */
+	bool refused_no_room;
 } cs_txn_result;
 
 /* Runs op over targets as one transaction: every target reaches the goal, or

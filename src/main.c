@@ -134,6 +134,8 @@ int cli_exit_txn(const cs_txn_result *r, int rc)
 {
 	if (r->outcome == CS_OUTCOME_INCOMPLETE)
 		return EXIT_INCOMPLETE;
+	if (rc < 0 && r->refused_no_room)
+		return EXIT_USAGE; /* as a plan's refusal of the same cause */
 	return rc < 0 ? EXIT_FAILED : EXIT_DONE;
 }
 

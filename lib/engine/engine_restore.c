@@ -9,6 +9,7 @@
  * the restored processes killed (engine_room.c): the engine then fails. */
 #include "engine_int.h"
 #include "env.h"
+#include "gpuledger.h"
 #include "gpuroom.h"
 #include "inventory.h"
 #include "park.h"
@@ -426,6 +427,11 @@ static int unpark_one(cs_engine *e, const eng_task *t, bool importers, char *why
 		rc = cs_park_step(&x, false, &conn, ms, cs_park_answer_s(NULL, info.bytes, ms), &f, &a, &err);
 	cs_park_files_close(&f);
 	cs_park_close(&conn, false);
+	/* Answered: the room its restore left booked for this unpark is
+	 * taken (or, the unpark failed, not needed) now. */
+	unsigned long long start;
+	if ((rc == 0 || a.stage[0] || a.code) && cs_proc_start_time(cs_proc_dir(), t->pid, &start) == 0)
+		cs_gpu_ledger_settle(t->pid, start);
 	cs_history_proc *h = eng_op_entry(e, t->entry);
 	if (rc < 0) { /* the hint is the command line's: what the engine does next follows */
 		eng_log(e, CS_LOG_ERROR, "%s", err.message);

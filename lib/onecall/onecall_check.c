@@ -4,6 +4,7 @@
  * could never restore, a restore whose GPU has no room for it (which
  * destroys the process's checkpointed state), and --device-map. */
 #include "onecall_int.h"
+#include "park.h"
 #include "devmap.h"
 #include "env.h"
 #include "plan.h"
@@ -71,7 +72,9 @@ static int check(cs_onecall *oc, cs_op op, cs_onecall_refusal *why)
 		r = cs_session_select(s, &err);
 	if (r == 0)
 		r = cs_session_check(s, &err);
-	if (r == 0 && op == CS_OP_RESTORE)
+	/* what it needs, for its booking, also where the check refused a
+	 * restore told to ignore the room: the others must count it */
+	if (s && op == CS_OP_RESTORE)
 		keep_room(oc, s);
 	bool restore = op == CS_OP_RESTORE && !cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY");
 	if (r == 0 || (err.status != CS_EPROC && !(restore && err.status != CS_EUSAGE)))
@@ -150,6 +153,7 @@ static int book(cs_onecall *oc, cs_onecall_refusal *why)
 	cs_gpu_ledger_init(oc->ledger, oc->d, oc->o.command, cs_now() + wait, NULL, sb.pid_ns == CS_PIDNS_HOST,
 			   hold_line, why);
 	oc->ledger->ignore = ignore;
+	oc->ledger->orphans.parked = cs_park_parked_now;
 	if (cs_gpu_ledger_take(oc->ledger, &oc->room, false, &err) < 0)
 		return cs_onecall_refuse(oc, why, "gpu-memory", &err, NULL);
 	oc->booked = true;

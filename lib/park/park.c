@@ -465,3 +465,10 @@ int cs_park_queue_unpark(pid_t pid, unsigned timeout_ms, const cs_park_files *fi
 	close(conn);
 	return rc;
 }
+
+int cs_park_parked_now(pid_t pid)
+{
+	cs_park_info info;
+	cs_park_status(pid, 1000, &info);
+	return info.seen && !info.unreachable ? info.parked : -1;
+}

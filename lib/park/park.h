@@ -51,6 +51,10 @@ int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info);
 /* Asks pid (in cudasnap's /proc) what it is; info->seen false when it runs
  * no interposer or does not answer within timeout_ms. */
 void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info);
+/* Whether pid's interposer says its memory is parked (1), not parked (0),
+ * or cannot tell within a second (<0): the judge of UNPARK orphans
+ * (gpuorphan.h). */
+int cs_park_parked_now(pid_t pid);
 
 /* Why a process whose interposer cannot be reached (info->unreachable) is
  * refused, and what to do about it. */

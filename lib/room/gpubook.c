@@ -21,7 +21,7 @@
 /* The file of a booking: a fixed record, so that reading one is a length
  * check and a few bounds. The magic names the version: a file with
  * another is not read, and counts as the whole of every GPU. */
-#define BOOK_MAGIC "CSBOOK2"
+#define BOOK_MAGIC "CSBOOK3"
 typedef struct book_file {
 	char magic[8];
 	cs_booking_rec rec;
@@ -134,7 +134,7 @@ int cs_booking_parse(const void *buf, size_t len, cs_booking_rec *rec)
 	memcpy(&f, buf, sizeof(f));
 	if (memcmp(f.magic, BOOK_MAGIC, sizeof(BOOK_MAGIC)) != 0)
 		return -EINVAL;
-	if ((f.rec.state != CS_BOOKING_WAITING && f.rec.state != CS_BOOKING_HELD) || f.rec.ngpu > CS_TARGET_GPUS)
+	if ((f.rec.state != CS_BOOKING_WAITING && !cs_booking_takes(f.rec.state)) || f.rec.ngpu > CS_TARGET_GPUS)
 		return -EINVAL;
 	f.rec.who[sizeof(f.rec.who) - 1] = '\0';
 	for (unsigned k = 0; k < f.rec.ngpu; k++)
@@ -168,7 +168,7 @@ static bool young(const struct stat *st)
 	return rt.tv_sec < st->st_ctim.tv_sec + CS_GPUBOOK_ORPHAN_MAX_S;
 }
 
-/* A HELD booking that may outlive its owner: while its owner holds it,
+/* A HELD or UNPARK booking that may outlive its owner: while its owner holds it,
  * within its bound (a lock held past that, by anyone, proves nothing);
  * else as the judge says. */
 static entry held(const char *name, const cs_booking_rec *rec, const struct stat *st, bool locked, uint64_t now,
@@ -204,7 +204,7 @@ static entry read_entry(int bookfd, const char *name, uint64_t now, const cs_orp
 	bool locked = flock(fd, LOCK_SH | LOCK_NB) < 0;
 	if (!read_rec(fd, rec))
 		return young(&st) ? E_WHOLE : E_OVER;
-	if (rec->state == CS_BOOKING_HELD && rec->until)
+	if (cs_booking_takes(rec->state) && rec->until)
 		return held(name, rec, &st, locked, now, judge);
 	return locked ? E_LIVE : E_OVER;
 }
@@ -237,7 +237,7 @@ static void add_to_tally(const cs_booking_rec *rec, uid_t owner, bool orphan, ui
 				continue;
 			cs_book_tally *t = &out[i];
 			unsigned long long need = rec->gpu[k].bytes;
-			if (rec->state == CS_BOOKING_HELD) {
+			if (cs_booking_takes(rec->state)) {
 				t->held += need;
 				t->nheld++;
 				name_it(t->first_who, sizeof(t->first_who), rec->who, owner, orphan);
@@ -283,7 +283,7 @@ size_t cs_gpubook_tally(int bookfd, const cs_booking *self, uint64_t ticket, con
 			nheld++;
 		} else if (e == E_LIVE || e == E_ORPHAN) {
 			add_to_tally(&rec, owner, e == E_ORPHAN, ticket, now, uuids, n, out);
-			nheld += rec.state == CS_BOOKING_HELD;
+			nheld += cs_booking_takes(rec.state);
 		} else if (e == E_OVER) {
 			/* In a shared book only its owner or root may remove it. */
 			unlinkat(bookfd, de->d_name, 0);
@@ -351,4 +351,21 @@ void cs_gpubook_keep(cs_booking *b)
 	 * it): its lock ends with this process. */
 	b->fd = -1;
 	b->name[0] = '\0';
+}
+
+void cs_gpubook_settle(int bookfd, pid_t target, uint64_t start, uint64_t pidns)
+{
+	_cleanup_closedir_ DIR *d = cs_opendir_at(bookfd, ".");
+	for (struct dirent *de; d && pidns && (de = readdir(d));) {
+		if (strncmp(de->d_name, "b-", 2) != 0)
+			continue;
+		_cleanup_close_ int fd = openat(bookfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		cs_booking_rec rec;
+		/* an owner alive holds its booking, and ends it itself */
+		if (fd < 0 || flock(fd, LOCK_SH | LOCK_NB) < 0 || !read_rec(fd, &rec))
+			continue;
+		if (rec.state == CS_BOOKING_UNPARK && rec.target == (int32_t)target && rec.target_start == start &&
+		    rec.target_pidns == pidns)
+			unlinkat(bookfd, de->d_name, 0);
+	}
 }

@@ -27,7 +27,11 @@
  * waiter says it is still there at every look (its beat); one that said
  * nothing for CS_GPUBOOK_STALE_S (stopped, say) holds no one back. A file
  * that is not a booking of this version counts as the whole of every GPU,
- * never as nothing: it may be another cudasnap's restore in flight. */
+ * never as nothing: it may be another cudasnap's restore in flight.
+ *
+ * A process whose memory is parked (park/) gets its context back from the
+ * driver's restore and the bulk from its unpark afterwards: its booking
+ * goes on as an UNPARK booking until that is over (gpuledger.h). */
 #ifndef CS_GPUBOOK_H
 #define CS_GPUBOOK_H
 
@@ -57,7 +61,16 @@
 typedef enum cs_booking_state {
 	CS_BOOKING_WAITING = 1, /* in line: books nothing yet, but keeps its place */
 	CS_BOOKING_HELD = 2, /* its restore is in flight: the memory is taken */
+	/* Its driver restore is over, and the memory its parking interposer
+	 * still has to bring back (the unpark) is taken until that is done. */
+	CS_BOOKING_UNPARK = 3,
 } cs_booking_state;
+
+/* Whether a booking takes memory (a restore or an unpark in flight). */
+static inline bool cs_booking_takes(uint32_t state)
+{
+	return state == CS_BOOKING_HELD || state == CS_BOOKING_UNPARK;
+}
 
 /* One booking as its file holds it. Times are CLOCK_BOOTTIME ns: one clock
  * for every process of the node, which no one sets. */
@@ -66,8 +79,8 @@ typedef struct cs_booking_rec {
 	uint32_t ngpu;
 	uint64_t ticket; /* its place in line: when it first asked */
 	uint64_t beat; /* when it last looked */
-	/* HELD: until when it counts at most once its owner is gone (0: it
-	 * ends with its owner, as the driver was not asked). */
+	/* HELD, UNPARK: until when it counts at most once its owner is gone
+	 * (0: it ends with its owner, as the driver was not asked). */
 	uint64_t until;
 	int32_t pid; /* the booking process, as its own namespace names it */
 	int32_t target; /* the process restored, as target_pidns names it */
@@ -147,6 +160,11 @@ void cs_gpubook_drop(int bookfd, cs_booking *b);
  * kernel releases the lock and b counts as an orphan until its restore is
  * seen over (b->rec.until set). */
 void cs_gpubook_keep(cs_booking *b);
+
+/* With the lock held: ends the UNPARK bookings of the target pid (started
+ * at start, in the PID namespace of inode pidns) whose owners are gone:
+ * its unpark, which they were left to, is over. */
+void cs_gpubook_settle(int bookfd, pid_t target, uint64_t start, uint64_t pidns);
 
 /* Reads one booking's file into rec: 0, or -EINVAL for anything that is not
  * a booking of this version. For the fuzzer too. */

@@ -20,6 +20,13 @@ struct ledger_held {
 	cs_booking b;
 };
 
+/* What a booking is for: a restore forward or a checkpoint's rollback
+ * (which waits only for restores in flight), each through the driver or
+ * the interposer's unpark. */
+typedef struct kind {
+	bool rollback, unpark;
+} kind;
+
 void cs_gpu_ledger_init(cs_gpu_ledger *l, cs_driver *d, const char *command, double deadline, volatile int *interrupted,
 			bool host_pidns, cs_warn_fn warn, void *warn_ctx)
 {
@@ -209,11 +216,20 @@ static void because(const cs_target *t, const judgement *j, bool waiting, char *
 	}
 }
 
-static int no_room(const cs_target *t, const judgement *j, bool rollback, cs_error *err)
+static int no_room(const cs_target *t, const judgement *j, bool rollback, bool unpark, cs_error *err)
 {
 	char why[700];
 	because(t, j, false, why, sizeof(why));
 	bool unknown = j->v == V_UNKNOWN || j->v == V_UNREAD;
+	if (unpark)
+		/* An unpark that does not start loses nothing: the memory stays
+		 * where the park put it. */
+		return cs_error_set(err, CS_EPROC,
+				    "Its memory is safe where its park put it (host memory, or its files); its GPU work "
+				    "waits. Free GPU memory, then bring it back: cudasnap restore --pid N (the process "
+				    "named above).",
+				    "process %d (%s) stays parked: its unpark was not started, because %s", (int)t->pid,
+				    t->comm, why);
 	if (rollback)
 		return cs_error_set(err, CS_EPROC,
 				    "Its checkpointed data is safe in its host memory. Free GPU memory, then restore it: "
@@ -252,7 +268,7 @@ static void open_gpus(cs_gpu_ledger *l)
 	l->probed = cs_room_gpus(&l->nv, &l->gpus, &l->ngpus, l->why_none, sizeof(l->why_none));
 }
 
-static void new_booking(const cs_gpu_ledger *l, const cs_target *t, cs_booking *b)
+static void new_booking(const cs_gpu_ledger *l, const cs_target *t, bool unpark, cs_booking *b)
 {
 	*b = CS_BOOKING_NONE;
 	b->rec = (cs_booking_rec){ .ticket = cs_gpubook_ticket(),
@@ -262,7 +278,8 @@ static void new_booking(const cs_gpu_ledger *l, const cs_target *t, cs_booking *
 				   .target_pidns = l->orphans.pidns,
 				   .timens = l->orphans.timens,
 				   .target_start = t->start_time };
-	snprintf(b->rec.who, sizeof(b->rec.who), "%s: pid %d (%s)", l->command, (int)t->pid, t->comm);
+	snprintf(b->rec.who, sizeof(b->rec.who), "%s: pid %d (%.20s)%s", l->command, (int)t->pid, t->comm,
+		 unpark ? ", unparking" : "");
 	memcpy(b->rec.gpu, t->need, sizeof(b->rec.gpu));
 }
 
@@ -322,33 +339,37 @@ static uint64_t orphan_bound(const cs_gpu_ledger *l, const cs_target *t)
 }
 
 /* One look under the book's lock: booked (1), wait (0), or refused (<0). */
-static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, bool rollback, double start, cs_error *err)
+static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, kind k, double start, cs_error *err)
 {
 	/* Each wait for the lock is bounded, not the sum of them: a restore
 	 * that waits in line meets the lock held many times. */
 	_cleanup_close_ int lk = cs_gpubook_lock(l->bookfd, cs_now() + BOOK_LOCK_WAIT_S, l->interrupted, err);
 	if (lk < 0)
 		return -CS_EPROC;
+	/* Bookings left to an unpark of t by a cudasnap that is gone: this
+	 * restore or unpark of t stands for them now (restored again, its
+	 * earlier unpark is over). */
+	cs_gpubook_settle(l->bookfd, t->pid, t->start_time, l->orphans.pidns);
 	judgement j = { .v = V_FITS };
 	if (!l->ignore)
 		judge(l, t, b, &j);
 	if (j.v == V_FITS) {
-		b->rec.state = CS_BOOKING_HELD;
+		b->rec.state = k.unpark ? CS_BOOKING_UNPARK : CS_BOOKING_HELD;
 		b->rec.until = orphan_bound(l, t);
 		int w = cs_gpubook_write(l->bookfd, b);
 		if (w == 0 && keep(l, t, b) == 0)
 			return 1;
 		return cs_error_errno(err, CS_EPROC, w < 0 ? -w : ENOMEM, CS_GPUBOOK_HINT,
-				      "restore of process %d (%s) not asked of the driver: its GPU memory could not be "
-				      "booked in %s",
-				      (int)t->pid, t->comm, l->book_path);
+				      "%s of process %d (%s) %s: its GPU memory could not be booked in %s",
+				      k.unpark ? "unpark" : "restore", (int)t->pid, t->comm,
+				      k.unpark ? "not started" : "not asked of the driver", l->book_path);
 	}
 	double now = cs_now(), inflight = (l->deadline > start ? l->deadline : start) + CS_GPU_INFLIGHT_WAIT_S;
 	bool stop = l->interrupted && *l->interrupted;
 	bool wait = (j.v == V_THEIRS && now < inflight) ||
-		((j.v == V_SHORT || j.v == V_UNREAD) && !rollback && now < l->deadline);
+		((j.v == V_SHORT || j.v == V_UNREAD) && !k.rollback && now < l->deadline);
 	if (stop || !wait)
-		return no_room(t, &j, rollback, err);
+		return no_room(t, &j, k.rollback, k.unpark, err);
 	/* In line, and still there: later restores of these GPUs let it go
 	 * first where it could be served. */
 	b->rec.state = CS_BOOKING_WAITING;
@@ -358,7 +379,7 @@ static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, bool rol
 	return 0;
 }
 
-int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_error *err)
+static int take(cs_gpu_ledger *l, const cs_target *t, kind k, cs_error *err)
 {
 	if (!t->nneed && (t->need_none || l->ignore))
 		return 0;
@@ -366,7 +387,7 @@ int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_e
 		/* No need listed, yet it may have one: where is not known. */
 		judgement j = { .v = V_UNKNOWN };
 		snprintf(j.why, sizeof(j.why), "which GPUs it restores onto, and what it needs there, is not known");
-		return no_room(t, &j, rollback, err);
+		return no_room(t, &j, k.rollback, k.unpark, err);
 	}
 	pthread_mutex_lock(&l->mu);
 	if (l->bookfd < 0 && !l->book_err.message[0])
@@ -376,17 +397,17 @@ int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_e
 		if (l->ignore)
 			return 0; /* told to take the risk: the others cannot count it */
 		return cs_error_set(err, CS_EPROC, l->book_err.hint[0] ? l->book_err.hint : NULL,
-				    "restore of process %d (%s) not asked of the driver: %s", (int)t->pid, t->comm,
-				    l->book_err.message);
+				    "%s of process %d (%s) %s: %s", k.unpark ? "unpark" : "restore", (int)t->pid,
+				    t->comm, k.unpark ? "not started" : "not asked of the driver", l->book_err.message);
 	}
 	if (!l->opened)
 		open_gpus(l);
 	cs_booking b;
-	new_booking(l, t, &b);
+	new_booking(l, t, k.unpark, &b);
 	double start = cs_now();
 	int r;
 	/* The book's lock keeps the other threads out of the GPU list too. */
-	while ((r = attempt(l, t, &b, rollback, start, err)) == 0) {
+	while ((r = attempt(l, t, &b, k, start, err)) == 0) {
 		pthread_mutex_unlock(&l->mu);
 		nanosleep(&(struct timespec){ .tv_nsec = 250000000L }, NULL);
 		pthread_mutex_lock(&l->mu);
@@ -394,6 +415,46 @@ int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_e
 	pthread_mutex_unlock(&l->mu);
 	cs_gpubook_drop(l->bookfd, &b); /* a place in line, when refused */
 	return r < 0 ? r : 0;
+}
+
+int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_error *err)
+{
+	return take(l, t, (kind){ .rollback = rollback }, err);
+}
+
+static struct ledger_held *held_of(cs_gpu_ledger *l, const cs_target *t)
+{
+	for (size_t i = 0; i < l->nheld; i++)
+		if (l->held[i].t == t)
+			return &l->held[i];
+	return NULL;
+}
+
+/* An unpark's need: on each GPU t restores onto, what its park holds
+ * (bytes, where known) at most. */
+static void unpark_needs(cs_target *t, unsigned long long bytes)
+{
+	for (unsigned k = 0; bytes && k < t->nneed; k++)
+		if (!t->need[k].bytes || t->need[k].bytes > bytes)
+			t->need[k].bytes = bytes;
+}
+
+int cs_gpu_ledger_take_unpark(cs_gpu_ledger *l, cs_target *t, unsigned long long bytes, bool rollback, cs_error *err)
+{
+	pthread_mutex_lock(&l->held_mu);
+	bool booked = held_of(l, t) != NULL; /* by its restore, just before */
+	pthread_mutex_unlock(&l->held_mu);
+	if (booked)
+		return 0;
+	pthread_mutex_lock(&l->mu);
+	if (!l->opened)
+		open_gpus(l);
+	/* A process left parked has no restore's need: the GPUs it can see. */
+	if (!t->nneed && !t->need_none)
+		cs_restore_needs(t, bytes, NULL, 0, l->gpus, l->ngpus);
+	pthread_mutex_unlock(&l->mu);
+	unpark_needs(t, bytes);
+	return take(l, t, (kind){ .rollback = rollback, .unpark = true }, err);
 }
 
 void cs_gpu_ledger_rollback_needs(cs_gpu_ledger *l, cs_target *t)
@@ -408,21 +469,69 @@ void cs_gpu_ledger_rollback_needs(cs_gpu_ledger *l, cs_target *t)
 	pthread_mutex_unlock(&l->mu);
 }
 
+/* Ends t's booking: dropped, or, while a call given up on may still act
+ * (pending), kept for as long as this process lives, then an orphan. */
+static void end(cs_gpu_ledger *l, const cs_target *t, bool pending)
+{
+	pthread_mutex_lock(&l->held_mu);
+	struct ledger_held *h = held_of(l, t);
+	if (h) {
+		if (pending)
+			cs_gpubook_keep(&h->b);
+		else
+			cs_gpubook_drop(l->bookfd, &h->b);
+		*h = l->held[--l->nheld];
+	}
+	pthread_mutex_unlock(&l->held_mu);
+}
+
 void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t, int res)
 {
-	if (!t->nneed)
-		return;
 	/* Not answered: the driver may still carry the restore out. */
-	bool pending = res == CS_CU_TIMED_OUT || res == CS_CU_INTERRUPTED;
+	end(l, t, res == CS_CU_TIMED_OUT || res == CS_CU_INTERRUPTED);
+}
+
+void cs_gpu_ledger_to_unpark(cs_gpu_ledger *l, const cs_target *t, unsigned long long bytes, bool left)
+{
+	/* Under the book's lock where it can be had: readers then see the
+	 * booking as before or as after (either counts what is to come). */
+	pthread_mutex_lock(&l->mu);
+	cs_error e = { 0 };
+	_cleanup_close_ int lk = l->bookfd < 0 ? -1 : cs_gpubook_lock(l->bookfd, cs_now() + BOOK_LOCK_WAIT_S, NULL, &e);
+	(void)lk; /* held until the end of this function */
 	pthread_mutex_lock(&l->held_mu);
-	for (size_t i = 0; i < l->nheld; i++)
-		if (l->held[i].t == t) {
-			if (pending)
-				cs_gpubook_keep(&l->held[i].b);
-			else
-				cs_gpubook_drop(l->bookfd, &l->held[i].b);
-			l->held[i] = l->held[--l->nheld];
-			break;
-		}
+	struct ledger_held *h = held_of(l, t);
+	if (h) {
+		cs_booking_rec *rec = &h->b.rec;
+		rec->state = CS_BOOKING_UNPARK;
+		/* what the unpark brings back, where it is known; the whole need
+		 * (the restore's part counted twice) where not */
+		for (unsigned k = 0; bytes && k < rec->ngpu; k++)
+			if (!rec->gpu[k].bytes || rec->gpu[k].bytes > bytes)
+				rec->gpu[k].bytes = bytes;
+		size_t len = strlen(rec->who);
+		snprintf(rec->who + len, sizeof(rec->who) - len, "%s", len < 80 ? ", unparking" : "");
+		rec->until = orphan_bound(l, t);
+		cs_gpubook_write(l->bookfd, &h->b);
+	}
+	if (h && left) {
+		cs_gpubook_keep(&h->b);
+		*h = l->held[--l->nheld];
+	}
 	pthread_mutex_unlock(&l->held_mu);
+	pthread_mutex_unlock(&l->mu);
+}
+
+void cs_gpu_ledger_unparked(cs_gpu_ledger *l, const cs_target *t, bool pending)
+{
+	end(l, t, pending);
+}
+
+void cs_gpu_ledger_settle(pid_t target, unsigned long long start)
+{
+	cs_error e = { 0 };
+	_cleanup_close_ int fd = cs_gpubook_open(NULL, &e);
+	_cleanup_close_ int lk = fd < 0 ? -1 : cs_gpubook_lock(fd, cs_now() + BOOK_LOCK_WAIT_S, NULL, &e);
+	if (lk >= 0)
+		cs_gpubook_settle(fd, target, start, cs_proc_pidns());
 }

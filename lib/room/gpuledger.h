@@ -77,4 +77,28 @@ void cs_gpu_ledger_rollback_needs(cs_gpu_ledger *l, cs_target *t);
  * (gpuorphan.h). */
 void cs_gpu_ledger_give(cs_gpu_ledger *l, const cs_target *t, int res);
 
+/* A parked process's memory comes back after its driver restore, by its
+ * interposer's unpark (park/): its room stays booked until that is over.
+ *
+ * After the driver restored t (its booking held): the booking goes on for
+ * what the unpark brings back, bytes on each GPU at most (0: not known,
+ * the whole need). left: another (the process itself, once its engine
+ * lets it run, or the engine's exit hook) unparks it after this ledger is
+ * gone: the booking is left to its target, held while this process lives
+ * and then an orphan until its interposer says it is not parked
+ * (gpuorphan.h), or its bound. */
+void cs_gpu_ledger_to_unpark(cs_gpu_ledger *l, const cs_target *t, unsigned long long bytes, bool left);
+/* Right before an unpark: nothing when t's restore booked it already;
+ * else (a process left parked, a checkpoint's rollback) books bytes on the
+ * GPUs of t->need (at most each need; fills t->need) as a restore would,
+ * waiting as above. <0 (err filled): the unpark must not start; the
+ * process stays parked, its memory where its park put it. */
+int cs_gpu_ledger_take_unpark(cs_gpu_ledger *l, cs_target *t, unsigned long long bytes, bool rollback, cs_error *err);
+/* After the unpark: its booking ends; pending (not answered: it may still
+ * go on), kept while this process lives, then an orphan. */
+void cs_gpu_ledger_unparked(cs_gpu_ledger *l, const cs_target *t, bool pending);
+/* The engine after it unparked target (pid, started at start, as this
+ * process's /proc names it) itself: the bookings left to that unpark end. */
+void cs_gpu_ledger_settle(pid_t target, unsigned long long start);
+
 #endif

@@ -51,7 +51,8 @@ cs_book_whose cs_gpubook_whose(const char *path, int bookfd, char *why, size_t s
 	return CS_BOOK_PRIVATE;
 }
 
-void cs_gpubook_plan(cs_driver *d, cs_nvml_gpu *gpus, size_t n, char (*booked)[200], char *why, size_t size)
+void cs_gpubook_plan(cs_driver *d, cs_parked_fn parked, cs_nvml_gpu *gpus, size_t n, char (*booked)[200], char *why,
+		     size_t size)
 {
 	why[0] = '\0';
 	for (size_t i = 0; i < n; i++)
@@ -72,6 +73,7 @@ void cs_gpubook_plan(cs_driver *d, cs_nvml_gpu *gpus, size_t n, char (*booked)[2
 		snprintf(uuids[i], sizeof(uuids[i]), "%s", gpus[i].uuid);
 	cs_orphans o;
 	cs_orphans_init(&o, d);
+	o.parked = parked;
 	cs_orphan_judge oj = { .counts = cs_orphan_counts, .ctx = &o };
 	cs_gpubook_tally(fd, NULL, 0, (const char(*)[48])uuids, n, &oj, tally);
 	for (size_t i = 0; i < n; i++) {

@@ -4,7 +4,7 @@
 #ifndef CS_GPUNODE_H
 #define CS_GPUNODE_H
 
-#include "gpubook.h"
+#include "gpuorphan.h"
 #include "nvml.h"
 
 #include <stddef.h>
@@ -14,8 +14,9 @@
  * cannot be read: all of it) and said in booked[i] ("" where none); why
  * gets, when the node's book cannot be used, why not (a restore is then
  * refused), else "". Waits at most 2 s for the book's lock; creates
- * nothing. d: to judge orphans (may be NULL). */
-void cs_gpubook_plan(cs_driver *d, cs_nvml_gpu *gpus, size_t n, char (*booked)[200], char *why, size_t size);
+ * nothing. d, parked: to judge orphans (may be NULL). */
+void cs_gpubook_plan(cs_driver *d, cs_parked_fn parked, cs_nvml_gpu *gpus, size_t n, char (*booked)[200], char *why,
+		     size_t size);
 
 typedef enum cs_book_whose {
 	CS_BOOK_NODES = 0, /* the node's, or it cannot be told */

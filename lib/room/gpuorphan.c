@@ -148,10 +148,13 @@ bool cs_orphan_counts(void *ctx, const char *name, const cs_booking_rec *rec, ui
 	 * it lives so; a state read would wait too. */
 	if (cs_proc_halt(cs_proc_dir(), rec->target, 0, NULL) != CS_HALT_NONE)
 		return remember(o, name, now);
-	if (!o->d)
+	bool unpark = rec->state == CS_BOOKING_UNPARK;
+	if (unpark ? !o->parked : !o->d)
 		return !expired;
 	if (!o->asks)
 		return true; /* asked about enough in this look: next time */
 	o->asks--;
+	if (unpark)
+		return o->parked(rec->target) == 0 ? false : expired ? false : remember(o, name, now);
 	return over_by_state(o, rec->target) ? false : remember(o, name, now);
 }

@@ -14,7 +14,16 @@
  * as long as it lives so. A target this reader cannot name (another PID or
  * time namespace), one whose booking another user wrote (the driver is not
  * asked about a process on someone else's word), or one on GPUs the
- * restore does not use counts until the booking's bound. */
+ * restore does not use counts until the booking's bound.
+ *
+ * An UNPARK booking is the memory a parked process's interposer still has
+ * to bring back once its driver restore is over (the CRIU plugin leaves it
+ * to the process: its unpark runs once the engine lets the tree go). Its
+ * parking interposer, asked with the same bound, says when that is over:
+ * not parked any more. One still parked, or that does not answer (its
+ * interposer answers no status during an unpark), counts until the bound:
+ * an unpark that failed leaves the memory in host memory or files, but
+ * one not yet begun looks the same. */
 #ifndef CS_GPUORPHAN_H
 #define CS_GPUORPHAN_H
 
@@ -32,8 +41,13 @@ typedef struct cs_orphan_seen {
 	uint64_t next; /* boottime ns: asked again from then on */
 } cs_orphan_seen;
 
+/* Whether pid's parking interposer says its memory is parked (1), not
+ * parked (0), or cannot tell within about CS_ORPHAN_STATE_S (<0). */
+typedef int (*cs_parked_fn)(pid_t pid);
+
 typedef struct cs_orphans {
 	cs_driver *d; /* NULL: no state is read, every orphan counts until its bound */
+	cs_parked_fn parked; /* NULL: an UNPARK orphan counts until its bound */
 	uint64_t pidns; /* inode of the PID namespace of cs_proc_dir(); 0 unknown */
 	uint64_t timens; /* inode of this process's time namespace; 0 unknown */
 	/* The GPUs of the restore judged now (set before each look): an

@@ -4,6 +4,7 @@
  * state); and the wait for room that --wait-memory asks for. */
 #include "gpuroom.h"
 #include "plan.h"
+#include "park.h"
 #include "session_int.h"
 #include "util.h"
 
@@ -102,7 +103,7 @@ void cs_plan_restore_room(cs_session *s, cs_plan_entry *e, size_t n)
 	_cleanup_free_ char(*booked)[200] = s->o->dry_run ? calloc(ngpus + 1, sizeof(*booked)) : NULL;
 	char notnode[600] = "";
 	if (booked)
-		cs_gpubook_plan(s->d, gpus, ngpus, booked, notnode, sizeof(notnode));
+		cs_gpubook_plan(s->d, cs_park_parked_now, gpus, ngpus, booked, notnode, sizeof(notnode));
 	/* t holds pointers: sizeof(*t) is one pointer's size, as meant. */
 	_cleanup_free_ const cs_target **t = calloc(n + 1, sizeof(*t)); // NOLINT(bugprone-sizeof-expression)
 	_cleanup_free_ cs_gpu_room *room = calloc(n + 1, sizeof(*room));

@@ -5,12 +5,14 @@
  * manifest kept. */
 #include "session_int.h"
 #include "park.h"
+#include "park_find.h"
 #include "parkfiles.h"
 #include "devmap.h"
 #include "env.h"
 #include "gpuroom.h"
 #include "plan.h"
 #include "pool.h"
+#include "proc.h"
 #include "discover.h"
 #include "select.h"
 #include "state.h"
@@ -369,10 +371,45 @@ static int before_restore(void *ctx, cs_target *t, bool rollback, cs_error *err)
 	return cs_gpu_ledger_take(&s->ledger, t, rollback, err);
 }
 
+/* Whether t runs the parking interposer though it could not be asked
+ * (a tree its engine holds stopped): it may come back parked. */
+static bool may_come_back_parked(const cs_target *t)
+{
+	char path[128];
+	return !t->park_seen && park_find_path(t->pid, cs_proc_dir(), path, sizeof(path)) == 0;
+}
+
+/* After the driver's restore: a parked process's memory comes back by its
+ * unpark afterwards, which stays booked until then (this command's unpark
+ * step, or the process's own unpark once its engine lets it run). */
 static void restored(void *ctx, cs_target *t, int res)
 {
 	cs_session *s = ctx;
-	cs_gpu_ledger_give(&s->ledger, t, res);
+	if (res == CS_CU_SUCCESS && t->parked)
+		cs_gpu_ledger_to_unpark(&s->ledger, t, t->park_bytes, false);
+	else if (res == CS_CU_SUCCESS && may_come_back_parked(t))
+		cs_gpu_ledger_to_unpark(&s->ledger, t, 0, true);
+	else
+		cs_gpu_ledger_give(&s->ledger, t, res);
+}
+
+/* Right before an unpark: room for what it brings back. */
+static int before_unpark(void *ctx, cs_target *t, bool rollback, cs_error *err)
+{
+	cs_session *s = ctx;
+	if (rollback && !t->nneed) /* a checkpoint's rollback: what it just parked */
+		cs_gpu_ledger_rollback_needs(&s->ledger, t);
+	return cs_gpu_ledger_take_unpark(&s->ledger, t, t->park_bytes, rollback, err);
+}
+
+/* An unpark that failed may go on where its interposer did not answer. */
+static void unparked(void *ctx, cs_target *t, int res)
+{
+	cs_session *s = ctx;
+	cs_park_info info = { .seen = false };
+	if (res != CS_CU_SUCCESS)
+		cs_park_status(t->pid, 2000, &info);
+	cs_gpu_ledger_unparked(&s->ledger, t, res != CS_CU_SUCCESS && (!info.seen || info.unreachable));
 }
 
 /* Restore's checks before the first driver call: the manifest, the device
@@ -445,9 +482,12 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 	cs_gpu_ledger_init(&s->ledger, s->d, o->command, cs_now() + (left > 0 ? left : 0), o->interrupted,
 			   s->sandbox.pid_ns == CS_PIDNS_HOST, o->warn, o->warn_ctx);
 	s->ledger.ignore = s->ignore_gpu_memory;
+	s->ledger.orphans.parked = cs_park_parked_now;
 	s->ledger_used = true;
 	t.before_restore = before_restore;
 	t.restored = restored;
+	t.before_unpark = before_unpark;
+	t.unparked = unparked;
 	t.restore_ctx = s;
 	int rc = cs_txn_run(s->d, &t, s->t, s->n, res); /* clears res first */
 	res->ran = true;

@@ -28,6 +28,7 @@ typedef struct run {
 	int wave; /* park steps run in two: importers of CUDA IPC memory, then the others */
 	atomic_ulong seq;
 	atomic_int abort;
+	atomic_int no_room; /* a target was refused for want of GPU room */
 	pthread_mutex_t mu;
 	cs_txn_result *res;
 	struct watched *w; /* per target: what the progress watch compares */
@@ -423,14 +424,17 @@ static int moving_call(run *r, cs_target *t, cs_step s)
 	return res;
 }
 
-/* Whether the GPUs t restores onto have room for it now; when not, t
- * fails (forward) or is left as it is (rollback) without a driver call. */
-static bool room_for(run *r, cs_target *t, bool rollback)
+/* Whether the GPUs t restores onto (by the driver's restore, or by the
+ * unpark of step s) have room for it now; when not, t fails (forward) or is
+ * left as it is (rollback) without the call. */
+static bool room_for(run *r, cs_target *t, cs_step s, bool rollback)
 {
-	if (!r->o->before_restore)
+	int (*check)(void *, cs_target *, bool, cs_error *) =
+		s == CS_STEP_UNPARK ? r->o->before_unpark : r->o->before_restore;
+	if (!check)
 		return true;
 	cs_error e = { 0 };
-	if (r->o->before_restore(r->o->restore_ctx, t, rollback, &e) == 0)
+	if (check(r->o->restore_ctx, t, rollback, &e) == 0)
 		return true;
 	t->error = e;
 	if (rollback)
@@ -438,6 +442,19 @@ static bool room_for(run *r, cs_target *t, bool rollback)
 	else
 		t->failed = true;
 	return false;
+}
+
+/* After a call that room_for let through: its answer. */
+static void room_used(run *r, cs_target *t, cs_step s, int res)
+{
+	void (*done)(void *, cs_target *, int) = s == CS_STEP_UNPARK ? r->o->unparked : r->o->restored;
+	if (done)
+		done(r->o->restore_ctx, t, res);
+}
+
+static bool needs_room(cs_step s)
+{
+	return s == CS_STEP_RESTORE || s == CS_STEP_UNPARK;
 }
 
 static void do_step(void *ctx, size_t i)
@@ -470,18 +487,16 @@ static void do_step(void *ctx, size_t i)
 		fail_halted(t, &h, cs_step_name(s));
 		atomic_store(&r->abort, 1);
 		return;
-	} else if (s == CS_STEP_RESTORE && !room_for(r, t, false)) {
+	} else if (needs_room(s) && !room_for(r, t, s, false)) {
 		report(r, t, s, false, CS_CU_NO_ROOM, 0);
+		atomic_store(&r->no_room, 1);
 		atomic_store(&r->abort, 1);
 		return;
-	} else if (moves_memory(s)) {
-		called = true;
-		res = moving_call(r, t, s);
-		if (s == CS_STEP_RESTORE && r->o->restored)
-			r->o->restored(r->o->restore_ctx, t, res);
 	} else {
 		called = true;
-		res = call_step(r, t, s, true);
+		res = moves_memory(s) ? moving_call(r, t, s) : call_step(r, t, s, true);
+		if (needs_room(s))
+			room_used(r, t, s, res);
 	}
 	double secs = cs_now() - t0;
 	if (res == CS_CU_SUCCESS) {
@@ -552,16 +567,20 @@ static void rollback(run *r)
 			cs_halt_error(&t->error, t->pid, t->comm, &h, doing);
 			continue;
 		}
-		/* A rollback's restore needs room on the GPU as much as any. */
-		bool checked = u == CS_STEP_RESTORE && alive(t);
-		if (checked && !room_for(r, t, true)) {
+		/* A rollback's restore or unpark needs room on the GPU as much as any. */
+		bool checked = needs_room(u) && alive(t);
+		if (checked && !room_for(r, t, u, true)) {
+			/* Left parked, kept so: a park given up on would unpark
+			 * itself, into room that is not there. */
+			if (u == CS_STEP_UNPARK)
+				cs_park_close(&t->park_conn, true);
 			report(r, t, u, true, CS_CU_NO_ROOM, 0);
 			continue;
 		}
 		double t0 = cs_now();
 		int res = alive(t) ? call_step(r, t, u, false) : CS_CU_OPERATING_SYSTEM;
-		if (checked && r->o->restored)
-			r->o->restored(r->o->restore_ctx, t, res);
+		if (checked)
+			room_used(r, t, u, res);
 		report(r, t, u, true, res, cs_now() - t0);
 		if (res == CS_CU_SUCCESS) {
 			t->state = step_result_state(t, u);
@@ -764,6 +783,11 @@ static void finish(run *r, bool rolled)
 {
 	cs_txn_result *res = r->res;
 	res->outcome = CS_OUTCOME_DONE;
+	bool changed = false;
+	for (size_t i = 0; i < r->n; i++)
+		changed |= touched(&r->t[i]);
+	/* refused as the plan's check refuses: before anything changed */
+	res->refused_no_room = rolled && !changed && atomic_load(&r->no_room);
 	if (rolled) {
 		rollback(r);
 		settle(r);

@@ -10,7 +10,7 @@ static void booking(const uint8_t *data, size_t size)
 	cs_booking_rec rec;
 	if (cs_booking_parse(data, size, &rec) < 0)
 		return;
-	FUZZ_CHECK(rec.state == CS_BOOKING_WAITING || rec.state == CS_BOOKING_HELD);
+	FUZZ_CHECK(rec.state == CS_BOOKING_WAITING || cs_booking_takes(rec.state));
 	FUZZ_CHECK(rec.ngpu <= CS_TARGET_GPUS);
 	FUZZ_CHECK(strnlen(rec.who, sizeof(rec.who)) < sizeof(rec.who));
 	for (unsigned k = 0; k < rec.ngpu; k++)

@@ -27,6 +27,12 @@ measured (the helpers are tests/gpu/safety.py's).
              while its restore is pending, and when
   orphan-race  both restores started together, the cudasnap of the one that
              booked first killed while the other waits behind its booking
+  parked     a PyTorch process under `cudasnap run` (its memory parks) and
+             a plain one, room for one: while the first's restore waits for
+             its unpark (its booking says "unparking"), the second's restore
+             is not let into that room (exit 2, never OUT_OF_MEMORY, never
+             LOST); both back with their data once there is room
+             (needs CUDASNAP_PARK_LIB)
   no-nvml    NVML hidden (CUDASNAP_LIBNVML): the GPU's free memory comes from
              cudasnap's driver probe; its figure beside NVML's (what the
              probe's own context takes), a restore that does not fit refused
@@ -269,7 +275,19 @@ def held(name):
             head = f.read(12)
     except OSError:
         return False
-    return len(head) == 12 and head[:7] == b"CSBOOK2" and int.from_bytes(head[8:12], "little") == 2
+    return len(head) == 12 and head[:7] == b"CSBOOK3" and int.from_bytes(head[8:12], "little") in (2, 3)
+
+
+def unparking():
+    """Whether a booking of the book waits for an unpark (its words say so)."""
+    for name in book_files():
+        try:
+            with open(os.path.join(book_dir(), name), "rb") as f:
+                if b", unparking" in f.read():
+                    return True
+        except OSError:
+            pass
+    return False
 
 
 def killed_while_pending(a, cs, pid):
@@ -360,6 +378,54 @@ def scenario_orphan_race(a, cs, rounds=3):
         s.stop_all()
 
 
+def scenario_parked(a, cs, rounds=2):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for rnd in range(rounds):
+        w = s.Procs(a)
+        pa = w.start([a.cudasnap, "run", "--", sys.executable, os.path.join(here, "park_workload.py"), "--dir", w.dir,
+                      "--gib", str(int(a.gib))])[0]
+        ca = cs("checkpoint", "--pid", str(pa), "--json")
+        parked = ((ca.obj or {}).get("processes") or [{}])[0].get("park") or {}
+        pb, cb = checkpointed(a, cs, w, a.gib)
+        if ca.returncode != 0 or not parked.get("parked"):
+            s.check(f"parked {rnd}: the PyTorch process parked at its checkpoint", False, s.tail(ca))
+            s.stop_all()
+            continue
+        need = max(parked.get("bytes", 0), moved(cb)) + 144 * MIB
+        f = Filler(a, w, need + need // 2)
+        p = subprocess.Popen([a.cudasnap, "restore", "--pid", str(pa), "--json"], start_new_session=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        t0, seen = time.monotonic(), None
+        while seen is None and time.monotonic() - t0 < 120 and p.poll() is None:
+            if unparking():
+                seen = time.monotonic() - t0
+            time.sleep(0.002)
+        r = cs("restore", "--json", "--pid", str(pb)) if seen is not None else None
+        out, err = p.communicate(timeout=600)
+        st = cs.states([pa, pb])
+        lost = r is not None and ("LOST" in r.stderr or "OUT_OF_MEMORY" in r.stderr)
+        s.check(f"parked {rnd}: a booking waited for the unpark, and the restore started then was not let in "
+                "(exit 2), nothing lost",
+                seen is not None and r is not None and r.returncode == 2 and not lost and p.returncode == 0 and
+                st == {pa: "running", pb: "checkpointed"},
+                f"seen={seen} rc={r and r.returncode} first_rc={p.returncode} states={st} " +
+                (s.tail(r) if r else "") + err[-400:])
+        first = (json.loads(out or "{}").get("processes") or [{}])[0]
+        s.record("parked", round=rnd, parked_bytes=parked.get("bytes"), moved_b=moved(cb), filler_free=f.free,
+                 unparking_seen_s=None if seen is None else round(seen, 3), second_rc=r and r.returncode,
+                 second_s=r and round(r.wall, 3), first_s=first.get("seconds"),
+                 by_unpark=r is not None and "unparking" in r.stderr)
+        ok, got = w.verify([pa])
+        s.check(f"parked {rnd}: the parked process is back with its data", ok, str(got))
+        f.stop()
+        time.sleep(1.0)
+        r2 = cs("restore", "--json", "--pid", str(pb))
+        ok, got = w.verify([pa, pb])
+        s.check(f"parked {rnd}: the second restored once there is room, both verified, no booking left",
+                r2.returncode == 0 and ok and not book_files(), s.tail(r2) + str(got) + str(book_files()))
+        s.stop_all()
+
+
 def gpu_of(d, pid):
     e = next((x for x in (d.obj or {}).get("processes", []) if x.get("pid") == pid), {})
     return ((e.get("gpu_memory") or {}).get("gpus") or [{}])[0], e
@@ -423,7 +489,7 @@ def inspect_images(cs, img, base, fits, libs=None):
 
 
 def main():
-    a = s.arguments("cli,wait,dropin,container,at-once,orphan,orphan-race,no-nvml", [("--gib", {"type": float, "default": 8}),
+    a = s.arguments("cli,wait,dropin,container,at-once,orphan,orphan-race,parked,no-nvml", [("--gib", {"type": float, "default": 8}),
                                                   ("--archive-libs", {"help": "libarchive.so.13 and its libraries"})])
     if a.fake_app:
         a.gib = min(a.gib, 0.25)
@@ -431,7 +497,7 @@ def main():
     steps = {"cli": lambda: scenario_cli(a, cs), "wait": lambda: scenario_wait(a, cs),
              "dropin": lambda: scenario_dropin(a, cs), "container": lambda: scenario_container(a, cs, t, base),
              "at-once": lambda: scenario_at_once(a, cs), "orphan": lambda: scenario_orphan(a, cs),
-             "orphan-race": lambda: scenario_orphan_race(a, cs),
+             "orphan-race": lambda: scenario_orphan_race(a, cs), "parked": lambda: scenario_parked(a, cs),
              "no-nvml": lambda: scenario_no_nvml(a, cs)}
     return s.run_steps(a, steps)
 

@@ -26,6 +26,8 @@ import unittest
 from harness import APP, BIN, GPU0, Case
 
 ROUNDS = int(os.environ.get("CUDASNAP_BOOK_ROUNDS", "8"))
+CUAPP = os.environ.get("FAKE_CUAPP", "")
+PARK_LIB = os.environ.get("PARK_LIB", "")
 
 
 class OneGpu(Case):
@@ -307,7 +309,7 @@ class Together(OneGpu):
         gone within the bound, it takes the whole GPU."""
         import fcntl
         pid, = self.checkpointed(64)
-        for what, data in (("another version", b"CSBOOK9\0" + b"\1" * 400), ("cut short", b"CSBOOK2\0\2\0")):
+        for what, data in (("another version", b"CSBOOK9\0" + b"\1" * 400), ("cut short", b"CSBOOK3\0\2\0")):
             with self.subTest(what=what):
                 path = os.path.join(self.book, "b-0000000000000001-1-00000000")
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -316,14 +318,14 @@ class Together(OneGpu):
                     os.write(fd, data)
                     fcntl.flock(fd, fcntl.LOCK_EX)
                     r = self.cs("restore", "--pid", str(pid))
-                    self.assertEqual(r.rc, 1, r)
+                    self.assertEqual(r.rc, 2, r)
                     self.assertIn("not asked of the driver", r.err)
                     self.assertIn("a booking that this cudasnap cannot read", r.err)
                 finally:
                     os.close(fd)
                 # its owner gone: it counts all the same, within the bound
                 r = self.cs("restore", "--pid", str(pid))
-                self.assertEqual(r.rc, 1, r)
+                self.assertEqual(r.rc, 2, r)
                 self.assertIn("a booking that this cudasnap cannot read", r.err)
                 self.assertStates([pid], "checkpointed")
                 os.unlink(path)
@@ -341,7 +343,7 @@ class Together(OneGpu):
             b"\0" * (56 * 15)
         path = os.path.join(self.book, "b-0000000000000001-1-00000001")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.write(fd, b"CSBOOK2\0" + rec)
+        os.write(fd, b"CSBOOK3\0" + rec)
         fcntl.flock(fd, fcntl.LOCK_EX)
         self.addCleanup(lambda: (os.path.exists(path) and os.unlink(path), os.close(fd)))
         return fd, path
@@ -452,6 +454,102 @@ class Together(OneGpu):
         self.assertDataOk([pid])
 
 
+@unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
+class Parked(OneGpu):
+    """A parked process's memory comes back by its unpark, after the
+    driver's restore (which brings back only its context) and the unlock:
+    it stays booked until then. Without that, a restore admitted in between
+    ran out of memory when its target admitted it, after the unpark had
+    taken the room: its process destroyed."""
+
+    def parked_and_checkpointed(self):
+        from test_park import App, status
+        a = App(self, ["--alloc-mib", "100", "--allocs", "4", "--interval-ms", "600000"])
+        b = self.start("--mem", "400")[0]
+        r = self.cs("checkpoint", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertStates([a.pid, b], "checkpointed")
+        self.assertEqual(status(a.pid)["parked"], "1")
+        # the window: the unlock comes 1.5 s after the driver's restore,
+        # then the unpark; b's target admits its restore 2.5 s after it is
+        # asked
+        self.fault(f"{a.pid} unlock delay=1500", f"{b} restore delay=2500")
+        return a, b, status
+
+    def restore_a_then_b(self, a, b, end=None):
+        """Restores a, and b while a's unpark is to come (a's cudasnap
+        ended by end first, when given; b's then only planned: a restore
+        would wait for the orphan up to 120 s)."""
+        p = subprocess.Popen([BIN, "restore", "--pid", str(a.pid)], env=self.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        time.sleep(0.6)  # a's driver restore is over, its unlock pending
+        if end is not None:
+            os.killpg(p.pid, end)
+            time.sleep(0.2)
+        rb = self.cs("restore", "--pid", str(b), *(("--dry-run",) if end else ()), timeout=200)
+        _, err = p.communicate(timeout=60)
+        return p.returncode, err, rb
+
+    def test_a_parked_process_keeps_its_room_until_its_unpark_is_done(self):
+        a, b, status = self.parked_and_checkpointed()
+        rc, err, rb = self.restore_a_then_b(a, b)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+        self.assertNotEqual(rb.rc, 0, rb)
+        self.assertNotIn("LOST", rb.err, rb)
+        self.assertIn(f"restore of process {b} (fakecuda-app) not asked of the driver", rb.err)
+        self.assertStates([b], "checkpointed")
+        self.fault()
+        a.p.kill()
+        a.p.wait()
+        r = self.cs("restore", "--pid", str(b))
+        self.assertEqual(r.rc, 0, r)
+        self.assertDataOk([b])
+        self.assertEqual(self.bookings(), [])
+
+    def test_an_unpark_whose_cudasnap_died_keeps_its_room_while_the_process_is_parked(self):
+        """The first restore's cudasnap is killed before its unpark: the
+        process stays parked, and its booking, an orphan, counts while its
+        interposer says so. The next restore of it books anew (the orphan
+        ends) and brings it back."""
+        a, b, status = self.parked_and_checkpointed()
+        rc, err, rb = self.restore_a_then_b(a, b, end=signal.SIGKILL)
+        self.assertEqual(rc, -signal.SIGKILL, err)
+        self.assertEqual(rb.rc, 1, rb)
+        self.assertIn("restore would FAIL", rb.err)
+        self.assertIn(f"pid {a.pid} (fakecuda-cuapp), unparking, booked by uid 0, whose cudasnap is gone", rb.err)
+        self.assertStates([b], "checkpointed")
+        self.assertEqual(status(a.pid)["parked"], "1")
+        self.fault()
+        r = self.cs("restore", "--pid", str(a.pid))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+        self.assertEqual(self.bookings(), [])
+        a.p.kill()
+        a.p.wait()
+        r = self.cs("restore", "--pid", str(b))
+        self.assertEqual(r.rc, 0, r)
+        self.assertDataOk([b])
+
+    def test_an_unpark_without_room_leaves_the_process_parked(self):
+        """A process left parked is unparked by restore only where its memory
+        fits: another process took the room meanwhile, and the unpark is not
+        started (its memory stays in host memory), with the reason."""
+        a, b, status = self.parked_and_checkpointed()
+        self.fault(f"{a.pid} unlock delay=1500")
+        rc, err, rb = self.restore_a_then_b(a, b, end=signal.SIGKILL)
+        # b was refused: a's orphan counts. Now a process takes the room.
+        self.fault()
+        self.start("--mem", "400")
+        r = self.cs("restore", "--pid", str(a.pid))
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertIn(f"process {a.pid} (fakecuda-cuapp) stays parked: its unpark was not started", r.err)
+        self.assertEqual(status(a.pid)["parked"], "1")
+        self.assertNotIn("LOST", r.err, r)
+
+
 class Careless(OneGpu):
     """Restores that do not check, or whose check could not run: they must
     neither be let through blind nor go unseen by the others."""
@@ -474,6 +572,32 @@ class Careless(OneGpu):
         os.kill(a, signal.SIGKILL)
         self.assertEqual(self.cs("restore", "--pid", str(b)).rc, 0)
         self.assertDataOk([b])
+
+    def test_the_drop_in_told_to_ignore_the_room_still_books(self):
+        """The drop-in told to ignore the room asks the driver where its
+        check would refuse: its booking is there all the same, so that a
+        restore beside it waits for it rather than counting room that the
+        first takes."""
+        a, = self.checkpointed(400)
+        b = self.start("--mem", "100")[0]
+        self.assertEqual(self.cs("checkpoint", "--pid", str(b)).rc, 0)
+        self.start("--mem", "300")  # 424 MiB free: a does not fit, b does
+        # the driver's own need as cudasnap counts it: a runs out of memory
+        # (its state is lost: it was told to take the risk), b then fits
+        self.env["FAKECUDA_RESTORE_EXTRA_MIB"] = "144"
+        self.fault(f"{a} restore delay=1500")
+        out = {}
+        t = threading.Thread(target=lambda: out.update(a=self.cc(
+            "--action", "restore", "--pid", a, env={"CUDASNAP_IGNORE_GPU_MEMORY": "1"}, timeout=120)))
+        t.start()
+        time.sleep(0.5)  # a is inside the driver's restore now
+        out["b"] = self.cs("restore", "--pid", str(b), timeout=240)
+        t.join()
+        self.assertEqual(out["b"].rc, 0, out["b"])
+        self.assertIn("waiting up to", out["b"].err)
+        self.assertIn(f"pid {a} (fakecuda-app), booked by uid 0", out["b"].err)
+        self.assertDataOk([b])
+        self.assertEqual(self.bookings(), [])
 
     def test_the_drop_in_refuses_a_restore_whose_check_could_not_run(self):
         pid, = self.checkpointed(400)

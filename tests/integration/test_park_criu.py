@@ -13,7 +13,7 @@ import unittest
 
 import memcg
 from criu_case import CRIU, CriuCase
-from harness import BIN, trusted_tmpdir
+from harness import BIN, Case, trusted_tmpdir
 from test_park import socket_path
 
 CUAPP = os.environ.get("FAKE_CUAPP", "")
@@ -86,6 +86,8 @@ class ParkUnderCriu(CriuCase):
         self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) unparked 0.02 GiB"), r)
         self.assertFalse(self.parked(pid))
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+        # the room its restore left booked for that unpark ended with it
+        self.assertEqual(self.bookings(), [])
         # the interposer answers again: a parked cycle, data verified
         r = self.cs("checkpoint", "--pid", str(pid), "--json")
         self.assertEqual(r.rc, 0, r)
@@ -162,8 +164,20 @@ class ParkUnderCriu(CriuCase):
                     while p.poll() is None and time.monotonic() < deadline and said not in logged():
                         time.sleep(0.05)
                     self.assertIsNone(p.poll(), "criu restore ended")
+                    # the room of its unpark stays booked, left to the
+                    # process while CRIU holds it, until the unpark is over
+                    # (the file stays until a restore's look judges it)
+                    self.assertTrue(self.bookings())
+                    for name in self.bookings():
+                        with open(os.path.join(self.book, name), "rb") as f:
+                            self.assertIn(f"pid {pid} (fakecuda-cuapp), unparking".encode(), f.read())
                     self.wait_unparked(pid)
                     self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+                    # the next restore's look sees the unpark over
+                    other = Case.start(self, "--mem", "16")[0]
+                    self.assertEqual(self.cs("checkpoint", "--pid", str(other)).rc, 0)
+                    self.assertEqual(self.cs("restore", "--pid", str(other)).rc, 0)
+                    self.assertEqual(self.bookings(), [])
                     self.assertIsNone(p.poll(), "criu restore in the foreground ended with its tree running")
                 finally:
                     if os.path.exists(f"/proc/{pid}"):
