@@ -103,7 +103,7 @@ static void note_error(probe_gpu *g, int rc)
 
 /* One GPU: its identity, then its free memory through a context that is
  * released before the next GPU is asked, so that only one exists at once. */
-static void probe_one(const probe_api *a, int ordinal, probe_gpu *g)
+static void probe_one(const probe_api *a, int ordinal, bool memory, probe_gpu *g)
 {
 	int dev = 0;
 	unsigned char u[16];
@@ -117,6 +117,8 @@ static void probe_one(const probe_api *a, int ordinal, probe_gpu *g)
 	size_t total = 0, free = 0, total2 = 0;
 	if (a->total && a->total(&total, dev) == 0)
 		g->total = total;
+	if (!memory)
+		return;
 	void *ctx = NULL;
 	rc = a->retain(&ctx, dev);
 	note_error(g, rc);
@@ -135,7 +137,16 @@ static void probe_one(const probe_api *a, int ordinal, probe_gpu *g)
 	a->release(dev);
 }
 
-int cs_gpu_probe_main(int fd)
+int cs_gpu_probe_ctx_parse(const char *s, uint64_t *ctx)
+{
+	size_t len = strspn(s, "0123456789abcdef");
+	if (len == 0 || len > 16 || s[len])
+		return -1;
+	*ctx = strtoull(s, NULL, 16);
+	return 0;
+}
+
+int cs_gpu_probe_main(int fd, uint64_t ctx)
 {
 	/* Every GPU (CUDA_VISIBLE_DEVICES is the caller's, not the machine's),
 	 * in PCI bus order, as NVML counts them. */
@@ -152,7 +163,7 @@ int cs_gpu_probe_main(int fd)
 		return 1;
 	ans.h.count = (uint32_t)(count < 0 ? 0 : count > PROBE_MAX ? PROBE_MAX : count);
 	for (uint32_t i = 0; i < ans.h.count; i++)
-		probe_one(&a, (int)i, &ans.g[i]);
+		probe_one(&a, (int)i, ctx == CS_PROBE_ALL || (ctx >> i) & 1, &ans.g[i]);
 	size_t len = sizeof(ans.h) + ans.h.count * sizeof(ans.g[0]);
 	for (size_t off = 0; off < len;) {
 		ssize_t w = write(fd, (const char *)&ans + off, len - off);
@@ -202,12 +213,12 @@ int cs_gpu_probe_parse(const void *buf, size_t len, cs_nvml_gpu **gpus, size_t *
 }
 
 /* In the child, between fork and exec: async-signal-safe calls only. */
-static void child(int out)
+static void child(int out, char *ctx)
 {
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (dup2(out, 1) < 0 || (null >= 0 && (dup2(null, 0) < 0 || dup2(null, 2) < 0)))
 		_exit(126);
-	execv(probe_exe, (char *[]){ (char *)"cudasnap", (char *)probe_arg, NULL });
+	execv(probe_exe, (char *[]){ (char *)"cudasnap", (char *)probe_arg, ctx, NULL });
 	_exit(127);
 }
 
@@ -259,7 +270,7 @@ static void reap(pid_t pid, double deadline)
 	}
 }
 
-int cs_gpu_probe(cs_nvml_gpu **gpus, size_t *n, const volatile int *interrupted, cs_error *err)
+int cs_gpu_probe(cs_nvml_gpu **gpus, size_t *n, uint64_t ctx, const volatile int *interrupted, cs_error *err)
 {
 	*gpus = NULL;
 	*n = 0;
@@ -270,11 +281,13 @@ int cs_gpu_probe(cs_nvml_gpu **gpus, size_t *n, const volatile int *interrupted,
 	int p[2];
 	if (!ans || pipe2(p, O_CLOEXEC) < 0)
 		return cs_error_errno(err, CS_ESYS, errno ? errno : ENOMEM, NULL, "cannot start the GPU memory probe");
-	/* Only cudasnap's own binary, with a fixed argument: nothing read from
-	 * a process or a file reaches the exec. */
+	/* Only cudasnap's own binary, with a fixed argument and a number made
+	 * here: nothing read from a process or a file reaches the exec. */
+	char arg[20];
+	snprintf(arg, sizeof(arg), "%llx", (unsigned long long)ctx);
 	pid_t pid = fork();
 	if (pid == 0)
-		child(p[1]);
+		child(p[1], arg);
 	close(p[1]);
 	_cleanup_close_ int rd = p[0];
 	if (pid < 0)

@@ -16,6 +16,7 @@
 #include "nvml.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The argument that makes cudasnap's binary the probe. */
 #define CS_GPU_PROBE_ARG "__gpu-probe"
@@ -37,11 +38,19 @@ void cs_gpu_probe_set_exec(const char *exe, const char *arg);
  * is malloc'ed. 0, or <0 with err filled when no answer came (no driver,
  * no fresh process to ask, a timeout, or interrupted, when set, was set:
  * the command is ending). */
-int cs_gpu_probe(cs_nvml_gpu **gpus, size_t *n, const volatile int *interrupted, cs_error *err);
+/* ctx: bit i, the free memory of the GPU of ordinal i is read (through a
+ * context of its own); CS_PROBE_ALL, of every GPU; the others are listed
+ * with their identity and total only (no context: nothing taken from a
+ * restore in flight there). */
+#define CS_PROBE_ALL UINT64_MAX
+int cs_gpu_probe(cs_nvml_gpu **gpus, size_t *n, uint64_t ctx, const volatile int *interrupted, cs_error *err);
 
-/* The probe itself, in the fresh process: writes its answer to fd.
- * Returns the exit status for that process. */
-int cs_gpu_probe_main(int fd);
+/* The probe itself, in the fresh process (ctx as above): writes its answer
+ * to fd. Returns the exit status for that process. */
+int cs_gpu_probe_main(int fd, uint64_t ctx);
+/* The probe's one argument after CS_GPU_PROBE_ARG: ctx in hexadecimal,
+ * 1 to 16 digits. 0, or -1 for anything else. */
+int cs_gpu_probe_ctx_parse(const char *s, uint64_t *ctx);
 
 /* The answer's wire form, read back by cs_gpu_probe (for the fuzzer too):
  * the GPUs it lists, or -EINVAL. */

@@ -10,8 +10,10 @@
 #include "automap.h"
 #include "devmap.h"
 #include "env.h"
+#include "gpunode.h"
 #include "gpuroom.h"
 #include "nvml.h"
+#include "park.h"
 #include "pool.h"
 #include "sandbox.h"
 #include "util.h"
@@ -89,7 +91,7 @@ static void judge(cs_engine *e, room_reply *r, bool host)
 	unsigned npairs = 0;
 	size_t ngpus = 0;
 	cs_error err = { 0 };
-	cs_room_gpus(&nv, &gpus, &ngpus, NULL, 0);
+	cs_room_gpus_booked(NULL, cs_park_parked_now, &nv, &gpus, &ngpus, NULL, 0);
 	r->rc = pairs_for(e, gpus, ngpus, &pairs, &npairs, &err);
 	snprintf(r->message, sizeof(r->message), "%s", err.message);
 	r->refused = r->rc < 0 ? 0 : cs_record_judge(&e->record, pairs, npairs, gpus, ngpus, nv, host, r->room);

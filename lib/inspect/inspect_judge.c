@@ -9,6 +9,7 @@
  * the processes restored onto it, judged by cs_record_judge as the
  * plugin's init judges it. */
 #include "inspect.h"
+#include "gpunode.h"
 #include "park_find.h"
 #include "devmap.h"
 #include "env.h"
@@ -265,7 +266,7 @@ void cs_inspect_judge(const cs_inspect *c, cs_verdict *v)
 	judge_driver(m, v, &d);
 	_cleanup_(cs_nvml_closep) cs_nvml *nv = NULL;
 	/* NVML's GPUs, else the driver's, as the plugin's check reads them. */
-	cs_room_gpus(&nv, &v->gpus, &v->ngpus, NULL, 0);
+	cs_room_gpus_booked(NULL, NULL, &nv, &v->gpus, &v->ngpus, NULL, 0);
 	v->nvml = cs_nvml_present(nv);
 	snprintf(v->nvidia_driver, sizeof(v->nvidia_driver), "%s", cs_nvml_driver_version(nv));
 	v->t = calloc(m->n + 1, sizeof(*v->t));

@@ -237,11 +237,14 @@ static void add_to_tally(const cs_booking_rec *rec, uid_t owner, bool orphan, ui
 				continue;
 			cs_book_tally *t = &out[i];
 			unsigned long long need = rec->gpu[k].bytes;
+			/* short on another of its GPUs: it cannot be served here now */
+			bool stuck = (rec->short_gpus & ~(1u << k)) != 0;
 			if (cs_booking_takes(rec->state)) {
 				t->held += need;
 				t->nheld++;
 				name_it(t->first_who, sizeof(t->first_who), rec->who, owner, orphan);
-			} else if (earlier && need && fresh(rec, now) && (!t->ahead_need || need < t->ahead_need)) {
+			} else if (earlier && need && !stuck && fresh(rec, now) &&
+				   (!t->ahead_need || need < t->ahead_need)) {
 				t->ahead_need = need;
 				cs_sanitize(t->ahead_who, sizeof(t->ahead_who), rec->who, strlen(rec->who));
 			}

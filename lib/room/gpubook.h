@@ -89,6 +89,11 @@ typedef struct cs_booking_rec {
 	uint64_t timens; /* inode of the booking process's time namespace (its clocks); 0 unknown */
 	char who[96]; /* "cudasnap restore: pid 12 (python3)" */
 	cs_gpu_use gpu[CS_TARGET_GPUS]; /* each GPU it needs, with the bytes */
+	/* WAITING: bit k, gpu[k] was short of memory (or its free memory
+	 * unread) at its last look. It cannot be served before that GPU frees,
+	 * so it holds no one back on its other GPUs. */
+	uint32_t short_gpus;
+	uint32_t spare;
 } cs_booking_rec;
 
 /* A booking this process holds: its file, locked, and what it says. */

@@ -78,30 +78,41 @@ typedef enum verdict {
 typedef struct judgement {
 	verdict v;
 	unsigned k; /* the need it is about */
+	uint32_t short_gpus; /* bit k: need k is short of memory, or its free memory unread */
 	const cs_nvml_gpu *g;
 	cs_book_tally tally[CS_TARGET_GPUS];
 	char why[400]; /* V_UNKNOWN, V_UNREAD */
 } judgement;
 
-/* The driver's probe asks for a context of its own on every GPU: never
- * while a restore in flight (held, on any GPU) may need that memory. */
-static bool probe_now(cs_gpu_ledger *l, size_t held, char *why, size_t size)
+/* The driver's probe takes a context on each GPU it reads: only on the
+ * GPUs t needs where no booking takes memory (a restore in flight there
+ * may need what the context would take), each judged on its own. read[k]:
+ * need k's GPU was read now. */
+static void probe_needs(cs_gpu_ledger *l, const cs_target *t, judgement *j, bool *read)
 {
-	if (held)
-		return false;
+	uint64_t ctx = 0;
+	for (unsigned k = 0; k < t->nneed; k++) {
+		const cs_nvml_gpu *g = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
+		read[k] = g && !j->tally[k].held && !j->tally[k].whole && g->index < 64;
+		if (read[k])
+			ctx |= 1ULL << g->index;
+	}
+	if (!ctx)
+		return;
 	_cleanup_free_ cs_nvml_gpu *fresh = NULL;
 	size_t nfresh = 0;
 	cs_error err = { 0 };
-	if (cs_gpu_probe(&fresh, &nfresh, l->interrupted, &err) < 0)
-		snprintf(why, size, "the driver did not give the GPUs' free memory: %.300s", err.message);
-	for (size_t i = 0; i < l->ngpus; i++) {
-		const cs_nvml_gpu *f = cs_gpu_by_uuid(fresh, nfresh, l->gpus[i].uuid);
-		cs_nvml_gpu *g = &l->gpus[i];
+	if (cs_gpu_probe(&fresh, &nfresh, ctx, l->interrupted, &err) < 0)
+		snprintf(j->why, sizeof(j->why), "the driver did not give the GPUs' free memory: %.300s", err.message);
+	for (unsigned k = 0; k < t->nneed; k++) {
+		cs_nvml_gpu *g = read[k] ? (cs_nvml_gpu *)cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid) : NULL;
+		const cs_nvml_gpu *f = g ? cs_gpu_by_uuid(fresh, nfresh, g->uuid) : NULL;
+		if (!g)
+			continue;
 		g->memory_known = f && f->memory_known;
-		g->memory_free = f ? f->memory_free : 0;
-		g->memory_total = f ? f->memory_total : g->memory_total;
+		g->memory_free = g->memory_known ? f->memory_free : 0;
+		g->memory_total = g->memory_known ? f->memory_total : g->memory_total;
 	}
-	return true;
 }
 
 static void set(judgement *j, verdict v, unsigned k)
@@ -132,12 +143,14 @@ static void judge_need(const cs_gpu_ledger *l, const cs_target *t, unsigned k, b
 		if (!j->why[0])
 			snprintf(j->why, sizeof(j->why),
 				 "neither NVML nor the driver gives the free memory of GPU %u (%s)", g->index, g->uuid);
+		j->short_gpus |= 1u << k;
 		set(j, V_UNREAD, k);
 	} else if (!busy && g->memory_total && need > g->memory_total) {
 		set(j, V_NEVER, k);
 	} else if ((!busy && g->memory_free < need) || j->tally[k].whole) {
 		/* A booking that cannot be read may never end by itself: no
 		 * room, as for the memory of other processes. */
+		j->short_gpus |= 1u << k;
 		set(j, V_SHORT, k);
 	} else if (busy || g->memory_free < need + held ||
 		   (j->tally[k].ahead_need && j->tally[k].ahead_need + held <= g->memory_free)) {
@@ -158,10 +171,12 @@ static void judge(cs_gpu_ledger *l, const cs_target *t, const cs_booking *b, jud
 		memcpy(uuids[k], t->need[k].uuid, sizeof(uuids[k]));
 	cs_orphans_look(&l->orphans, (const char(*)[48])uuids, t->nneed);
 	cs_orphan_judge oj = { .counts = cs_orphan_counts, .ctx = &l->orphans };
-	size_t held = cs_gpubook_tally(l->bookfd, b, b->rec.ticket, (const char(*)[48])uuids, t->nneed, &oj, j->tally);
-	bool read = true;
+	cs_gpubook_tally(l->bookfd, b, b->rec.ticket, (const char(*)[48])uuids, t->nneed, &oj, j->tally);
+	bool read[CS_TARGET_GPUS];
+	for (unsigned k = 0; k < t->nneed; k++)
+		read[k] = true;
 	if (l->probed)
-		read = probe_now(l, held, j->why, sizeof(j->why));
+		probe_needs(l, t, j, read);
 	else
 		for (unsigned k = 0; k < t->nneed; k++) {
 			const cs_nvml_gpu *c = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
@@ -169,7 +184,7 @@ static void judge(cs_gpu_ledger *l, const cs_target *t, const cs_booking *b, jud
 				cs_nvml_gpu_memory(l->nv, &l->gpus[c - l->gpus]);
 		}
 	for (unsigned k = 0; k < t->nneed; k++)
-		judge_need(l, t, k, read, j);
+		judge_need(l, t, k, read[k], j);
 }
 
 /* ---- the words ------------------------------------------------------------ */
@@ -252,10 +267,16 @@ static void say_waiting(cs_gpu_ledger *l, const cs_target *t, const judgement *j
 {
 	if (l->warned || !l->warn)
 		return;
-	char why[700], line[900];
+	char why[700], line[1000];
 	because(t, j, true, why, sizeof(why));
-	snprintf(line, sizeof(line), "waiting up to %.0f s for room: process %d (%s): %s", until - cs_now(),
-		 (int)t->pid, t->comm, why);
+	/* Restores in flight end by themselves; what they leave is judged
+	 * then, and waited for only as long as --wait-memory says. */
+	bool theirs = j->v == V_THEIRS;
+	snprintf(line, sizeof(line), "waiting up to %.0f s for %s: process %d (%s): %s%s", until - cs_now(),
+		 theirs ? "the restores in flight that hold its room" : "room (--wait-memory)", (int)t->pid, t->comm,
+		 why,
+		 theirs && l->deadline <= cs_now() ? "; then, without --wait-memory, refused if the GPU has no room" :
+						     "");
 	l->warn(l->warn_ctx, line);
 	l->warned = true;
 }
@@ -265,7 +286,9 @@ static void say_waiting(cs_gpu_ledger *l, const cs_target *t, const judgement *j
 static void open_gpus(cs_gpu_ledger *l)
 {
 	l->opened = true;
-	l->probed = cs_room_gpus(&l->nv, &l->gpus, &l->ngpus, l->why_none, sizeof(l->why_none));
+	/* The driver's list names the GPUs alone: their free memory is read
+	 * under the book's lock, where no restore in flight needs it. */
+	l->probed = cs_room_gpus(&l->nv, &l->gpus, &l->ngpus, 0, l->why_none, sizeof(l->why_none));
 }
 
 static void new_booking(const cs_gpu_ledger *l, const cs_target *t, bool unpark, cs_booking *b)
@@ -374,6 +397,7 @@ static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, kind k, 
 	 * first where it could be served. */
 	b->rec.state = CS_BOOKING_WAITING;
 	b->rec.beat = cs_gpubook_ticket();
+	b->rec.short_gpus = j.short_gpus;
 	cs_gpubook_write(l->bookfd, b);
 	say_waiting(l, t, &j, j.v == V_THEIRS ? inflight : l->deadline);
 	return 0;
@@ -409,7 +433,9 @@ static int take(cs_gpu_ledger *l, const cs_target *t, kind k, cs_error *err)
 	/* The book's lock keeps the other threads out of the GPU list too. */
 	while ((r = attempt(l, t, &b, k, start, err)) == 0) {
 		pthread_mutex_unlock(&l->mu);
-		nanosleep(&(struct timespec){ .tv_nsec = 250000000L }, NULL);
+		/* a look through the driver's probe costs a context: one a second */
+		nanosleep(l->probed ? &(struct timespec){ .tv_sec = 1 } : &(struct timespec){ .tv_nsec = 250000000L },
+			  NULL);
 		pthread_mutex_lock(&l->mu);
 	}
 	pthread_mutex_unlock(&l->mu);

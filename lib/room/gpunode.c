@@ -1,6 +1,8 @@
 #include "gpunode.h"
 #include "env.h"
 #include "gpuorphan.h"
+#include "gpuprobe.h"
+#include "gpuroom.h"
 #include "pool.h"
 #include "sandbox.h"
 #include "util.h"
@@ -90,4 +92,54 @@ void cs_gpubook_plan(cs_driver *d, cs_parked_fn parked, cs_nvml_gpu *gpus, size_
 			snprintf(booked[i], sizeof(booked[i]), "restores in flight book %.2f GiB of GPU %u (%.100s%s)",
 				 (double)y->held / GIB, g->index, y->first_who, y->nheld > 1 ? ", and others" : "");
 	}
+}
+
+/* The ordinals (as the probe counts them) of gpus[0..n) where no booking
+ * takes memory now: the probe may take a context there. */
+static uint64_t unbooked(int fd, cs_driver *d, cs_parked_fn parked, const cs_nvml_gpu *gpus, size_t n)
+{
+	_cleanup_free_ char(*uuids)[48] = calloc(n + 1, sizeof(*uuids));
+	_cleanup_free_ cs_book_tally *tally = calloc(n + 1, sizeof(*tally));
+	if (!uuids || !tally)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		snprintf(uuids[i], sizeof(uuids[i]), "%s", gpus[i].uuid);
+	cs_orphans o;
+	cs_orphans_init(&o, d);
+	o.parked = parked;
+	cs_orphan_judge oj = { .counts = cs_orphan_counts, .ctx = &o };
+	cs_gpubook_tally(fd, NULL, 0, (const char(*)[48])uuids, n, &oj, tally);
+	uint64_t ctx = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!tally[i].held && !tally[i].whole && gpus[i].index < 64)
+			ctx |= 1ULL << gpus[i].index;
+	return ctx;
+}
+
+bool cs_room_gpus_booked(cs_driver *d, cs_parked_fn parked, cs_nvml **nv, cs_nvml_gpu **gpus, size_t *n, char *why,
+			 size_t size)
+{
+	if (!cs_room_gpus(nv, gpus, n, 0, why, size))
+		return false; /* NVML's figures, or none */
+	/* the driver's list, with no free memory yet: read under the book's
+	 * rule (a book not there yet holds no restore) */
+	const char *path = cs_gpubook_path();
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	cs_error err = { 0 };
+	_cleanup_close_ int lk = fd < 0 ? -1 : cs_gpubook_lock(fd, cs_now() + 2, NULL, &err);
+	if (fd >= 0 && lk < 0)
+		return true; /* held by another: the free memory stays unknown */
+	uint64_t ctx = fd < 0 ? CS_PROBE_ALL : unbooked(fd, d, parked, *gpus, *n);
+	if (!ctx)
+		return true;
+	_cleanup_free_ cs_nvml_gpu *fresh = NULL;
+	size_t nfresh = 0;
+	if (cs_gpu_probe(&fresh, &nfresh, ctx, NULL, &err) < 0)
+		return true;
+	for (size_t i = 0; i < *n; i++) {
+		const cs_nvml_gpu *f = cs_gpu_by_uuid(fresh, nfresh, (*gpus)[i].uuid);
+		if (f && f->memory_known)
+			(*gpus)[i] = *f;
+	}
+	return true;
 }

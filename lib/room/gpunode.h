@@ -9,6 +9,14 @@
 
 #include <stddef.h>
 
+/* cs_room_gpus for a judgement before a booking (a plan, the CRIU
+ * plugin's check, inspect): without NVML, the driver's probe reads the
+ * free memory, under the book's lock, of the GPUs where no restore in
+ * flight is booked (its context would take their room); the others' is not
+ * known. d, parked: to judge orphans (may be NULL). */
+bool cs_room_gpus_booked(cs_driver *d, cs_parked_fn parked, cs_nvml **nv, cs_nvml_gpu **gpus, size_t *n, char *why,
+			 size_t size);
+
 /* For a plan (--dry-run) before any restore: what the restores in flight
  * book on each of gpus[0..n) is taken off its free memory (a booking that
  * cannot be read: all of it) and said in booked[i] ("" where none); why

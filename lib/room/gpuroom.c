@@ -364,7 +364,7 @@ size_t cs_record_judge(const cs_manifest *m, const cs_gpu_pair *pairs, unsigned 
 	return cs_restore_judge(v, m->n, gpus, ngpus, nv, host_pidns, room);
 }
 
-bool cs_room_gpus(cs_nvml **nv, cs_nvml_gpu **gpus, size_t *n, char *why, size_t size)
+bool cs_room_gpus(cs_nvml **nv, cs_nvml_gpu **gpus, size_t *n, uint64_t ctx, char *why, size_t size)
 {
 	*gpus = NULL;
 	*n = 0;
@@ -377,7 +377,7 @@ bool cs_room_gpus(cs_nvml **nv, cs_nvml_gpu **gpus, size_t *n, char *why, size_t
 	free(*gpus);
 	*gpus = NULL;
 	cs_error err = { 0 };
-	int r = cs_gpu_probe(gpus, n, NULL, &err);
+	int r = cs_gpu_probe(gpus, n, ctx, NULL, &err);
 	if (why && size)
 		snprintf(why, size, "NVML: %s; the driver: %s",
 			 cs_nvml_present(*nv) ? "lists no GPU" : cs_nvml_error(*nv)->message,

@@ -83,11 +83,14 @@ void cs_gpu_holders_text(cs_nvml *nv, const cs_nvml_gpu *g, bool host_pidns, cha
 
 /* This machine's GPUs with their memory, for a judgement of room: NVML's
  * list, else, where NVML lists none, the driver's (cs_gpu_probe: its
- * figures are read from a context of the probe's own). *nv: NVML, present
- * or not (close it). *gpus is malloc'ed; empty when neither answers, and
- * then why (may be NULL) says what each said. Returns whether the list is
- * the driver's. */
-bool cs_room_gpus(cs_nvml **nv, cs_nvml_gpu **gpus, size_t *n, char *why, size_t size);
+ * figures are read from a context of the probe's own, on the GPUs of ctx
+ * only; the others' free memory is not known). *nv: NVML, present or not
+ * (close it). *gpus is malloc'ed; empty when neither answers, and then why
+ * (may be NULL) says what each said. Returns whether the list is the
+ * driver's. A judgement before a restore's booking uses
+ * cs_room_gpus_booked (gpunode.h), which reads free memory only where no
+ * restore in flight needs it. */
+bool cs_room_gpus(cs_nvml **nv, cs_nvml_gpu **gpus, size_t *n, uint64_t ctx, char *why, size_t size);
 
 /* CUDASNAP_WAIT_MEMORY (whole seconds, at most CS_WAIT_MEMORY_MAX) into
  * *out when it is set; CS_EUSAGE (err filled) when it is not a number. */

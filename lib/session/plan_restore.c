@@ -2,6 +2,7 @@
  * GPUs it restores onto, against their free memory, before the driver is
  * asked (a restore that runs out of GPU memory destroys the process's
  * state); and the wait for room that --wait-memory asks for. */
+#include "gpunode.h"
 #include "gpuroom.h"
 #include "plan.h"
 #include "park.h"
@@ -95,7 +96,7 @@ void cs_plan_restore_room(cs_session *s, cs_plan_entry *e, size_t n)
 	_cleanup_(cs_nvml_closep) cs_nvml *nv = NULL;
 	_cleanup_free_ cs_nvml_gpu *gpus = NULL;
 	size_t ngpus = 0;
-	cs_room_gpus(&nv, &gpus, &ngpus, NULL, 0);
+	cs_room_gpus_booked(s->d, cs_park_parked_now, &nv, &gpus, &ngpus, NULL, 0);
 	/* In a plan shown (--dry-run), what the restores in flight booked is
 	 * not room: the restore's own check counts it, and they end within
 	 * seconds, their memory then taken. The run itself leaves them to its

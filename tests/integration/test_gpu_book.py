@@ -23,7 +23,7 @@ import threading
 import time
 import unittest
 
-from harness import APP, BIN, GPU0, Case
+from harness import APP, BIN, GPU0, GPU1, Case
 
 ROUNDS = int(os.environ.get("CUDASNAP_BOOK_ROUNDS", "8"))
 CUAPP = os.environ.get("FAKE_CUAPP", "")
@@ -340,7 +340,7 @@ class Together(OneGpu):
         import struct
         gpu = struct.pack("<48sQ", GPU0.encode(), mib << 20)
         rec = struct.pack("<IIQQQiiQQQ96s", 2, 1, 1, 1, 0, os.getpid(), 0, 0, 0, 0, who.encode()) + gpu + \
-            b"\0" * (56 * 15)
+            b"\0" * (56 * 15) + struct.pack("<II", 0, 0)
         path = os.path.join(self.book, "b-0000000000000001-1-00000001")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         os.write(fd, b"CSBOOK3\0" + rec)
@@ -548,6 +548,85 @@ class Parked(OneGpu):
         self.assertIn(f"process {a.pid} (fakecuda-cuapp) stays parked: its unpark was not started", r.err)
         self.assertEqual(status(a.pid)["parked"], "1")
         self.assertNotIn("LOST", r.err, r)
+
+
+class TwoGpus(OneGpu):
+    """Each GPU judged on its own."""
+
+    def setUp(self):
+        super().setUp()
+        self.env["FAKECUDA_GPUS"] = f"{GPU0},{GPU1}"
+
+    def waiter(self, needs, short, who="cudasnap restore: pid 1 (waiter)", state=1):
+        """A restore waiting in line (a booking held by the test, its ticket
+        the earliest, its beat now), needing needs: [(uuid, MiB)]; short:
+        the bits of the GPUs it found short at its last look. state 2: a
+        restore in flight instead."""
+        import fcntl
+        import struct
+        beat = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        gpus = b"".join(struct.pack("<48sQ", u.encode(), m << 20) for u, m in needs)
+        rec = struct.pack("<IIQQQiiQQQ96s", state, len(needs), 1, beat, 0, os.getpid(), 0, 0, 0, 0, who.encode()) + \
+            gpus + b"\0" * (56 * (16 - len(needs))) + struct.pack("<II", short, 0)
+        path = os.path.join(self.book, "b-0000000000000001-1-00000002")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.write(fd, b"CSBOOK3\0" + rec)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self.addCleanup(lambda: (os.path.exists(path) and os.unlink(path), os.close(fd)))
+
+    def test_a_waiter_short_on_one_gpu_holds_back_no_restore_onto_another(self):
+        """A two-GPU restore that waits for memory on GPU 0 (short there)
+        would fit on GPU 1: it cannot be served before GPU 0 frees, so a
+        restore onto GPU 1 alone goes ahead of it (it waited 120 s, then was
+        refused)."""
+        b = self.start("--mem", "400", env={"CUDA_VISIBLE_DEVICES": "1"})[0]
+        self.assertEqual(self.cs("checkpoint", "--pid", str(b)).rc, 0)
+        self.waiter([(GPU0, 900), (GPU1, 100)], short=1)
+        r = self.cs("restore", "--pid", str(b), timeout=200)
+        self.assertEqual(r.rc, 0, r)
+        self.assertLess(r.wall, 10, r)
+        self.assertDataOk([b])
+
+    def test_without_nvml_a_restore_in_flight_on_one_gpu_holds_back_no_restore_onto_another(self):
+        """Without NVML the driver's probe reads the free memory through a
+        context of its own: only on the GPUs where no restore in flight is
+        booked. One in flight on GPU 0 leaves a restore onto GPU 1 to go at
+        once (it waited 120 s for every GPU, then was refused)."""
+        b = self.start("--mem", "400", env={"CUDA_VISIBLE_DEVICES": "1"})[0]
+        self.assertEqual(self.cs("checkpoint", "--pid", str(b)).rc, 0)
+        self.env["CUDASNAP_LIBNVML"] = os.path.join(self.tmp, "no-libnvidia-ml.so.1")
+        self.waiter([(GPU0, 500)], short=0, who="cudasnap restore: pid 1 (in flight)", state=2)
+        d = self.cs("restore", "--pid", str(b), "--dry-run", "--json")
+        self.assertEqual(d.rc, 0, d)
+        r = self.cs("restore", "--pid", str(b), timeout=200)
+        self.assertEqual(r.rc, 0, r)
+        self.assertLess(r.wall, 10, r)
+        self.assertDataOk([b])
+
+    def test_without_nvml_the_gpu_of_a_restore_in_flight_is_not_probed(self):
+        """The GPU a restore in flight is booked on: its free memory is not
+        read (the probe's context could take what that restore needs), and
+        a plan says so."""
+        b = self.start("--mem", "400", env={"CUDA_VISIBLE_DEVICES": "1"})[0]
+        self.assertEqual(self.cs("checkpoint", "--pid", str(b)).rc, 0)
+        self.env["CUDASNAP_LIBNVML"] = os.path.join(self.tmp, "no-libnvidia-ml.so.1")
+        self.waiter([(GPU1, 100)], short=0, who="cudasnap restore: pid 1 (in flight)", state=2)
+        d = self.cs("restore", "--pid", str(b), "--dry-run", "--json")
+        entry, = [p for p in d.obj["processes"] if p["pid"] == b]
+        self.assertIn("gpu-memory-unknown", [x["code"] for x in entry["reasons"] if x["blocks"]], d)
+
+    def test_a_waiter_that_could_be_served_keeps_its_place(self):
+        """The same waiter, short nowhere (it waits behind restores in
+        flight): it keeps its place on GPU 1, and the later restore waits
+        behind it, until the waiter stops looking (5 s)."""
+        b = self.start("--mem", "400", env={"CUDA_VISIBLE_DEVICES": "1"})[0]
+        self.assertEqual(self.cs("checkpoint", "--pid", str(b)).rc, 0)
+        self.waiter([(GPU0, 100), (GPU1, 100)], short=0)
+        r = self.cs("restore", "--pid", str(b), timeout=200)
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("where a restore that came first (cudasnap restore: pid 1 (waiter)) goes before it", r.err)
+        self.assertGreater(r.wall, 3, r)
+        self.assertDataOk([b])
 
 
 class Careless(OneGpu):

@@ -215,6 +215,19 @@ class Stopped(Case):
             self.assertEqual(self.cs("restore", "--pid", str(a), timeout=20).rc, 0)
         self.assertDataOk([a])
 
+    def test_a_call_that_moves_nothing_for_a_while_is_not_called_stalled(self):
+        """A process that runs while the driver takes its time is still in
+        the driver, not stalled: only one that is stopped or frozen is."""
+        a = self.pids[0]
+        self.fault(f"{a} checkpoint delay=6500")
+        r = self.cs("checkpoint", "--pid", str(a), timeout=60)
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn(f"{a} (fakecuda-app) checkpoint still in the driver: no memory moved for 5 s", r.err)
+        self.assertNotIn("stalled", r.err)
+        self.fault()
+        self.assertEqual(self.cs("restore", "--pid", str(a), timeout=20).rc, 0)
+        self.assertDataOk([a])
+
 
 class Frozen(Case):
     """A cgroup freeze (docker pause): v2 cgroup.freeze or the v1 freezer,
