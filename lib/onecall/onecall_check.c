@@ -74,9 +74,9 @@ static int check(cs_onecall *oc, cs_op op, cs_onecall_refusal *why)
 		r = cs_session_check(s, &err);
 	/* what it needs, for its booking, also where the check refused a
 	 * restore told to ignore the room: the others must count it */
-	if (s && op == CS_OP_RESTORE)
-		keep_room(oc, s);
 	bool restore = op == CS_OP_RESTORE && !cs_env_on("CUDASNAP_IGNORE_GPU_MEMORY");
+	if (s && op == CS_OP_RESTORE && (r == 0 || !restore))
+		keep_room(oc, s);
 	if (r == 0 || (err.status != CS_EPROC && !(restore && err.status != CS_EUSAGE)))
 		return 0;
 	size_t n = 0;
