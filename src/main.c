@@ -256,7 +256,8 @@ int main(int argc, char **argv)
 {
 	uint64_t ctx = CS_PROBE_ALL;
 	if ((argc == 2 || argc == 3) && strcmp(argv[1], CS_GPU_PROBE_ARG) == 0)
-		return argc == 3 && cs_gpu_probe_ctx_parse(argv[2], &ctx) < 0 ? 2 : cs_gpu_probe_main(STDOUT_FILENO, ctx);
+		return argc == 3 && cs_gpu_probe_ctx_parse(argv[2], &ctx) < 0 ? 2 :
+										cs_gpu_probe_main(STDOUT_FILENO, ctx);
 	register_probe();
 	return leave(dispatch(argc, argv));
 }

@@ -3,16 +3,19 @@
 #include "park.h"
 #include "park_find.h"
 #include "parkfiles.h"
+#include "pool.h"
 #include "env.h"
 #include "halt.h"
 #include "proc.h"
 #include "util.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #define LINE_MAX_PARK 2048
@@ -145,6 +148,40 @@ static void files_word(const cs_park_files *f, char *out, size_t size)
 		snprintf(out, size, " files=%u", f->n);
 }
 
+/* When the whole answer on conn is due: its receive timeout from now. A
+ * timeout per read alone would let a peer that drips a byte at a time
+ * hold its caller (and the node's book, under whose lock the orphan judge
+ * asks) for as long as it likes. */
+static double answer_by(int conn)
+{
+	struct timeval tv = { 0 };
+	socklen_t len = sizeof(tv);
+	if (getsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
+		tv.tv_sec = 10;
+	return cs_now() + (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* One byte from conn by the time by (cs_now's clock): 1, or 0 at its
+ * end, -1 on an error or past by. */
+static int recv_byte_by(int conn, char *c, double by)
+{
+	for (;;) {
+		double left = by - cs_now();
+		if (left <= 0)
+			return -1;
+		struct pollfd p = { .fd = conn, .events = POLLIN };
+		int r = poll(&p, 1, (int)(left * 1000) + 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		ssize_t got = recv(conn, c, 1, MSG_DONTWAIT);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		return got < 0 ? -1 : (int)got;
+	}
+}
+
 /* One request (its files after it), one answer line (bounded by the
  * socket's timeouts). */
 static int send_files(int conn, const cs_park_files *f, int flags);
@@ -153,12 +190,10 @@ static int ask_with(int conn, const char *req, const cs_park_files *files, char 
 	size_t len = strlen(req);
 	if (send(conn, req, len, MSG_NOSIGNAL) != (ssize_t)len || send_files(conn, files, 0) != 0)
 		return -1;
+	double by = answer_by(conn);
 	size_t n = 0;
 	while (n + 1 < size) {
-		ssize_t r = recv(conn, line + n, 1, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
+		if (recv_byte_by(conn, line + n, by) <= 0)
 			return -1;
 		if (line[n++] == '\n')
 			break;
@@ -188,7 +223,8 @@ static void hang_up(int *conn)
 {
 	char c;
 	shutdown(*conn, SHUT_WR);
-	while (recv(*conn, &c, 1, 0) > 0)
+	double by = answer_by(*conn);
+	while (recv_byte_by(*conn, &c, by) > 0)
 		;
 	close(*conn);
 	*conn = -1;

@@ -53,6 +53,26 @@ cs_book_whose cs_gpubook_whose(const char *path, int bookfd, char *why, size_t s
 	return CS_BOOK_PRIVATE;
 }
 
+/* What the book's bookings hold of each of gpus[0..n) (the book locked),
+ * orphans judged as a restore would: n tallies to free, or NULL. */
+static cs_book_tally *tally_of(int fd, cs_driver *d, cs_parked_fn parked, const cs_nvml_gpu *gpus, size_t n)
+{
+	_cleanup_free_ char(*uuids)[48] = calloc(n + 1, sizeof(*uuids));
+	cs_book_tally *tally = calloc(n + 1, sizeof(*tally));
+	if (!uuids || !tally) {
+		free(tally);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		snprintf(uuids[i], sizeof(uuids[i]), "%s", gpus[i].uuid);
+	cs_orphans o;
+	cs_orphans_init(&o, d);
+	o.parked = parked;
+	cs_orphan_judge oj = { .counts = cs_orphan_counts, .ctx = &o };
+	cs_gpubook_tally(fd, NULL, 0, (const char(*)[48])uuids, n, &oj, tally);
+	return tally;
+}
+
 void cs_gpubook_plan(cs_driver *d, cs_parked_fn parked, cs_nvml_gpu *gpus, size_t n, char (*booked)[200], char *why,
 		     size_t size)
 {
@@ -67,18 +87,10 @@ void cs_gpubook_plan(cs_driver *d, cs_parked_fn parked, cs_nvml_gpu *gpus, size_
 		why[0] = '\0'; /* said (doctor, the restore's warning), not refused */
 	cs_error err = { 0 };
 	_cleanup_close_ int lk = cs_gpubook_lock(fd, cs_now() + 2, NULL, &err);
-	_cleanup_free_ char(*uuids)[48] = calloc(n + 1, sizeof(*uuids));
-	_cleanup_free_ cs_book_tally *tally = calloc(n + 1, sizeof(*tally));
-	if (lk < 0 || !uuids || !tally)
+	if (lk < 0)
 		return;
-	for (size_t i = 0; i < n; i++)
-		snprintf(uuids[i], sizeof(uuids[i]), "%s", gpus[i].uuid);
-	cs_orphans o;
-	cs_orphans_init(&o, d);
-	o.parked = parked;
-	cs_orphan_judge oj = { .counts = cs_orphan_counts, .ctx = &o };
-	cs_gpubook_tally(fd, NULL, 0, (const char(*)[48])uuids, n, &oj, tally);
-	for (size_t i = 0; i < n; i++) {
+	_cleanup_free_ cs_book_tally *tally = tally_of(fd, d, parked, gpus, n);
+	for (size_t i = 0; tally && i < n; i++) {
 		cs_nvml_gpu *g = &gpus[i];
 		const cs_book_tally *y = &tally[i];
 		if (!y->whole && !y->held)
@@ -98,19 +110,9 @@ void cs_gpubook_plan(cs_driver *d, cs_parked_fn parked, cs_nvml_gpu *gpus, size_
  * takes memory now: the probe may take a context there. */
 static uint64_t unbooked(int fd, cs_driver *d, cs_parked_fn parked, const cs_nvml_gpu *gpus, size_t n)
 {
-	_cleanup_free_ char(*uuids)[48] = calloc(n + 1, sizeof(*uuids));
-	_cleanup_free_ cs_book_tally *tally = calloc(n + 1, sizeof(*tally));
-	if (!uuids || !tally)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		snprintf(uuids[i], sizeof(uuids[i]), "%s", gpus[i].uuid);
-	cs_orphans o;
-	cs_orphans_init(&o, d);
-	o.parked = parked;
-	cs_orphan_judge oj = { .counts = cs_orphan_counts, .ctx = &o };
-	cs_gpubook_tally(fd, NULL, 0, (const char(*)[48])uuids, n, &oj, tally);
+	_cleanup_free_ cs_book_tally *tally = tally_of(fd, d, parked, gpus, n);
 	uint64_t ctx = 0;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; tally && i < n; i++)
 		if (!tally[i].held && !tally[i].whole && gpus[i].index < 64)
 			ctx |= 1ULL << gpus[i].index;
 	return ctx;

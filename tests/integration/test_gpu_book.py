@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -533,6 +534,95 @@ class Parked(OneGpu):
         self.assertEqual(r.rc, 0, r)
         self.assertDataOk([b])
 
+    def test_a_checkpoints_park_stays_booked_when_its_cudasnap_dies(self):
+        """A checkpoint's cudasnap killed after the park, before its commit:
+        the process unparks itself (its interposer does when the connection
+        closes) into the room the park freed. A restore admitted into that
+        room meanwhile ran out of memory: its process destroyed. The park is
+        booked from its answer: the restore is refused with its data."""
+        from test_park import App, status
+        b = self.start("--mem", "400")[0]
+        self.assertEqual(self.cs("checkpoint", "--pid", str(b)).rc, 0)
+        a = App(self, ["--alloc-mib", "100", "--allocs", "4", "--interval-ms", "600000"])
+        # a's lock waits 4 s (its park is done by then); b's target admits
+        # its restore 2.5 s after it is asked
+        self.fault(f"{a.pid} lock delay=4000", f"{b} restore delay=2500")
+        ck = subprocess.Popen([BIN, "checkpoint", "--pid", str(a.pid)], env=self.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.addCleanup(lambda: (ck.poll() is None and os.killpg(ck.pid, signal.SIGKILL), ck.wait()))
+        for _ in range(300):
+            if status(a.pid).get("parked") == "1":
+                break
+            time.sleep(0.02)
+        self.assertEqual(status(a.pid).get("parked"), "1")
+        rb = subprocess.Popen([BIN, "restore", "--pid", str(b)], env=self.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+        time.sleep(0.8)
+        os.killpg(ck.pid, signal.SIGKILL)
+        _, err = rb.communicate(timeout=60)
+        self.assertNotIn("LOST", err)
+        self.assertEqual(rb.returncode, 2, err)
+        self.assertIn(f"restore of process {b} (fakecuda-app) not asked of the driver", err)
+        self.assertStates([b], "checkpointed")
+        for _ in range(300):
+            if status(a.pid).get("parked") == "0":
+                break
+            time.sleep(0.02)
+        # the lock the dead cudasnap asked for is a's still, and said so
+        self.assertIn(f"recover with 'cudasnap unlock --pid {a.pid}'", self.cs("ps").out)
+        r = self.cs("unlock", "--pid", str(a.pid))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+        # back on the GPU, a's memory is the GPU's own figure: its orphan
+        # holds no one back once it is gone
+        self.fault()
+        a.p.kill()
+        a.p.wait()
+        r = self.cs("restore", "--pid", str(b))
+        self.assertEqual(r.rc, 0, r)
+        self.assertDataOk([b])
+        self.assertEqual(self.bookings(), [])
+
+    def test_a_checkpoints_park_is_booked_no_longer_than_the_checkpoint(self):
+        """Committed, or unparked by the checkpoint's rollback: no booking
+        is left to hold restores back."""
+        from test_park import App, status
+        a = App(self, ["--alloc-mib", "100", "--allocs", "4", "--interval-ms", "600000"])
+        self.fault(f"{a.pid} checkpoint error=999 1")
+        r = self.cs("checkpoint", "--pid", str(a.pid))
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertStates([a.pid], "running")
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(self.bookings(), [])
+        self.fault()
+        r = self.cs("checkpoint", "--pid", str(a.pid))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(a.pid)["parked"], "1")
+        self.assertEqual(self.bookings(), [])
+        r = self.cs("restore", "--pid", str(a.pid))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_rollback_restore_is_not_held_back_by_its_own_park(self):
+        """a (parked by the checkpoint) and z checkpointed together; z's
+        checkpoint fails after a's is done. a's rollback restore has room
+        (1024 - 300 - 64 MiB free, a needs 400 + 144): its own park's
+        booking counted against it held it 120 s, then refused it, and a
+        was left checkpointed. The park's booking becomes the restore's."""
+        from test_park import App, status
+        a = App(self, ["--alloc-mib", "100", "--allocs", "4", "--interval-ms", "600000"])
+        z, = self.start("--mem", "64")
+        self.fault(f"{z} checkpoint delay=3000 1", f"{z} checkpoint error=999 1")
+        r = self.cs("checkpoint", "--pid", str(a.pid), "--pid", str(z), timeout=300)
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertNotIn("LOST", r.err)
+        self.assertNotIn("parked by its checkpoint", r.err)
+        self.assertLess(r.wall, 30, r)
+        self.assertStates([a.pid, z], "running")
+        self.assertEqual(status(a.pid)["parked"], "0")
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+        self.assertEqual(self.bookings(), [])
+
     def test_an_unpark_without_room_leaves_the_process_parked(self):
         """A process left parked is unparked by restore only where its memory
         fits: another process took the room meanwhile, and the unpark is not
@@ -548,6 +638,42 @@ class Parked(OneGpu):
         self.assertIn(f"process {a.pid} (fakecuda-cuapp) stays parked: its unpark was not started", r.err)
         self.assertEqual(status(a.pid)["parked"], "1")
         self.assertNotIn("LOST", r.err, r)
+
+
+class Forged(OneGpu):
+    def test_an_interposer_that_drips_its_answer_holds_no_restore(self):
+        """Any user may leave a booking in the node's book naming their own
+        process, which the next restore asks whether it is parked, under
+        the book's lock. One that answers a byte every half second held
+        that lock, and every restore of the node, for good: each read had a
+        bound, the answer none. Unanswered in its bound, it counts as
+        parked until its booking's bound; the restores go on."""
+        import struct
+        pid, = self.checkpointed(100)
+        d = os.path.join(self.tmp, "dripping")
+        os.mkdir(d)
+        here = os.path.dirname(os.path.abspath(__file__))
+        p = subprocess.Popen([sys.executable, os.path.join(here, "dripping_interposer.py"), d],
+                             start_new_session=True)
+        self.apps.append(p)
+        for _ in range(300):
+            if os.path.exists(os.path.join(d, "ready")):
+                break
+            time.sleep(0.02)
+        with open(f"/proc/{p.pid}/stat") as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        pidns = os.stat("/proc/self/ns/pid").st_ino
+        gpu = struct.pack("<48sQ", GPU0.encode(), 50 << 20)
+        rec = struct.pack("<IIQQQiiQQQ96s", 3, 1, 1, now, now + 600 * 10**9, 1, p.pid, pidns, start, 0,
+                          b"forged unpark") + gpu + b"\0" * (56 * 15) + struct.pack("<II", 0, 0)
+        os.makedirs(self.book, exist_ok=True)
+        with open(os.path.join(self.book, "b-0000000000000001-1-0000000e"), "wb") as f:
+            f.write(b"CSBOOK3\0" + rec)
+        r = self.cs("restore", "--pid", str(pid), timeout=60)
+        self.assertEqual(r.rc, 0, r)
+        self.assertLess(r.wall, 20, r)
+        self.assertDataOk([pid])
 
 
 class TwoGpus(OneGpu):
