@@ -654,6 +654,10 @@ void cs_gpu_ledger_parked(cs_gpu_ledger *l, const cs_target *t, unsigned long lo
 	else
 		lk = cs_gpubook_lock(l->bookfd, cs_now() + BOOK_LOCK_WAIT_S, l->interrupted, &e);
 	if (lk >= 0) {
+		/* An orphan of an earlier park or unpark of t (its cudasnap died)
+		 * is over: t parks again only once that unpark has ended. Left,
+		 * it would count again while this park holds. */
+		cs_gpubook_settle(l->bookfd, t->pid, t->start_time, l->orphans.pidns);
 		cs_booking b;
 		new_booking(l, &c, ", parked by its checkpoint", &b);
 		b.rec.state = CS_BOOKING_UNPARK;

@@ -573,6 +573,15 @@ class Parked(OneGpu):
         r = self.cs("unlock", "--pid", str(a.pid))
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+        # parked again, a's earlier orphan is over: it does not count again
+        # while this park holds (nor after it)
+        self.fault()
+        r = self.cs("checkpoint", "--pid", str(a.pid))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.bookings(), [])
+        r = self.cs("restore", "--pid", str(a.pid))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
         # back on the GPU, a's memory is the GPU's own figure: its orphan
         # holds no one back once it is gone
         self.fault()
