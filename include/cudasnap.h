@@ -440,12 +440,6 @@ typedef struct cs_txn_opts {
 	 * process stays parked, its memory where its park put it. */
 	int (*before_unpark)(void *ctx, cs_target *t, bool rollback, cs_error *err);
 	void (*unparked)(void *ctx, cs_target *t, int res);
-	/* A checkpoint's park, from its answer (parked) until its connection
-	 * closes (park_closed; kept: committed, or unparked by this
-	 * transaction): a cudasnap that dies meanwhile leaves the process to
-	 * unpark itself, into the room its park freed. */
-	void (*parked)(void *ctx, cs_target *t);
-	void (*park_closed)(void *ctx, cs_target *t, bool kept);
 	void *restore_ctx;
 	/* Leave interposed processes' memory to the driver (no park step). */
 	bool no_park;

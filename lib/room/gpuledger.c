@@ -18,7 +18,6 @@
 struct ledger_held {
 	const cs_target *t;
 	cs_booking b;
-	bool park; /* a checkpoint's park, not a restore's or an unpark's */
 };
 
 /* What a booking is for: a restore forward or a checkpoint's rollback
@@ -292,8 +291,7 @@ static void open_gpus(cs_gpu_ledger *l)
 	l->probed = cs_room_gpus(&l->nv, &l->gpus, &l->ngpus, 0, l->why_none, sizeof(l->why_none));
 }
 
-/* what: ", unparking" and the like, after the process's name */
-static void new_booking(const cs_gpu_ledger *l, const cs_target *t, const char *what, cs_booking *b)
+static void new_booking(const cs_gpu_ledger *l, const cs_target *t, bool unpark, cs_booking *b)
 {
 	*b = CS_BOOKING_NONE;
 	b->rec = (cs_booking_rec){ .ticket = cs_gpubook_ticket(),
@@ -303,16 +301,17 @@ static void new_booking(const cs_gpu_ledger *l, const cs_target *t, const char *
 				   .target_pidns = l->orphans.pidns,
 				   .timens = l->orphans.timens,
 				   .target_start = t->start_time };
-	snprintf(b->rec.who, sizeof(b->rec.who), "%s: pid %d (%.20s)%s", l->command, (int)t->pid, t->comm, what);
+	snprintf(b->rec.who, sizeof(b->rec.who), "%s: pid %d (%.20s)%s", l->command, (int)t->pid, t->comm,
+		 unpark ? ", unparking" : "");
 	memcpy(b->rec.gpu, t->need, sizeof(b->rec.gpu));
 }
 
-static int keep(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, bool park)
+static int keep(cs_gpu_ledger *l, const cs_target *t, cs_booking *b)
 {
 	pthread_mutex_lock(&l->held_mu);
 	int r = cs_grow(&l->held, &l->capheld, l->nheld + 1, sizeof(*l->held));
 	if (r == 0) {
-		l->held[l->nheld++] = (struct ledger_held){ .t = t, .b = *b, .park = park };
+		l->held[l->nheld++] = (struct ledger_held){ .t = t, .b = *b };
 		*b = CS_BOOKING_NONE;
 	}
 	pthread_mutex_unlock(&l->held_mu);
@@ -381,7 +380,7 @@ static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, kind k, 
 		b->rec.state = k.unpark ? CS_BOOKING_UNPARK : CS_BOOKING_HELD;
 		b->rec.until = orphan_bound(l, t);
 		int w = cs_gpubook_write(l->bookfd, b);
-		if (w == 0 && keep(l, t, b, false) == 0)
+		if (w == 0 && keep(l, t, b) == 0)
 			return 1;
 		return cs_error_errno(err, CS_EPROC, w < 0 ? -w : ENOMEM, CS_GPUBOOK_HINT,
 				      "%s of process %d (%s) %s: its GPU memory could not be booked in %s",
@@ -402,28 +401,6 @@ static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, kind k, 
 	cs_gpubook_write(l->bookfd, b);
 	say_waiting(l, t, &j, j.v == V_THEIRS ? inflight : l->deadline);
 	return 0;
-}
-
-static struct ledger_held *held_as(cs_gpu_ledger *l, const cs_target *t, bool park);
-
-/* A checkpoint's rollback restore of a process whose park this ledger
- * booked: the park's booking becomes the restore's (b), so that the
- * restore is not held back by its own park, counted twice. */
-static bool park_taken_over(cs_gpu_ledger *l, const cs_target *t, cs_booking *b)
-{
-	pthread_mutex_lock(&l->held_mu);
-	struct ledger_held *h = held_as(l, t, true);
-	if (h) {
-		*b = h->b;
-		*h = l->held[--l->nheld];
-	}
-	pthread_mutex_unlock(&l->held_mu);
-	if (!h)
-		return false;
-	b->rec.ngpu = t->nneed;
-	memcpy(b->rec.gpu, t->need, sizeof(b->rec.gpu));
-	snprintf(b->rec.who, sizeof(b->rec.who), "%s: pid %d (%.20s)", l->command, (int)t->pid, t->comm);
-	return true;
 }
 
 static int take(cs_gpu_ledger *l, const cs_target *t, kind k, cs_error *err)
@@ -450,8 +427,7 @@ static int take(cs_gpu_ledger *l, const cs_target *t, kind k, cs_error *err)
 	if (!l->opened)
 		open_gpus(l);
 	cs_booking b;
-	if (!(k.rollback && !k.unpark && park_taken_over(l, t, &b)))
-		new_booking(l, t, k.unpark ? ", unparking" : "", &b);
+	new_booking(l, t, k.unpark, &b);
 	double start = cs_now();
 	int r;
 	/* The book's lock keeps the other threads out of the GPU list too. */
@@ -474,42 +450,12 @@ int cs_gpu_ledger_take(cs_gpu_ledger *l, const cs_target *t, bool rollback, cs_e
 	return take(l, t, (kind){ .rollback = rollback }, err);
 }
 
-static struct ledger_held *held_as(cs_gpu_ledger *l, const cs_target *t, bool park)
-{
-	for (size_t i = 0; i < l->nheld; i++)
-		if (l->held[i].t == t && l->held[i].park == park)
-			return &l->held[i];
-	return NULL;
-}
-
 static struct ledger_held *held_of(cs_gpu_ledger *l, const cs_target *t)
 {
-	return held_as(l, t, false);
-}
-
-/* Ends h (under held_mu): dropped, or kept for as long as this process
- * lives, then an orphan. */
-static void let_go(cs_gpu_ledger *l, struct ledger_held *h, bool pending)
-{
-	if (pending)
-		cs_gpubook_keep(&h->b);
-	else
-		cs_gpubook_drop(l->bookfd, &h->b);
-	*h = l->held[--l->nheld];
-}
-
-/* An unpark of a process this ledger's checkpoint parked: the park's
- * booking stands for it, where no restore's does already. */
-static bool park_covers(cs_gpu_ledger *l, const cs_target *t)
-{
-	struct ledger_held *p = held_as(l, t, true);
-	if (!p)
-		return false;
-	if (held_of(l, t))
-		let_go(l, p, false);
-	else
-		p->park = false;
-	return true;
+	for (size_t i = 0; i < l->nheld; i++)
+		if (l->held[i].t == t)
+			return &l->held[i];
+	return NULL;
 }
 
 /* An unpark's need: on each GPU t restores onto, what its park holds
@@ -524,8 +470,7 @@ static void unpark_needs(cs_target *t, unsigned long long bytes)
 int cs_gpu_ledger_take_unpark(cs_gpu_ledger *l, cs_target *t, unsigned long long bytes, bool rollback, cs_error *err)
 {
 	pthread_mutex_lock(&l->held_mu);
-	/* by its restore, just before, or by its park */
-	bool booked = park_covers(l, t) || held_of(l, t) != NULL;
+	bool booked = held_of(l, t) != NULL; /* by its restore, just before */
 	pthread_mutex_unlock(&l->held_mu);
 	if (booked)
 		return 0;
@@ -558,8 +503,13 @@ static void end(cs_gpu_ledger *l, const cs_target *t, bool pending)
 {
 	pthread_mutex_lock(&l->held_mu);
 	struct ledger_held *h = held_of(l, t);
-	if (h)
-		let_go(l, h, pending);
+	if (h) {
+		if (pending)
+			cs_gpubook_keep(&h->b);
+		else
+			cs_gpubook_drop(l->bookfd, &h->b);
+		*h = l->held[--l->nheld];
+	}
 	pthread_mutex_unlock(&l->held_mu);
 }
 
@@ -612,72 +562,4 @@ void cs_gpu_ledger_settle(pid_t target, unsigned long long start)
 	_cleanup_close_ int lk = fd < 0 ? -1 : cs_gpubook_lock(fd, cs_now() + BOOK_LOCK_WAIT_S, NULL, &e);
 	if (lk >= 0)
 		cs_gpubook_settle(fd, target, start, cs_proc_pidns());
-}
-
-/* Says once that a park goes unbooked, and why. */
-static void park_unbooked(cs_gpu_ledger *l, const cs_target *t, const char *why)
-{
-	if (!l->warn || l->warned_park)
-		return;
-	l->warned_park = true;
-	char line[700];
-	snprintf(line, sizeof(line),
-		 "warning: the park of process %d (%s) is not booked (%.400s): should this cudasnap die before the "
-		 "checkpoint ends, the process takes its memory back by itself, and restores admitted meanwhile do "
-		 "not count it",
-		 (int)t->pid, t->comm, why);
-	l->warn(l->warn_ctx, line);
-}
-
-void cs_gpu_ledger_parked(cs_gpu_ledger *l, const cs_target *t, unsigned long long bytes)
-{
-	if (!bytes)
-		return;
-	pthread_mutex_lock(&l->mu);
-	if (l->bookfd < 0 && !l->book_err.message[0])
-		open_book(l);
-	if (!l->opened)
-		open_gpus(l);
-	/* Its GPUs as its rollback would restore onto them; t's own needs are
-	 * its restore's, left alone. */
-	cs_target c = *t;
-	c.nneed = 0;
-	c.gpu_bytes_known = true;
-	cs_restore_needs(&c, bytes, NULL, 0, l->gpus, l->ngpus);
-	unpark_needs(&c, bytes);
-	cs_error e = { 0 };
-	_cleanup_close_ int lk = -1;
-	if (l->bookfd < 0)
-		e = l->book_err;
-	else if (!c.nneed)
-		snprintf(e.message, sizeof(e.message), "which GPUs it uses is not known");
-	else
-		lk = cs_gpubook_lock(l->bookfd, cs_now() + BOOK_LOCK_WAIT_S, l->interrupted, &e);
-	if (lk >= 0) {
-		/* An orphan of an earlier park or unpark of t (its cudasnap died)
-		 * is over: t parks again only once that unpark has ended. Left,
-		 * it would count again while this park holds. */
-		cs_gpubook_settle(l->bookfd, t->pid, t->start_time, l->orphans.pidns);
-		cs_booking b;
-		new_booking(l, &c, ", parked by its checkpoint", &b);
-		b.rec.state = CS_BOOKING_UNPARK;
-		/* It lasts as long as the whole transaction, whatever the park's size. */
-		b.rec.until = cs_gpubook_ticket() + (uint64_t)(CS_GPUBOOK_ORPHAN_MAX_S * 1e9);
-		int w = cs_gpubook_write(l->bookfd, &b);
-		if (w != 0 || keep(l, t, &b, true) != 0)
-			snprintf(e.message, sizeof(e.message), "%s could not be written", l->book_path);
-		cs_gpubook_drop(l->bookfd, &b); /* when not kept */
-	}
-	pthread_mutex_unlock(&l->mu);
-	if (e.message[0])
-		park_unbooked(l, t, e.message);
-}
-
-void cs_gpu_ledger_park_closed(cs_gpu_ledger *l, const cs_target *t, bool kept)
-{
-	pthread_mutex_lock(&l->held_mu);
-	struct ledger_held *p = held_as(l, t, true);
-	if (p)
-		let_go(l, p, !kept);
-	pthread_mutex_unlock(&l->held_mu);
 }

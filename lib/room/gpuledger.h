@@ -44,7 +44,6 @@ typedef struct cs_gpu_ledger {
 	bool probed; /* the GPU list is the driver's (NVML lists none) */
 	bool host_pidns;
 	bool warned;
-	bool warned_park;
 	/* --ignore-gpu-memory: no room is checked, but every restore is still
 	 * booked, so that the restores that do check count it. */
 	bool ignore;
@@ -98,18 +97,6 @@ int cs_gpu_ledger_take_unpark(cs_gpu_ledger *l, cs_target *t, unsigned long long
 /* After the unpark: its booking ends; pending (not answered: it may still
  * go on), kept while this process lives, then an orphan. */
 void cs_gpu_ledger_unparked(cs_gpu_ledger *l, const cs_target *t, bool pending);
-/* A checkpoint's park of t answered, bytes moved off its GPUs: should
- * this process die before the park's connection closes, the process
- * unparks itself, into room that restores admitted meanwhile would take.
- * Booked (no room is judged: the room is its own) until
- * cs_gpu_ledger_park_closed; a park that cannot be booked is warned of,
- * never refused. */
-void cs_gpu_ledger_parked(cs_gpu_ledger *l, const cs_target *t, unsigned long long bytes);
-/* Its park's connection closed: kept (committed, or unparked by this
- * ledger's unpark), the booking ends; else the process unparks itself,
- * and the booking is left to it (held while this process lives, then an
- * orphan until its interposer says it is not parked, gpuorphan.h). */
-void cs_gpu_ledger_park_closed(cs_gpu_ledger *l, const cs_target *t, bool kept);
 /* The engine after it unparked target (pid, started at start, as this
  * process's /proc names it) itself: the bookings left to that unpark end. */
 void cs_gpu_ledger_settle(pid_t target, unsigned long long start);

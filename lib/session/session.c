@@ -402,31 +402,14 @@ static int before_unpark(void *ctx, cs_target *t, bool rollback, cs_error *err)
 	return cs_gpu_ledger_take_unpark(&s->ledger, t, t->park_bytes, rollback, err);
 }
 
-/* An unpark that failed may go on where its interposer did not answer,
- * and a checkpoint's rollback unpark that failed goes on by itself: its
- * park, never committed, is undone by the process when its connection
- * closes. */
+/* An unpark that failed may go on where its interposer did not answer. */
 static void unparked(void *ctx, cs_target *t, int res)
 {
 	cs_session *s = ctx;
 	cs_park_info info = { .seen = false };
-	bool checkpoint = s->o->op == CS_OP_CHECKPOINT || s->o->op == CS_OP_CHECKPOINT_LOCKED;
-	if (res != CS_CU_SUCCESS && !checkpoint)
+	if (res != CS_CU_SUCCESS)
 		cs_park_status(t->pid, 2000, &info);
-	cs_gpu_ledger_unparked(&s->ledger, t, res != CS_CU_SUCCESS && (checkpoint || !info.seen || info.unreachable));
-}
-
-/* A checkpoint's park, booked until its connection closes. */
-static void parked(void *ctx, cs_target *t)
-{
-	cs_session *s = ctx;
-	cs_gpu_ledger_parked(&s->ledger, t, t->park_bytes);
-}
-
-static void park_closed(void *ctx, cs_target *t, bool kept)
-{
-	cs_session *s = ctx;
-	cs_gpu_ledger_park_closed(&s->ledger, t, kept);
+	cs_gpu_ledger_unparked(&s->ledger, t, res != CS_CU_SUCCESS && (!info.seen || info.unreachable));
 }
 
 /* Restore's checks before the first driver call: the manifest, the device
@@ -505,8 +488,6 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 	t.restored = restored;
 	t.before_unpark = before_unpark;
 	t.unparked = unparked;
-	t.parked = parked;
-	t.park_closed = park_closed;
 	t.restore_ctx = s;
 	int rc = cs_txn_run(s->d, &t, s->t, s->n, res); /* clears res first */
 	res->ran = true;

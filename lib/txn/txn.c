@@ -190,17 +190,6 @@ static int park_stuck(run *r, cs_target *t, int dirfd, const cs_park_answer *a, 
 	return CS_CU_PARK_FAILED;
 }
 
-/* Ends t's park connection: kept (committed), else the process unparks
- * itself where it is still parked. */
-static void close_park(run *r, cs_target *t, bool kept)
-{
-	if (t->park_conn < 0)
-		return;
-	cs_park_close(&t->park_conn, kept);
-	if (r->o->park_closed)
-		r->o->park_closed(r->o->restore_ctx, t, kept || !t->parked);
-}
-
 /* A park or an unpark, through the process's interposer. */
 static int park_call(run *r, cs_target *t, cs_step s)
 {
@@ -247,10 +236,8 @@ static int park_call(run *r, cs_target *t, cs_step s)
 			cs_park_files_remove(dirfd, t->park_name, t->park_nfiles);
 		t->park_nfiles = 0;
 	}
-	if (park && !t->was_parked && r->o->parked)
-		r->o->parked(r->o->restore_ctx, t);
 	if (!park)
-		close_park(r, t, false);
+		cs_park_close(&t->park_conn, false);
 	return CS_CU_SUCCESS;
 }
 
@@ -586,7 +573,7 @@ static void rollback(run *r)
 			/* Left parked, kept so: a park given up on would unpark
 			 * itself, into room that is not there. */
 			if (u == CS_STEP_UNPARK)
-				close_park(r, t, true);
+				cs_park_close(&t->park_conn, true);
 			report(r, t, u, true, CS_CU_NO_ROOM, 0);
 			continue;
 		}
@@ -708,7 +695,8 @@ static cs_target *look_for_parking(run *r)
 static void close_parks(run *r, bool done)
 {
 	for (size_t i = 0; i < r->n; i++)
-		close_park(r, &r->t[i], done);
+		if (r->t[i].park_conn >= 0)
+			cs_park_close(&r->t[i].park_conn, done);
 }
 
 /* Reads every target's starting state; fails before anything changes when

@@ -33,12 +33,6 @@ measured (the helpers are tests/gpu/safety.py's).
              is not let into that room (exit 2, never OUT_OF_MEMORY, never
              LOST); both back with their data once there is room
              (needs CUDASNAP_PARK_LIB)
-  park-kill  a PyTorch process under `cudasnap run` whose checkpoint is
-             killed once its park is booked (before its commit): it unparks
-             itself, and a restore of another process started then is not
-             let into the room the park freed (exit 2, never LOST); the
-             first back with its data (unlocked where the lock stayed)
-             (needs CUDASNAP_PARK_LIB)
   no-nvml    NVML hidden (CUDASNAP_LIBNVML): the GPU's free memory comes from
              cudasnap's driver probe; its figure beside NVML's (what the
              probe's own context takes), a restore that does not fit refused
@@ -284,13 +278,12 @@ def held(name):
     return len(head) == 12 and head[:7] == b"CSBOOK3" and int.from_bytes(head[8:12], "little") in (2, 3)
 
 
-def booking_says(words):
-    """Whether a booking of the book says words (", unparking": it waits for
-    an unpark; ", parked by its checkpoint": a checkpoint's park)."""
+def unparking():
+    """Whether a booking of the book waits for an unpark (its words say so)."""
     for name in book_files():
         try:
             with open(os.path.join(book_dir(), name), "rb") as f:
-                if words in f.read():
+                if b", unparking" in f.read():
                     return True
         except OSError:
             pass
@@ -404,7 +397,7 @@ def scenario_parked(a, cs, rounds=2):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         t0, seen = time.monotonic(), None
         while seen is None and time.monotonic() - t0 < 120 and p.poll() is None:
-            if booking_says(b", unparking"):
+            if unparking():
                 seen = time.monotonic() - t0
             time.sleep(0.002)
         r = cs("restore", "--json", "--pid", str(pb)) if seen is not None else None
@@ -431,59 +424,6 @@ def scenario_parked(a, cs, rounds=2):
         s.check(f"parked {rnd}: the second restored once there is room, both verified, no booking left",
                 r2.returncode == 0 and ok and not book_files(), s.tail(r2) + str(got) + str(book_files()))
         s.stop_all()
-
-
-def scenario_park_kill(a, cs, rounds=2):
-    here = os.path.dirname(os.path.abspath(__file__))
-    for rnd in range(rounds):
-        w = s.Procs(a)
-        pb, cb = checkpointed(a, cs, w, a.gib)
-        pa = w.start([a.cudasnap, "run", "--", sys.executable, os.path.join(here, "park_workload.py"), "--dir", w.dir,
-                      "--gib", str(int(a.gib))])[0]
-        # room for b only while a's memory is parked
-        f = Filler(a, w, (moved(cb) + 144 * MIB) // 2)
-        p = subprocess.Popen([a.cudasnap, "checkpoint", "--pid", str(pa)], start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        t0, seen = time.monotonic(), None
-        while seen is None and time.monotonic() - t0 < 120 and p.poll() is None:
-            if booking_says(b", parked by its checkpoint"):
-                seen = time.monotonic() - t0
-                os.killpg(p.pid, 9)
-            time.sleep(0.001)
-        p.wait()
-        time.sleep(0.2)
-        r = cs("restore", "--json", "--pid", str(pb))
-        st = cs.states([pa, pb])
-        lost = "LOST" in r.stderr or "OUT_OF_MEMORY" in r.stderr
-        # killed before its commit (locked or running), the checkpoint's park
-        # is a's own room: b is refused; killed after it, a is checkpointed
-        # and b may take the room
-        s.check(f"park-kill {rnd}: a checkpoint killed after its park: the restore started then is not let into "
-                "the parked room (exit 2), nothing lost",
-                seen is not None and not lost and (r.returncode == 2 or st[pa] == "checkpointed"),
-                f"seen={seen} rc={r.returncode} states={st} " + s.tail(r))
-        if st[pa] == "locked":
-            cs("unlock", "--pid", str(pa))
-        elif st[pa] == "checkpointed":
-            cs("restore", "--pid", str(pa))
-        ok, got = w.verify([pa])
-        s.record("park-kill", round=rnd, killed_after_s=None if seen is None else round(seen, 3),
-                 a_state=st[pa], second_rc=r.returncode, second_s=round(r.wall, 3), moved_b=moved(cb),
-                 filler_free=f.free, a_back=ok)
-        s.check(f"park-kill {rnd}: the process whose checkpoint was killed is back with its data", ok, str(got))
-        f.stop()
-        time.sleep(1.0)
-        if cs.states([pb])[pb] == "checkpointed":
-            cs("restore", "--json", "--pid", str(pb))
-        ok, got = w.verify([pa, pb])
-        s.check(f"park-kill {rnd}: the other restored once there is room, both verified",
-                ok and cs.states([pb])[pb] == "running", str(got))
-        s.stop_all()
-        deadline = time.monotonic() + 10
-        while book_files() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        s.check(f"park-kill {rnd}: no booking left once the processes are gone", not book_files(),
-                str(book_files()))
 
 
 def gpu_of(d, pid):
@@ -549,7 +489,7 @@ def inspect_images(cs, img, base, fits, libs=None):
 
 
 def main():
-    a = s.arguments("cli,wait,dropin,container,at-once,orphan,orphan-race,parked,park-kill,no-nvml", [("--gib", {"type": float, "default": 8}),
+    a = s.arguments("cli,wait,dropin,container,at-once,orphan,orphan-race,parked,no-nvml", [("--gib", {"type": float, "default": 8}),
                                                   ("--archive-libs", {"help": "libarchive.so.13 and its libraries"})])
     if a.fake_app:
         a.gib = min(a.gib, 0.25)
@@ -558,7 +498,6 @@ def main():
              "dropin": lambda: scenario_dropin(a, cs), "container": lambda: scenario_container(a, cs, t, base),
              "at-once": lambda: scenario_at_once(a, cs), "orphan": lambda: scenario_orphan(a, cs),
              "orphan-race": lambda: scenario_orphan_race(a, cs), "parked": lambda: scenario_parked(a, cs),
-             "park-kill": lambda: scenario_park_kill(a, cs),
              "no-nvml": lambda: scenario_no_nvml(a, cs)}
     return s.run_steps(a, steps)
 
