@@ -182,8 +182,8 @@ static int recv_byte_by(int conn, char *c, double by)
 	}
 }
 
-/* One request (its files after it), one answer line (bounded by the
- * socket's timeouts). */
+/* One request (its files after it), one answer line (the sending bounded
+ * by the socket's send timeout, the whole answer by its receive timeout). */
 static int send_files(int conn, const cs_park_files *f, int flags);
 static int ask_with(int conn, const char *req, const cs_park_files *files, char *line, size_t size)
 {

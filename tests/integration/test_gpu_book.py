@@ -31,6 +31,18 @@ CUAPP = os.environ.get("FAKE_CUAPP", "")
 PARK_LIB = os.environ.get("PARK_LIB", "")
 
 
+def booking_file(state, needs, who, beat=1, until=0, pid=None, target=0, pidns=0, start=0, short=0):
+    """The bytes of a booking file of this version (cs_booking_rec in
+    lib/room/gpubook.h, its ticket 1), as another cudasnap writes it: needs,
+    [(uuid, MiB)]; pid, the booking process (default: the test's)."""
+    import struct
+    gpus = b"".join(struct.pack("<48sQ", u.encode(), m << 20) for u, m in needs)
+    rec = struct.pack("<IIQQQiiQQQ96s", state, len(needs), 1, beat, until, os.getpid() if pid is None else pid,
+                      target, pidns, start, 0, who.encode()) + \
+        gpus + b"\0" * (56 * (16 - len(needs))) + struct.pack("<II", short, 0)
+    return b"CSBOOK3\0" + rec
+
+
 class OneGpu(Case):
     """The GPU of every test here, and what the tests share."""
 
@@ -338,13 +350,9 @@ class Together(OneGpu):
         """A booking of this version held by the test (its flock taken), as a
         restore in flight holds it: (fd, path)."""
         import fcntl
-        import struct
-        gpu = struct.pack("<48sQ", GPU0.encode(), mib << 20)
-        rec = struct.pack("<IIQQQiiQQQ96s", 2, 1, 1, 1, 0, os.getpid(), 0, 0, 0, 0, who.encode()) + gpu + \
-            b"\0" * (56 * 15) + struct.pack("<II", 0, 0)
         path = os.path.join(self.book, "b-0000000000000001-1-00000001")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.write(fd, b"CSBOOK3\0" + rec)
+        os.write(fd, booking_file(2, [(GPU0, mib)], who))
         fcntl.flock(fd, fcntl.LOCK_EX)
         self.addCleanup(lambda: (os.path.exists(path) and os.unlink(path), os.close(fd)))
         return fd, path
@@ -559,7 +567,6 @@ class Forged(OneGpu):
         that lock, and every restore of the node, for good: each read had a
         bound, the answer none. Unanswered in its bound, it counts as
         parked until its booking's bound; the restores go on."""
-        import struct
         pid, = self.checkpointed(100)
         d = os.path.join(self.tmp, "dripping")
         os.mkdir(d)
@@ -575,12 +582,11 @@ class Forged(OneGpu):
             start = int(f.read().rsplit(")", 1)[1].split()[19])
         now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
         pidns = os.stat("/proc/self/ns/pid").st_ino
-        gpu = struct.pack("<48sQ", GPU0.encode(), 50 << 20)
-        rec = struct.pack("<IIQQQiiQQQ96s", 3, 1, 1, now, now + 600 * 10**9, 1, p.pid, pidns, start, 0,
-                          b"forged unpark") + gpu + b"\0" * (56 * 15) + struct.pack("<II", 0, 0)
+        data = booking_file(3, [(GPU0, 50)], "forged unpark", beat=now, until=now + 600 * 10**9, pid=1,
+                            target=p.pid, pidns=pidns, start=start)
         os.makedirs(self.book, exist_ok=True)
         with open(os.path.join(self.book, "b-0000000000000001-1-0000000e"), "wb") as f:
-            f.write(b"CSBOOK3\0" + rec)
+            f.write(data)
         r = self.cs("restore", "--pid", str(pid), timeout=60)
         self.assertEqual(r.rc, 0, r)
         self.assertLess(r.wall, 20, r)
@@ -600,14 +606,10 @@ class TwoGpus(OneGpu):
         the bits of the GPUs it found short at its last look. state 2: a
         restore in flight instead."""
         import fcntl
-        import struct
         beat = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
-        gpus = b"".join(struct.pack("<48sQ", u.encode(), m << 20) for u, m in needs)
-        rec = struct.pack("<IIQQQiiQQQ96s", state, len(needs), 1, beat, 0, os.getpid(), 0, 0, 0, 0, who.encode()) + \
-            gpus + b"\0" * (56 * (16 - len(needs))) + struct.pack("<II", short, 0)
         path = os.path.join(self.book, "b-0000000000000001-1-00000002")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.write(fd, b"CSBOOK3\0" + rec)
+        os.write(fd, booking_file(state, needs, who, beat=beat, short=short))
         fcntl.flock(fd, fcntl.LOCK_EX)
         self.addCleanup(lambda: (os.path.exists(path) and os.unlink(path), os.close(fd)))
 
