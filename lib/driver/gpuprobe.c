@@ -19,7 +19,7 @@
 
 /* The most GPUs one probe reports. */
 #define PROBE_MAX 64
-#define PROBE_MAGIC "CSPROBE1"
+#define PROBE_MAGIC "CSPROBE2"
 
 typedef struct probe_head {
 	char magic[8];
@@ -34,6 +34,9 @@ typedef struct probe_gpu {
 	uint64_t total, free;
 	uint32_t known;
 	int32_t error; /* the first CUresult that was not success, 0 */
+	uint32_t mig; /* the driver shows a MIG instance of it */
+	/* cppcheck-suppress unusedStructMember ; no hole at the end */
+	uint32_t pad;
 } probe_gpu;
 
 typedef struct probe_answer {
@@ -69,7 +72,7 @@ typedef struct probe_api {
 	cu_int_fn init;
 	cu_count_fn count;
 	cu_dev_fn get;
-	cu_uuid_fn uuid;
+	cu_uuid_fn uuid, uuid_v1;
 	cu_name_fn name;
 	cu_total_fn total;
 	cu_retain_fn retain;
@@ -83,9 +86,10 @@ static bool load_api(void *h, probe_api *a)
 	*(void **)&a->init = dlsym(h, "cuInit");
 	*(void **)&a->count = dlsym(h, "cuDeviceGetCount");
 	*(void **)&a->get = dlsym(h, "cuDeviceGet");
+	*(void **)&a->uuid_v1 = dlsym(h, "cuDeviceGetUuid");
 	*(void **)&a->uuid = dlsym(h, "cuDeviceGetUuid_v2");
 	if (!a->uuid)
-		*(void **)&a->uuid = dlsym(h, "cuDeviceGetUuid");
+		a->uuid = a->uuid_v1;
 	*(void **)&a->name = dlsym(h, "cuDeviceGetName");
 	*(void **)&a->total = dlsym(h, "cuDeviceTotalMem_v2");
 	*(void **)&a->retain = dlsym(h, "cuDevicePrimaryCtxRetain");
@@ -101,6 +105,22 @@ static void note_error(probe_gpu *g, int rc)
 		g->error = rc;
 }
 
+/* Without NVML, MIG shows in the driver itself: a device that is a MIG
+ * instance has a MIG UUID (cuDeviceGetUuid_v2) other than its GPU's
+ * (cuDeviceGetUuid), and its name ends in its profile ("... MIG 1g.10gb").
+ * The GPU is then named by its own UUID, as NVML and the records name it. */
+static void probe_mig(const probe_api *a, int dev, const unsigned char *u2, probe_gpu *g)
+{
+	unsigned char u1[16];
+	if (strstr(g->name, " MIG ") != NULL)
+		g->mig = 1;
+	if (a->uuid_v1 && a->uuid_v1 != a->uuid && g->uuid[0] && a->uuid_v1(u1, dev) == 0 &&
+	    memcmp(u1, u2, sizeof(u1)) != 0) {
+		g->mig = 1;
+		cs_gpu_uuid_format(u1, g->uuid);
+	}
+}
+
 /* One GPU: its identity, then its free memory through a context that is
  * released before the next GPU is asked, so that only one exists at once. */
 static void probe_one(const probe_api *a, int ordinal, bool memory, probe_gpu *g)
@@ -114,6 +134,7 @@ static void probe_one(const probe_api *a, int ordinal, bool memory, probe_gpu *g
 		cs_gpu_uuid_format(u, g->uuid);
 	if (a->name)
 		note_error(g, a->name(g->name, (int)sizeof(g->name) - 1, dev));
+	probe_mig(a, dev, u, g);
 	size_t total = 0, free = 0, total2 = 0;
 	if (a->total && a->total(&total, dev) == 0)
 		g->total = total;
@@ -197,7 +218,10 @@ int cs_gpu_probe_parse(const void *buf, size_t len, cs_nvml_gpu **gpus, size_t *
 		memcpy(&g, (const char *)buf + sizeof(h) + i * sizeof(g), sizeof(g));
 		g.uuid[sizeof(g.uuid) - 1] = g.name[sizeof(g.name) - 1] = '\0';
 		cs_nvml_gpu *x = &out[i];
-		*x = (cs_nvml_gpu){ .index = i, .persistence = -1, .mig = -1, .minor = -1, .error = g.error };
+		/* MIG off is not told apart from a driver that does not say */
+		*x = (cs_nvml_gpu){
+			.index = i, .persistence = -1, .mig = g.mig ? 1 : -1, .minor = -1, .error = g.error
+		};
 		snprintf(x->uuid, sizeof(x->uuid), "%s", g.uuid);
 		cs_sanitize(x->name, sizeof(x->name), g.name, strlen(g.name));
 		x->memory_known = g.known && g.free <= g.total;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define GIB (1024.0 * 1024 * 1024)
@@ -361,9 +362,69 @@ static uint64_t orphan_bound(const cs_gpu_ledger *l, const cs_target *t)
 	return cs_gpubook_ticket() + (uint64_t)(s * 1e9);
 }
 
-/* One look under the book's lock: booked (1), wait (0), or refused (<0). */
-static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, kind k, double start, cs_error *err)
+/* What a waiter saw at its last look, so that it reads the book again only
+ * when the book or the free memory could have changed for it. */
+typedef struct look {
+	bool settled; /* the orphans left for t were ended */
+	bool valid; /* it waits, for the reason seen then */
+	double at, until; /* cs_now() of the look; when that wait ends */
+	struct timespec book; /* the book's mtime: a booking made or ended changes it */
+	unsigned long long free[CS_TARGET_GPUS]; /* NVML's free memory of its GPUs */
+} look;
+
+static bool book_mtime(const cs_gpu_ledger *l, struct timespec *m)
 {
+	struct stat st;
+	if (fstat(l->bookfd, &st) < 0)
+		return false;
+	*m = st.st_mtim;
+	return true;
+}
+
+/* Whether a waiter's last look still stands: within a second of it (what
+ * changes in place, an orphan that ends, a waiter ahead that leaves, is
+ * seen then), no booking made or ended since, no GPU of its with more
+ * free memory, and the wait not over. Only a look that waits stands: a
+ * restore is booked only on a reading of the book under its lock. NVML's
+ * reading is cheap; the driver's probe is read once a second anyway. */
+static bool still_waits(cs_gpu_ledger *l, const cs_target *t, const look *w)
+{
+	double now = cs_now();
+	struct timespec m;
+	if (!w->valid || l->probed || now - w->at >= 1.0 || now + 0.5 >= w->until ||
+	    (l->interrupted && *l->interrupted) || !book_mtime(l, &m) || m.tv_sec != w->book.tv_sec ||
+	    m.tv_nsec != w->book.tv_nsec)
+		return false;
+	for (unsigned k = 0; k < t->nneed; k++) {
+		const cs_nvml_gpu *c = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
+		if (!c)
+			continue;
+		cs_nvml_gpu *g = &l->gpus[c - l->gpus];
+		cs_nvml_gpu_memory(l->nv, g);
+		if (!g->memory_known || g->memory_free > w->free[k])
+			return false;
+	}
+	return true;
+}
+
+static void remember(const cs_gpu_ledger *l, const cs_target *t, const struct timespec *book, double until, look *w)
+{
+	w->valid = !l->probed;
+	w->at = cs_now();
+	w->until = until;
+	w->book = *book;
+	for (unsigned k = 0; k < t->nneed; k++) {
+		const cs_nvml_gpu *g = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
+		w->free[k] = g && g->memory_known ? g->memory_free : 0;
+	}
+}
+
+/* One look under the book's lock: booked (1), wait (0), or refused (<0). */
+static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, kind k, double start, look *w, cs_error *err)
+{
+	if (still_waits(l, t, w))
+		return 0;
+	w->valid = false;
 	/* Each wait for the lock is bounded, not the sum of them: a restore
 	 * that waits in line meets the lock held many times. */
 	_cleanup_close_ int lk = cs_gpubook_lock(l->bookfd, cs_now() + BOOK_LOCK_WAIT_S, l->interrupted, err);
@@ -371,18 +432,24 @@ static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, kind k, 
 		return -CS_EPROC;
 	/* Bookings left to an unpark of t by a cudasnap that is gone: this
 	 * restore or unpark of t stands for them now (restored again, its
-	 * earlier unpark is over). */
-	cs_gpubook_settle(l->bookfd, t->pid, t->start_time, l->orphans.pidns);
+	 * earlier unpark is over). Only t's own restore or unpark leaves
+	 * them, so once is enough. */
+	if (!w->settled)
+		cs_gpubook_settle(l->bookfd, t->pid, t->start_time, l->orphans.pidns);
+	w->settled = true;
+	/* before the reading: a change made while it reads is seen next time */
+	struct timespec seen = { 0 };
+	bool dated = book_mtime(l, &seen);
 	judgement j = { .v = V_FITS };
 	if (!l->ignore)
 		judge(l, t, b, &j);
 	if (j.v == V_FITS) {
 		b->rec.state = k.unpark ? CS_BOOKING_UNPARK : CS_BOOKING_HELD;
 		b->rec.until = orphan_bound(l, t);
-		int w = cs_gpubook_write(l->bookfd, b);
-		if (w == 0 && keep(l, t, b) == 0)
+		int wr = cs_gpubook_write(l->bookfd, b);
+		if (wr == 0 && keep(l, t, b) == 0)
 			return 1;
-		return cs_error_errno(err, CS_EPROC, w < 0 ? -w : ENOMEM, CS_GPUBOOK_HINT,
+		return cs_error_errno(err, CS_EPROC, wr < 0 ? -wr : ENOMEM, CS_GPUBOOK_HINT,
 				      "%s of process %d (%s) %s: its GPU memory could not be booked in %s",
 				      k.unpark ? "unpark" : "restore", (int)t->pid, t->comm,
 				      k.unpark ? "not started" : "not asked of the driver", l->book_path);
@@ -400,6 +467,8 @@ static int attempt(cs_gpu_ledger *l, const cs_target *t, cs_booking *b, kind k, 
 	b->rec.short_gpus = j.short_gpus;
 	cs_gpubook_write(l->bookfd, b);
 	say_waiting(l, t, &j, j.v == V_THEIRS ? inflight : l->deadline);
+	if (dated)
+		remember(l, t, &seen, j.v == V_THEIRS ? inflight : l->deadline, w);
 	return 0;
 }
 
@@ -429,9 +498,10 @@ static int take(cs_gpu_ledger *l, const cs_target *t, kind k, cs_error *err)
 	cs_booking b;
 	new_booking(l, t, k.unpark, &b);
 	double start = cs_now();
+	look w = { 0 };
 	int r;
 	/* The book's lock keeps the other threads out of the GPU list too. */
-	while ((r = attempt(l, t, &b, k, start, err)) == 0) {
+	while ((r = attempt(l, t, &b, k, start, &w, err)) == 0) {
 		pthread_mutex_unlock(&l->mu);
 		/* a look through the driver's probe costs a context: one a second */
 		struct timespec pause = { .tv_sec = 0, .tv_nsec = 250000000L };

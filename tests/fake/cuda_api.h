@@ -77,6 +77,7 @@ FC_EXPORT CUresult cuGetErrorName(CUresult error, const char **str);
 FC_EXPORT CUresult cuGetErrorString(CUresult error, const char **str);
 FC_EXPORT CUresult cuDeviceGetCount(int *count);
 FC_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal);
+FC_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice device);
 FC_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice device);
 /* meminfo.c: the caller library only (it measures as NVML does) */
 FC_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev);

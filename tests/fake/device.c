@@ -62,16 +62,27 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
 }
 
 /* After a restore with a GPU map, an ordinal names the GPU it was mapped to. */
-CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice device)
+/* The GPU's own UUID, also under MIG. */
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice device)
 {
 	struct dev_query q = { device, uuid };
 	return uuid ? with_devices(check_ordinal, &q) : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Under MIG (FAKECUDA_MIG) a device is an instance of its GPU, and this
+ * names the instance (a UUID of its own, derived from the GPU's). */
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice device)
+{
+	CUresult rc = cuDeviceGetUuid(uuid, device);
+	if (rc == CUDA_SUCCESS && fc_mig_mode())
+		uuid->bytes[0] = (char)(uuid->bytes[0] ^ 0x5a);
+	return rc;
+}
+
 CUresult fakecuda_current_gpu(char *buf, size_t len)
 {
 	CUuuid u;
-	CUresult rc = cuDeviceGetUuid_v2(&u, 0);
+	CUresult rc = cuDeviceGetUuid(&u, 0);
 	if (rc == CUDA_SUCCESS && (buf == NULL || len < FAKECUDA_UUID_STRLEN))
 		rc = CUDA_ERROR_INVALID_VALUE;
 	if (rc == CUDA_SUCCESS)

@@ -5,6 +5,7 @@
 #include "fakecuda.h"
 #include "gpumem.h"
 #include "internal.h"
+#include "settings.h"
 
 /* What the driver says of a device's memory without NVML: its total, and
  * from a current context the free memory, NVML's figure (gpumem.c) less the
@@ -44,7 +45,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (gpu_of(dev, &g) < 0)
 		return fc_tgt.levels & FC_LEVEL_CUDA ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
-	snprintf(name, (size_t)len, "%s", "NVIDIA H200");
+	snprintf(name, (size_t)len, "%s", fc_mig_mode() ? "NVIDIA H200 MIG 1g.18gb" : "NVIDIA H200");
 	return CUDA_SUCCESS;
 }
 

@@ -114,11 +114,9 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current, unsigned int *pending)
 {
-	char buf[32];
-	const char *env = fc_setting("FAKECUDA_MIG", buf, sizeof(buf));
 	nvmlReturn_t rc = device_arg(device, current);
 	if (rc != NVML_SUCCESS || pending == NULL)
 		return rc != NVML_SUCCESS ? rc : NVML_ERROR_INVALID_ARGUMENT;
-	*current = *pending = env && atoi(env) != 0;
+	*current = *pending = fc_mig_mode();
 	return NVML_SUCCESS;
 }

@@ -53,3 +53,10 @@ const char *fc_setting(const char *name, char *buf, size_t len)
 		return env;
 	return len > 0 ? from_file(name, buf, len) : NULL;
 }
+
+bool fc_mig_mode(void)
+{
+	char buf[32];
+	const char *v = fc_setting("FAKECUDA_MIG", buf, sizeof(buf));
+	return v != NULL && atoi(v) != 0;
+}

@@ -380,6 +380,48 @@ class Together(OneGpu):
         self.assertNotIn("is held by", r.err)
         self.assertDataOk([pid])
 
+    def test_a_waiter_reads_the_book_again_when_it_changed_or_each_second(self):
+        """A restore waiting behind a restore in flight does not read every
+        booking at every look (four a second, each of them every booking of
+        the node): it reads them again when a booking is made or ended, and
+        once a second for what changes in place. The end of the booking it
+        waits for is seen at once."""
+        import ctypes
+        import struct
+        pid, = self.checkpointed(400)
+        _, path = self.held_booking(600)
+        libc = ctypes.CDLL(None, use_errno=True)
+        ino = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.assertGreaterEqual(ino, 0)
+        self.addCleanup(os.close, ino)
+        in_open, in_close_nowrite = 0x20, 0x10
+        # opens and closes alternate: inotify folds only events alike in a row
+        self.assertGreaterEqual(libc.inotify_add_watch(ino, path.encode(), in_open | in_close_nowrite), 0)
+        p = subprocess.Popen([BIN, "restore", "--pid", str(pid)], env=self.env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        time.sleep(4)
+        opens = 0
+        try:
+            data = os.read(ino, 65536)
+        except BlockingIOError:
+            data = b""
+        for off in range(0, len(data), 16):
+            _, mask, _, length = struct.unpack_from("iIII", data, off)
+            self.assertEqual(length, 0)
+            opens += bool(mask & in_open)
+        self.assertIsNone(p.poll())
+        # about one a second, not eight (the book and the orphans of its
+        # target read at every look)
+        self.assertGreaterEqual(opens, 2)
+        self.assertLessEqual(opens, 7, opens)
+        ended = time.monotonic()
+        os.unlink(path)
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertLess(time.monotonic() - ended, 1.0, err)
+        self.assertDataOk([pid])
+
     def test_another_users_words_reach_the_terminal_made_safe(self):
         """A booking's text is its writer's, who may be another user: control
         bytes in it are not printed as they are."""
@@ -895,6 +937,24 @@ class Mig(Case):
         self.assertIn("is in MIG mode", r.err)
         self.assertEqual([x["code"] for x in r.obj["refused"]], ["gpu-memory-unknown"], r)
         self.assertIn("--ignore-gpu-memory", r.obj["error"]["hint"])
+        self.assertStates([pid], "checkpointed")
+        r = self.cs("restore", "--ignore-gpu-memory")
+        self.assertEqual(r.rc, 0, r)
+        self.assertDataOk([pid])
+
+
+    def test_without_nvml_the_driver_tells_mig_apart(self):
+        """Without NVML the driver's probe sees the MIG instance (its UUID
+        and name differ from its GPU's): refused the same way, naming the
+        GPU by its own UUID, not taken for a GPU that is not here."""
+        pid, = self.start("--mem", "64")
+        self.assertEqual(self.cs("checkpoint").rc, 0)
+        self.env["CUDASNAP_LIBNVML"] = os.path.join(self.tmp, "no-libnvidia-ml.so.1")
+        self.env["FAKECUDA_MIG"] = "1"
+        r = self.cs("restore", "--json")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("is in MIG mode", r.err)
+        self.assertEqual([x["code"] for x in r.obj["refused"]], ["gpu-memory-unknown"], r)
         self.assertStates([pid], "checkpointed")
         r = self.cs("restore", "--ignore-gpu-memory")
         self.assertEqual(r.rc, 0, r)
