@@ -395,6 +395,9 @@ typedef struct cs_target {
 	char park_name[64];
 	unsigned park_nfiles;
 	unsigned park_direct; /* of them, written with O_DIRECT */
+	/* Unparked from its files in this command: they are kept until the
+	 * whole command has succeeded, and a rollback parks it back there. */
+	bool park_files_back;
 } cs_target;
 
 typedef enum cs_outcome {

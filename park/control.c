@@ -10,13 +10,15 @@
  *
  * Who may ask what:
  * - park and unpark carry the process's key (a memfd the process keeps
- *   open, park_find.h): reading it through /proc/PID/fd takes ptrace read
- *   access to the process, as stopping its work does anyway (commit only
- *   keeps the park its own connection made);
- * - status, and a peer's CUDA IPC requests, need the key or a peer that is
- *   root or the process's own user as its user namespace maps them (never
- *   the overflow uid, which stands for every user it does not map); the
- *   IPC requests then prove the handle's secret (proof.c) on top.
+ *   open, mode 0, park_find.h): cudasnap takes it with pidfd_getfd, which
+ *   takes ptrace attach access to the process, as reading or writing its
+ *   memory does (commit only keeps the park its own connection made);
+ * - status needs the key too: what the process holds and does is told
+ *   only to who may read its memory;
+ * - a peer's CUDA IPC requests need the key or a peer that is root or the
+ *   process's own user as its user namespace maps them (never the
+ *   overflow uid, which stands for every user it does not map), and then
+ *   prove the handle's secret (proof.c) on top.
  *
  * A park answered on a connection holds while that connection is open (its
  * lease: no read timeout while it holds one), until cudasnap says
@@ -205,7 +207,10 @@ static int bind_in(int fd, const char *base)
 }
 
 /* The key, random, in a memfd that stays open (sealed: the program cannot
- * write it by mistake). */
+ * write it by mistake), mode 0: opened again through /proc/PID/fd, which
+ * takes only ptrace read access, it opens for root alone; cudasnap takes
+ * the descriptor itself (pidfd_getfd, attach access). A key that others
+ * could read is no key: without the mode, no control socket. */
 static int make_key(void)
 {
 	if (getrandom(key, sizeof(key), 0) != sizeof(key))
@@ -213,7 +218,7 @@ static int make_key(void)
 	int fd = memfd_create(PARK_KEY_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -1;
-	if (pwrite(fd, key, sizeof(key), 0) != sizeof(key) ||
+	if (pwrite(fd, key, sizeof(key), 0) != sizeof(key) || fchmod(fd, 0) != 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
 		close(fd);
 		return -1;
@@ -269,7 +274,7 @@ static bool allowed(const struct park_req *rq, bool known)
 	case PARK_REQ_PARK:
 	case PARK_REQ_UNPARK: return owner;
 	case PARK_REQ_COMMIT: return true; /* it keeps only this connection's own park */
-	case PARK_REQ_STATUS: return owner || known;
+	case PARK_REQ_STATUS: return owner; /* what it holds is told to who may read it */
 	default: return known;
 	}
 }

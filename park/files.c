@@ -6,9 +6,16 @@
  * buffered, each piece
  * flushed and dropped from the page cache once written, so that the
  * process's memory cgroup is charged with the staging alone. Every piece
- * carries an XXH3 checksum, kept in the process's own memory (which the
- * checkpoint keeps): a file changed, cut short or swapped for another is
- * seen before the program's GPU work resumes. */
+ * carries a MAC under a random key of the park: GMAC (AES-GCM over the
+ * piece as its associated data, the piece's number its nonce) where the
+ * CPU has AES-NI and PCLMUL, else Poly1305 with a one-time key derived
+ * with keyed BLAKE2b from the park's key and the piece's number. The key
+ * and the MACs stay in the process's own memory (which the checkpoint
+ * keeps), never in the files: whoever can write the files but not read
+ * the process's memory cannot make a piece that passes, and a file
+ * changed, cut short, swapped for another or for another park's is seen
+ * before any of it reaches the device. An unkeyed checksum would not do:
+ * anyone who can read a file can write another with the same sum. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -18,8 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include <sodium.h>
+#include <sys/random.h>
 
 #include "park.h"
 #include "park_find.h"
@@ -43,6 +50,100 @@ int park_files_check(struct park_files *f, bool out, char *why, size_t size)
 		f->direct[i] = (fl & O_DIRECT) || fcntl(f->fd[i], F_SETFL, fl | O_DIRECT) == 0;
 	}
 	return 0;
+}
+
+static pthread_once_t sodium_once = PTHREAD_ONCE_INIT;
+static int sodium_ok = -1;
+
+static void start_sodium(void)
+{
+	/* it picks the fastest code for this CPU */
+	sodium_ok = sodium_init();
+}
+
+struct park_tags *park_tags_new(unsigned long long pieces)
+{
+	pthread_once(&sodium_once, start_sodium);
+	if (sodium_ok < 0)
+		return NULL;
+	struct park_tags *t = calloc(1, sizeof(*t) + (pieces ? pieces : 1) * sizeof(t->tag[0]));
+	if (t == NULL)
+		return NULL;
+	if (getrandom(t->key, sizeof(t->key), 0) != (ssize_t)sizeof(t->key)) {
+		free(t);
+		return NULL;
+	}
+	t->pieces = pieces;
+	/* GMAC runs about half as fast again as Poly1305 here;
+	 * CUDASNAP_PARK_MAC=poly1305 takes Poly1305 all the same (tests) */
+	const char *mac = getenv("CUDASNAP_PARK_MAC");
+	t->gcm = crypto_aead_aes256gcm_is_available() != 0 && !(mac && strcmp(mac, "poly1305") == 0);
+	return t;
+}
+
+void park_tags_free(struct park_tags *t)
+{
+	if (t == NULL)
+		return;
+	sodium_memzero(t->key, sizeof(t->key));
+	free(t);
+}
+
+/* Piece k's number, little-endian, as a GCM nonce (unique under the
+ * park's key). */
+static void piece_nonce(unsigned long long k, unsigned char n[crypto_aead_aes256gcm_NPUBBYTES])
+{
+	memset(n, 0, crypto_aead_aes256gcm_NPUBBYTES);
+	for (int i = 0; i < 8; i++)
+		n[i] = (unsigned char)(k >> (8 * i));
+}
+
+/* Piece k's one-time Poly1305 key: a key used for one message only. */
+static void piece_key(const struct park_tags *t, unsigned long long k,
+		      unsigned char out[crypto_onetimeauth_poly1305_KEYBYTES])
+{
+	unsigned char n[crypto_aead_aes256gcm_NPUBBYTES];
+	piece_nonce(k, n);
+	crypto_generichash_blake2b(out, crypto_onetimeauth_poly1305_KEYBYTES, n, 8, t->key, sizeof(t->key));
+}
+
+_Static_assert(sizeof(((struct park_tags *)0)->tag[0]) == crypto_onetimeauth_poly1305_BYTES, "one tag size");
+_Static_assert(sizeof(((struct park_tags *)0)->key) == crypto_generichash_blake2b_KEYBYTES, "one key size");
+
+_Static_assert(sizeof(((struct park_tags *)0)->tag[0]) == crypto_aead_aes256gcm_ABYTES, "one GCM tag size");
+_Static_assert(sizeof(((struct park_tags *)0)->key) == crypto_aead_aes256gcm_KEYBYTES, "one GCM key size");
+
+static void tag_piece(const struct park_tags *t, unsigned long long k, const unsigned char *buf, size_t len,
+		      unsigned char *tag)
+{
+	if (t->gcm) {
+		unsigned char n[crypto_aead_aes256gcm_NPUBBYTES], none[1];
+		unsigned long long tlen;
+		piece_nonce(k, n);
+		/* nothing encrypted: the piece is the associated data */
+		crypto_aead_aes256gcm_encrypt_detached(none, tag, &tlen, none, 0, buf, len, NULL, n, t->key);
+		return;
+	}
+	unsigned char otk[crypto_onetimeauth_poly1305_KEYBYTES];
+	piece_key(t, k, otk);
+	crypto_onetimeauth_poly1305(tag, buf, len, otk);
+	sodium_memzero(otk, sizeof(otk));
+}
+
+static bool piece_ok(const struct park_tags *t, unsigned long long k, const unsigned char *buf, size_t len)
+{
+	if (k >= t->pieces)
+		return false;
+	if (t->gcm) {
+		unsigned char n[crypto_aead_aes256gcm_NPUBBYTES], none[1] = { 0 };
+		piece_nonce(k, n);
+		return crypto_aead_aes256gcm_decrypt_detached(none, NULL, none, 0, t->tag[k], buf, len, n, t->key) == 0;
+	}
+	unsigned char otk[crypto_onetimeauth_poly1305_KEYBYTES];
+	piece_key(t, k, otk);
+	bool ok = k < t->pieces && crypto_onetimeauth_poly1305_verify(t->tag[k], buf, len, otk) == 0;
+	sodium_memzero(otk, sizeof(otk));
+	return ok;
 }
 
 void park_files_close(struct park_files *f)
@@ -150,7 +251,7 @@ static CUresult copy_piece(const struct park_real *r, bool out, unsigned char *b
 struct job {
 	const struct park_real *r;
 	struct park_files *f;
-	uint64_t *sums;
+	struct park_tags *tags;
 	bool out;
 	size_t limit;
 	unsigned long long total;
@@ -184,14 +285,14 @@ static void one_piece(struct job *j, unsigned i, unsigned long long k, unsigned 
 	if (j->out) {
 		if ((rc = copy_piece(j->r, true, buf, pos, len, j->limit)) != CU_OK)
 			return failed(j, "copy", i, k, 0, rc);
-		j->sums[k] = XXH3_64bits(buf, len);
+		tag_piece(j->tags, k, buf, len, j->tags->tag[k]);
 		if ((err = transfer(j->f, i, true, buf, len, off)) != 0)
 			return failed(j, "write", i, k, err, CU_OK);
 		return;
 	}
 	if ((err = transfer(j->f, i, false, buf, len, off)) != 0)
 		return failed(j, "read", i, k, err, CU_OK);
-	if (XXH3_64bits(buf, len) != j->sums[k])
+	if (!piece_ok(j->tags, k, buf, len))
 		return failed(j, "verify", i, k, 0, CU_OK);
 	if ((rc = copy_piece(j->r, false, buf, pos, len, j->limit)) != CU_OK)
 		return failed(j, "copy", i, k, 0, rc);
@@ -245,9 +346,9 @@ static void *lane_thread(void *arg)
 	return NULL;
 }
 
-int park_files_move(const struct park_real *r, struct park_files *f, uint64_t *sums, bool out, size_t limit)
+int park_files_move(const struct park_real *r, struct park_files *f, struct park_tags *tags, bool out, size_t limit)
 {
-	struct job j = { .r = r, .f = f, .sums = sums, .out = out, .limit = limit };
+	struct job j = { .r = r, .f = f, .tags = tags, .out = out, .limit = limit };
 	atomic_init(&j.failed, 0);
 	pthread_mutex_init(&j.mu, NULL);
 	for (size_t i = 0; i < park_tab.n; i++)

@@ -52,14 +52,14 @@ static struct chunk *chunks;
 static size_t nchunks;
 static unsigned long long parked_bytes;
 /* A park into files: the files while the park holds them, and each
- * piece's checksum until the memory is back. */
+ * piece's MAC (files.c) until the memory is back. */
 static bool in_files;
 static struct park_files files_held;
 static unsigned files_count; /* how many the memory is in */
 /* The allocations parked: all of them, but after a release that failed
  * and whose undo could not read them back, those before it. */
 static size_t parked_upto;
-static uint64_t *sums;
+static struct park_tags *tags;
 
 /* A child of fork() has no park: its parent's host copy is left to it
  * untouched (a park may have been half way through making it). */
@@ -73,7 +73,7 @@ static void child_forgets(void)
 	parked_bytes = 0;
 	park_files_close(&files_held);
 	in_files = false;
-	sums = NULL;
+	tags = NULL;
 }
 
 __attribute__((constructor)) static void move_atfork(void)
@@ -361,9 +361,9 @@ static CUresult attach_imports(const struct park_real *r, unsigned wait_ms)
 	return rc;
 }
 
-/* What stops a park of its own, park_tab.mu held; NULL: nothing (else the
- * reason, which may be written into buf). */
-static const char *park_why_not(char *buf, size_t size)
+/* What in the table stops a park of its own, park_tab.mu held; NULL:
+ * nothing. */
+static const char *why_not_table(void)
 {
 	if (park_tab.unparkable)
 		return park_tab.unparkable;
@@ -378,6 +378,16 @@ static const char *park_why_not(char *buf, size_t size)
 	if (park_tab.pool_imports)
 		return "it imported a memory pool of another process (cuMemPoolImportFromShareableHandle), which "
 		       "neither the driver nor parking can give back";
+	return NULL;
+}
+
+/* What stops a park of its own, park_tab.mu held; NULL: nothing (else the
+ * reason, which may be written into buf). */
+static const char *park_why_not(char *buf, size_t size)
+{
+	const char *why = why_not_table();
+	if (why)
+		return why;
 	return park_bindings_check_within(buf, size) == 0 ? NULL : buf;
 }
 
@@ -509,13 +519,13 @@ static bool files_short(const struct park_files *f, unsigned long long total, ch
  * be read back (their memory is in the files alone): they stay parked, the
  * program's calls held, until an unpark reads them (cudasnap's rollback
  * tries at once). 1, with the answer written. */
-static int parked_partly(const struct park_real *r, size_t released, bool mapped, uint64_t *s, unsigned long long total,
-			 CUresult rc, char *reply, size_t size)
+static int parked_partly(const struct park_real *r, size_t released, bool mapped, struct park_tags *s,
+			 unsigned long long total, CUresult rc, char *reply, size_t size)
 {
 	size_t undone;
 	if (mapped)
 		release_range(r, 0, released, &undone);
-	sums = s;
+	tags = s;
 	parked_bytes = total;
 	parked_upto = released;
 	snprintf(reply, size,
@@ -530,12 +540,12 @@ static int parked_partly(const struct park_real *r, size_t released, bool mapped
 static int move_out_files(const struct park_real *r, struct park_files *f, double *t2, char *reply, size_t size)
 {
 	unsigned long long total = lay_out(), pieces = park_pieces(total);
-	uint64_t *s = calloc(pieces ? pieces : 1, sizeof(*s));
+	struct park_tags *s = park_tags_new(pieces);
 	*t2 = park_now();
 	if (s == NULL)
 		return fail(reply, size, "copy", CU_ERR_OUT_OF_MEMORY);
 	if (park_files_move(r, f, s, true, park_tab.n) != 0) {
-		free(s);
+		park_tags_free(s);
 		return fail_files(reply, size, f);
 	}
 	*t2 = park_now();
@@ -546,10 +556,10 @@ static int move_out_files(const struct park_real *r, struct park_files *f, doubl
 		bool mapped = released == 0 || map_range(r, released) == CU_OK;
 		if (!mapped || (released && park_files_move(r, f, s, false, released) != 0))
 			return parked_partly(r, released, mapped, s, total, rc, reply, size);
-		free(s);
+		park_tags_free(s);
 		return fail(reply, size, "release", rc);
 	}
-	sums = s;
+	tags = s;
 	parked_bytes = total;
 	parked_upto = park_tab.n;
 	return 0;
@@ -674,7 +684,7 @@ static int move_in_files(const struct park_real *r, struct park_files *f, char *
 	}
 	if (files_short(f, parked_bytes, reply, size))
 		return -1;
-	if (park_files_move(r, f, sums, false, parked_upto) != 0)
+	if (park_files_move(r, f, tags, false, parked_upto) != 0)
 		return fail_files(reply, size, f);
 	return 0;
 }
@@ -717,8 +727,8 @@ static int unpark_locked(const struct park_real *r, unsigned timeout_ms, struct 
 	parked = false;
 	if (in_files) {
 		park_files_close(&files_held);
-		free(sums);
-		sums = NULL;
+		park_tags_free(tags);
+		tags = NULL;
 		in_files = false;
 	}
 	open_again();
@@ -769,13 +779,16 @@ void park_drop_host_copy(void)
 void park_status(char *reply, size_t size)
 {
 	pthread_mutex_lock(&move_mu);
+	/* The walk of the loaded objects outside the table's lock, which the
+	 * program's allocations take: a status costs them nothing. */
+	char buf[256];
+	bool bound = park_bindings_check_within(buf, sizeof(buf)) == 0;
 	pthread_mutex_lock(&park_tab.mu);
 	unsigned exported = 0;
 	for (size_t i = 0; i < park_tab.n; i++)
 		exported += park_tab.a[i].exported;
-	char buf[256];
-	const char *why = park_why_not(buf, sizeof(buf));
-	why = why ? why : "";
+	const char *why = why_not_table();
+	why = why ? why : bound ? "" : buf;
 	int len =
 		snprintf(reply, size,
 			 "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "

@@ -241,10 +241,23 @@ struct park_files {
 /* Whether the descriptors are regular files open for writing (out) or
  * reading; probes O_DIRECT on each. 0, or -1 with why. */
 int park_files_check(struct park_files *f, bool out, char *why, size_t size);
+/* The MACs of one park's pieces, with the park's random key: in the
+ * process's memory alone. */
+struct park_tags {
+	unsigned char key[32];
+	bool gcm; /* GMAC, else Poly1305 (files.c) */
+	unsigned long long pieces;
+	unsigned char tag[][16];
+};
+/* Room for pieces tags and a new key; NULL when out of memory, or no key
+ * could be had. */
+struct park_tags *park_tags_new(unsigned long long pieces);
+void park_tags_free(struct park_tags *t);
 /* The memory of the allocations [0, limit) (laid end to end by host_off)
- * out into the files, each piece's checksum into sums, or back from them,
- * each piece checked against sums first: 0, or -1 with the failure in f. */
-int park_files_move(const struct park_real *r, struct park_files *f, uint64_t *sums, bool out, size_t limit);
+ * out into the files, each piece's MAC into tags, or back from them, each
+ * piece checked against its MAC before it reaches the device: 0, or -1
+ * with the failure in f. */
+int park_files_move(const struct park_real *r, struct park_files *f, struct park_tags *tags, bool out, size_t limit);
 unsigned park_files_direct(const struct park_files *f);
 void park_files_close(struct park_files *f);
 

@@ -10,11 +10,13 @@ set -eu
 # namespace. containerd (with ctr): the third engine there; the tests start
 # their own daemon inside the test's private machine, never the package's
 # service (see below). pyflakes3: the lint of the Python in tests/ and bench/.
-# libxxhash-dev: XXH3, the checksum of each piece of GPU memory parked into
-# files (header-only: nothing of it is needed at run time).
+# libsodium-dev: the MAC of each piece of GPU memory parked into files,
+# linked into the interposer (libsodium.a: nothing of it is needed at run
+# time). libxxhash-dev: a test's forgery of an unkeyed checksum (header
+# only).
 # libarchive13: what cudasnap inspect loads to read checkpoint archives
 # (tests/integration/test_inspect.py).
-pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc bash-completion cppcheck clang-tidy clang-format pyflakes3 valgrind libcap2-bin runc podman iptables containerd libarchive13 libxxhash-dev"
+pkgs="meson ninja-build gcc pkg-config libjson-c-dev libcmocka-dev python3 scdoc bash-completion cppcheck clang-tidy clang-format pyflakes3 valgrind libcap2-bin runc podman iptables containerd libarchive13 libsodium-dev libxxhash-dev"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -102,7 +102,7 @@ void txn_cli_park_help(FILE *f, cs_op op)
 			"                    symbolic link, that no other user can write; refused\n"
 			"                    (exit 2) when it has too little free space for them all.\n"
 			"                    O_DIRECT where its file system takes it; every piece\n"
-			"                    checksummed (XXH3) and checked at the restore\n");
+			"                    with a MAC, checked at the restore\n");
 	if (op == CS_OP_RESTORE)
 		fprintf(f,
 			"      --keep        keep the files of processes parked into files (--park-to)\n"
@@ -117,7 +117,7 @@ void txn_cli_park_help(FILE *f, cs_op op)
 					 "put back (unparked) after the unlock",
 		op == CS_OP_CHECKPOINT ?
 			" CUDASNAP_NO_PARK=1 does what --no-park does;\nCUDASNAP_PARK_TO=DIR what --park-to does." :
-			" A process parked into files reads them back (each\npiece checked against its checksum before its GPU work resumes); one whose\nfiles are missing, cut short or changed stays checkpointed (exit 1).");
+			" A process parked into files reads them back (each\npiece checked against its MAC before any of it reaches the device); one whose\nfiles are missing, cut short or changed stays checkpointed (exit 1).");
 }
 
 void txn_cli_checks_help(FILE *f, cs_op op)

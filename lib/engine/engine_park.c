@@ -104,7 +104,7 @@ static int make_files(const cs_target *t, const cs_park_info *info, int images, 
 		return cs_error_set(err, CS_EPROC, NULL, "process %d is gone", (int)t->pid);
 	cs_park_files_name(t->pid, start, name, size);
 	unsigned count = cs_park_files_count(info->bytes);
-	if (cs_park_files_make(images, "the images directory", name, count, info->bytes, t->pid, f, err) < 0)
+	if (cs_park_files_make(images, "the images directory", name, count, info->bytes, f, err) < 0)
 		return -1;
 	*n = count;
 	return 0;
@@ -273,7 +273,7 @@ int eng_park_files_open(const cs_engine *e, const char *name, unsigned n, unsign
 	if (e->images < 0)
 		return cs_error_set(err, CS_ESTATE, NULL,
 				    "its GPU memory is in files of the images, and no images directory is at hand");
-	return cs_park_files_open(e->images, "the images directory", name, n, bytes, f, err);
+	return cs_park_files_open(e->images, "the images directory", name, n, bytes, 0, f, err);
 }
 
 int eng_queue_unpark(cs_engine *e, pid_t pid, const char *name, unsigned n, unsigned long long bytes, cs_error *err)

@@ -224,7 +224,7 @@ static void judge_room(const cs_manifest *m, cs_verdict *v, cs_nvml *nv, const c
 
 /* The files each park into files wrote: the restore refuses, before any
  * process exists, images where one is missing or of another size (what
- * each holds is checked against its checksums at its unpark). */
+ * each holds is checked against its MACs at its unpark). */
 static void judge_park_files(const cs_inspect *c, cs_verdict *v)
 {
 	if (c->npark && !c->park_checked) {

@@ -333,8 +333,9 @@ static bool explain_files(const cs_target *t, bool park, const cs_park_answer *a
 		return false;
 	char what[200];
 	if (strcmp(a->stage, "verify") == 0)
-		snprintf(what, sizeof(what), "file %d does not hold what the park wrote (piece %llu: checksum differs)",
-			 a->file, a->piece);
+		snprintf(what, sizeof(what),
+			 "file %d does not hold what the park wrote (piece %llu: its MAC does not match)", a->file,
+			 a->piece);
 	else if (strcmp(a->stage, "files") == 0)
 		snprintf(what, sizeof(what), "%s", a->why[0] ? a->why : "its files were refused");
 	else

@@ -178,20 +178,18 @@ static int make_failed(int dirfd, const char *dir, const char *name, const char 
 	return cs_error_errno(err, CS_ESYS, rc, NULL, "cannot make %s/%s", dir, file);
 }
 
-int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, pid_t pid,
+int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
 		       cs_park_files *f, cs_error *err)
 {
 	f->n = 0;
 	char file[160];
-	uid_t uid;
-	gid_t gid;
-	owner_of(pid, &uid, &gid);
 	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
 		snprintf(file, sizeof(file), "%s.%u", name, i);
+		/* cudasnap's own, 0600: root's park is not readable or writable
+		 * by the process's user (who may be the uid a privileged
+		 * program dropped to) */
 		int fd = openat(dirfd, file, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		int rc = fd < 0 ? errno : 0;
-		if (rc == 0 && uid != (uid_t)-1 && geteuid() == 0 && fchown(fd, uid, gid) != 0)
-			rc = errno;
 		if (fd >= 0)
 			f->fd[f->n++] = fd;
 		if (rc != 0)
@@ -206,11 +204,15 @@ int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n,
 	return 0;
 }
 
-int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
+int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, pid_t pid,
 		       cs_park_files *f, cs_error *err)
 {
 	f->n = 0;
 	char file[160];
+	uid_t uid = (uid_t)-1;
+	gid_t gid;
+	if (pid > 0)
+		owner_of(pid, &uid, &gid);
 	const char *hint = "The checkpoint's GPU memory is in these files: bring them back as they were (or the "
 			   "process stays checkpointed; nothing else can give its memory back).";
 	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
@@ -229,11 +231,13 @@ int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n,
 		}
 		f->fd[f->n++] = fd;
 		/* One name only: a hard link of another file would hand its
-		 * content to the process. Any owner: a park's files belong to its
-		 * process's user (cs_park_files_make), and the directory keeps
-		 * other users out. */
+		 * content to the process. Made by root, by this user, or by the
+		 * process's user (a park of its own): no other user's (the MAC
+		 * of each piece, in the process, refuses what was changed). */
+		bool owner = st.st_uid == 0 || st.st_uid == geteuid() || st.st_uid == uid;
 		const char *bad = !S_ISREG(st.st_mode)         ? "not a regular file" :
 			st.st_nlink != 1                       ? "a hard link (a file of several names)" :
+			!owner                                 ? "owned by another user" :
 			(unsigned long long)st.st_size != size ? "of another size" :
 								 NULL;
 		if (!bad)

@@ -34,15 +34,16 @@ unsigned long long cs_park_files_staging(unsigned long long bytes);
 void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, size_t size);
 /* Makes the n files of bytes (new: an existing one is refused, which two
  * checkpoints of one process into one DIR would meet) with their space
- * allocated, owned by the process pid's user: the process holds their
- * descriptors while it parks and may keep one, so whatever it writes there
- * counts against its own quota. 0, or -1 with err and nothing left behind. */
-int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, pid_t pid,
+ * allocated, this user's and mode 0600: what root parks, the process's
+ * user can neither read nor change. 0, or -1 with err and nothing left
+ * behind. */
+int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
 		       cs_park_files *f, cs_error *err);
-/* Opens the n files of bytes for an unpark, checking each is a regular
- * file of cudasnap's (or root's) of the size it had: 0, or -1 with err
- * naming what is missing, of another size, or replaced by a link. */
-int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
+/* Opens the n files of bytes for an unpark of process pid (0: not known),
+ * checking each is a regular file of one name, root's, this user's or
+ * pid's user's, of the size it had: 0, or -1 with err naming what is
+ * missing, of another size or owner, or replaced by a link. */
+int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, pid_t pid,
 		       cs_park_files *f, cs_error *err);
 void cs_park_files_close(cs_park_files *f);
 /* Removes them (the directory synced after). */

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -303,34 +304,63 @@ int park_find_connect_path(pid_t pid, const char *proc, const char *path, int ti
 	return fd;
 }
 
-/* Reads the key through link (proc/PID/fd/N) into key when key is not
- * NULL; 0, or -1. */
-static int read_key(const char *link, unsigned char *key)
+/* The key out of fd, a memfd of PARK_KEY_NAME: 0, or -1. */
+static int key_from(int fd, unsigned char *key)
 {
-	if (key == NULL)
-		return 0;
-	/* Opening it is what only a caller with ptrace access to the process
-	 * may do. */
-	int fd = open(link, O_RDONLY | O_CLOEXEC);
+	char self[48], target[128];
 	struct stat st;
-	int rc = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == PARK_KEY_LEN &&
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	ssize_t len = readlink(self, target, sizeof(target) - 1);
+	if (len <= 0)
+		return -1;
+	target[len] = 0;
+	return strcmp(target, "/memfd:" PARK_KEY_NAME " (deleted)") == 0 && fstat(fd, &st) == 0 &&
+			S_ISREG(st.st_mode) && st.st_size == PARK_KEY_LEN &&
 			pread(fd, key, PARK_KEY_LEN, 0) == PARK_KEY_LEN ?
 		0 :
 		-1;
-	if (fd >= 0)
-		close(fd);
+}
+
+/* The key through descriptor n of the process pidfd stands for. Taking a
+ * descriptor of another process (pidfd_getfd) takes ptrace attach access
+ * to it, which Yama restricts (ptrace_scope 1: its ancestors, and root
+ * with CAP_SYS_PTRACE); opening it through /proc/PID/fd takes only read
+ * access, and the interposer made the memfd mode 0, which only a caller
+ * that overrides file modes (root) opens. Without pidfd_getfd (Linux
+ * before 5.6), that way alone: 0, or -errno. */
+static int read_key(int pidfd, const char *link, int n, unsigned char *key)
+{
+	int fd = pidfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pidfd, n, 0) : -1;
+	int err = pidfd < 0 ? ENOSYS : fd < 0 ? errno : 0;
+	if (err == ENOSYS)
+		fd = open(link, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -(err && err != ENOSYS ? err : errno);
+	int rc = key_from(fd, key) == 0 ? 0 : -EINVAL;
+	close(fd);
 	return rc;
 }
 
-/* The key's descriptor among pid's, read into key (when not NULL). */
+/* The key's descriptor among pid's, read into key (when not NULL): 0, or
+ * -errno (EPERM, EACCES: no attach access; ENOENT: none). The pidfd is
+ * opened first: should pid end and its number be reused, what is taken
+ * through it is not the key, and is seen not to be. */
 static int find_key(pid_t pid, const char *proc, unsigned char *key)
 {
 	char dir[64];
+	int pidfd = -1;
+	/* a /proc of another PID namespace numbers other processes than
+	 * pidfd_open does: through its files alone */
+	if (key != NULL && strcmp(proc, "/proc") == 0)
+		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	snprintf(dir, sizeof(dir), "%s/%d/fd", proc, (int)pid);
 	DIR *d = opendir(dir);
-	if (d == NULL)
-		return -1;
-	int rc = -1;
+	if (d == NULL) {
+		if (pidfd >= 0)
+			close(pidfd);
+		return -ENOENT;
+	}
+	int rc = -ENOENT;
 	struct dirent *e;
 	while (rc != 0 && (e = readdir(d)) != NULL) {
 		char link[384], target[128];
@@ -342,9 +372,11 @@ static int find_key(pid_t pid, const char *proc, unsigned char *key)
 			continue;
 		target[len] = 0;
 		if (strcmp(target, "/memfd:" PARK_KEY_NAME " (deleted)") == 0)
-			rc = read_key(link, key);
+			rc = key ? read_key(pidfd, link, (int)strtol(e->d_name, NULL, 10), key) : 0;
 	}
 	closedir(d);
+	if (pidfd >= 0)
+		close(pidfd);
 	return rc;
 }
 

@@ -32,11 +32,15 @@ int park_find_connect_path(pid_t pid, const char *proc, const char *path, int ti
 bool park_find_listener_is(int conn, pid_t pid, const char *proc);
 
 /* The interposer's key: PARK_KEY_LEN random bytes in a memfd named
- * PARK_KEY_NAME that it keeps open. Park, unpark and commit must carry it:
- * reading it through proc/PID/fd takes ptrace read access to the process
- * (root with CAP_SYS_PTRACE over its user namespace, or its own user while
- * it is dumpable), which is who may stop the process's GPU work anyway.
- * 0 with key filled, or -1. */
+ * PARK_KEY_NAME that it keeps open, mode 0. Park, unpark, commit and
+ * status must carry it. It is taken with pidfd_getfd, which takes ptrace
+ * attach access to the process (root with CAP_SYS_PTRACE over its user
+ * namespace, or its own user while it is dumpable and, under Yama, an
+ * ancestor), as reading or writing its memory does: the key lets its
+ * device memory be read and written. Read access (/proc/PID/fd) is not
+ * enough: the mode keeps all but root from opening it there, the only way
+ * where the kernel has no pidfd_getfd. 0 with key filled, or -errno
+ * (EPERM or EACCES: no attach access; ENOENT: no key). */
 #define PARK_KEY_LEN 32
 #define PARK_KEY_NAME "cudasnap-park-key"
 int park_find_key(pid_t pid, const char *proc, unsigned char key[PARK_KEY_LEN]);
@@ -77,7 +81,7 @@ int park_send_fd(int conn, const void *msg, size_t len, int fd, int flags);
  * follows from the bytes alone. */
 #define PARK_FILES_MAX 16
 #define PARK_PIECE (32ull << 20)
-/* Two threads for each file: one's checksum and copy to or from the device
+/* Two threads for each file: one's MAC and copy to or from the device
  * overlap the other's file I/O. On an H200 with a tmpfs, one thread per
  * file unparked at 12.4-12.7 GB/s, two at 17.6-18.4 GB/s, beside a read
  * ceiling of 16.8 GB/s (docs/performance.md). cudasnap counts the staging

@@ -136,18 +136,28 @@ static unsigned long long rss_bytes(pid_t pid)
  * directory, open. */
 static int park_files(run *r, cs_target *t, bool park, int *dirfd, cs_park_files *f)
 {
-	if (park) {
+	cs_error e = { 0 };
+	if (park && t->park_files_back) {
+		/* A rollback's park, back where its memory came from: its old
+		 * files make room for the new ones. */
+		*dirfd = cs_park_dir_open(t->park_dir, &e);
+		if (*dirfd >= 0)
+			cs_park_files_remove(*dirfd, t->park_name, t->park_nfiles);
+		t->park_files_back = false;
+	} else if (park) {
 		snprintf(t->park_dir, sizeof(t->park_dir), "%s", r->o->park_to);
+	}
+	if (park) {
 		cs_park_files_name(t->pid, t->start_time, t->park_name, sizeof(t->park_name));
 		t->park_nfiles = cs_park_files_count(t->park_bytes);
 	}
-	cs_error e = { 0 };
-	*dirfd = cs_park_dir_open(t->park_dir, &e);
+	if (*dirfd < 0)
+		*dirfd = cs_park_dir_open(t->park_dir, &e);
 	int rc = *dirfd < 0 ?
 		-1 :
 		park ?
-		cs_park_files_make(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, t->pid, f, &e) :
-		cs_park_files_open(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, f, &e);
+		cs_park_files_make(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, f, &e) :
+		cs_park_files_open(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, t->pid, f, &e);
 	if (rc == 0)
 		return 0;
 	t->error = e;
@@ -169,7 +179,7 @@ static int park_stuck(run *r, cs_target *t, int dirfd, const cs_park_answer *a, 
 	cs_park_answer u;
 	cs_error ue = { 0 };
 	t->park_bytes = a->bytes;
-	int rc = cs_park_files_open(dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, &f, &ue);
+	int rc = cs_park_files_open(dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, t->pid, &f, &ue);
 	if (rc == 0)
 		rc = cs_park_step(t, false, &t->park_conn, r->o->timeout_ms ? r->o->timeout_ms : 10000,
 				  cs_park_answer_s(r->d, t->park_bytes, r->o->timeout_ms), &f, &u, &ue);
@@ -191,10 +201,10 @@ static int park_stuck(run *r, cs_target *t, int dirfd, const cs_park_answer *a, 
 }
 
 /* A park or an unpark, through the process's interposer. */
-static int park_call(run *r, cs_target *t, cs_step s)
+static int park_call(run *r, cs_target *t, cs_step s, bool fwd)
 {
 	bool park = s == CS_STEP_PARK;
-	bool files = park ? r->o->park_to != NULL && t->park_bytes > 0 : t->park_nfiles > 0;
+	bool files = park ? (r->o->park_to != NULL || t->park_files_back) && t->park_bytes > 0 : t->park_nfiles > 0;
 	cs_park_answer a;
 	cs_error e = { 0 };
 	_cleanup_close_ int dirfd = -1;
@@ -230,8 +240,12 @@ static int park_call(run *r, cs_target *t, cs_step s)
 		t->park_direct = a.direct;
 		fsync(dirfd);
 	}
-	/* Back in its GPU memory: the files have done their work. */
-	if (files && !park) {
+	/* Back in its GPU memory: the files have done their work once the
+	 * whole command has (drop_park_files), as a rollback would park it
+	 * back into them; at once where this is the rollback. */
+	if (files && !park && fwd) {
+		t->park_files_back = true;
+	} else if (files && !park) {
 		if (!r->o->park_keep)
 			cs_park_files_remove(dirfd, t->park_name, t->park_nfiles);
 		t->park_nfiles = 0;
@@ -258,7 +272,7 @@ static int call_step(run *r, cs_target *t, cs_step s, bool fwd)
 {
 	switch (s) {
 	case CS_STEP_PARK:
-	case CS_STEP_UNPARK: return park_call(r, t, s);
+	case CS_STEP_UNPARK: return park_call(r, t, s, fwd);
 	case CS_STEP_LOCK: return cs_cu_lock(r->d, t->pid, r->o->timeout_ms);
 	case CS_STEP_CHECKPOINT: return cs_cu_checkpoint_by(r->d, t->pid, cs_move_deadline(r->d, t->gpu_bytes));
 	case CS_STEP_RESTORE:
@@ -584,6 +598,10 @@ static void rollback(run *r)
 		report(r, t, u, true, res, cs_now() - t0);
 		if (res == CS_CU_SUCCESS) {
 			t->state = step_result_state(t, u);
+			/* A rollback's park stays: let go uncommitted, its
+			 * process would unpark itself once checkpointed again. */
+			if (u == CS_STEP_PARK)
+				cs_park_close(&t->park_conn, true);
 			continue;
 		}
 		t->rollback_failed = true;
@@ -692,6 +710,27 @@ static cs_target *look_for_parking(run *r)
 
 /* Ends every park the transaction holds: kept when it is done, else the
  * rollback unparked it (or the process unparks itself). */
+/* After the command: the files of those unparked from them. A rollback
+ * that did not park one back leaves them, named, where they were. */
+static void drop_park_files(run *r, bool done)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		cs_target *t = &r->t[i];
+		if (!t->park_files_back)
+			continue;
+		t->park_files_back = false;
+		if (!done)
+			continue;
+		if (!r->o->park_keep) {
+			cs_error e = { 0 };
+			_cleanup_close_ int dirfd = cs_park_dir_open(t->park_dir, &e);
+			if (dirfd >= 0)
+				cs_park_files_remove(dirfd, t->park_name, t->park_nfiles);
+		}
+		t->park_nfiles = 0;
+	}
+}
+
 static void close_parks(run *r, bool done)
 {
 	for (size_t i = 0; i < r->n; i++)
@@ -936,6 +975,7 @@ int cs_txn_run(cs_driver *d, const cs_txn_opts *o, cs_target *targets, size_t n,
 	if (!failed && r.nact && o->post_check && o->post_check(o->post_ctx, targets, n, &res->error) < 0)
 		failed = true;
 	finish(&r, failed);
+	drop_park_files(&r, !failed);
 	close_parks(&r, !failed);
 	rc = failed ? -(res->error.status ? res->error.status : CS_EDRIVER) : 0;
 out:

@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 import unittest
@@ -128,8 +129,29 @@ def control(pid, request, keep=None, key=False):
     return answer.decode(), path
 
 
+AS_USER = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
+
+
+def as_user_env(case):
+    """What a program run as uid 1000 (AS_USER) needs of the double: device
+    files it may open and a directory for its control socket, in a
+    directory it can reach (the test's own is root's alone)."""
+    shared = tempfile.mkdtemp(prefix="cudasnap-user-")
+    case.addCleanup(subprocess.run, ["rm", "-rf", shared])
+    os.chmod(shared, 0o755)
+    dev, park_dir = os.path.join(shared, "dev"), os.path.join(shared, "park")
+    os.makedirs(dev)
+    os.makedirs(park_dir)
+    os.chown(park_dir, 1000, 1000)
+    for name in ("nvidiactl", "nvidia0", "nvidia-uvm"):
+        with open(os.path.join(dev, name), "w"):
+            pass
+        os.chmod(os.path.join(dev, name), 0o666)
+    return {"CUDASNAP_DEV_DIR": dev, "CUDASNAP_PARK_DIR": park_dir, "FAKECUDA_FAULTS": "/nonexistent"}
+
+
 def status(pid):
-    return dict(kv.split("=", 1) for kv in control(pid, "status")[0].split()[1:] if "=" in kv)
+    return dict(kv.split("=", 1) for kv in control(pid, "status", key=True)[0].split()[1:] if "=" in kv)
 
 
 class ParkCase(Case):

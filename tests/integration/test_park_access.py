@@ -25,7 +25,7 @@ import unittest
 
 from harness import BIN, LIBCUDA
 from test_hostile import sanitizer_preload
-from test_park import CUAPP, PARK_LIB, App, ParkCase, control, key_of, socket_path, status
+from test_park import AS_USER, CUAPP, PARK_LIB, App, ParkCase, as_user_env, control, key_of, socket_path, status
 
 SLOW_FD_ANSWER = os.environ.get("SLOW_FD_ANSWER", "")
 GONE_AFTER_STATUS = os.environ.get("GONE_AFTER_STATUS", "")
@@ -170,9 +170,10 @@ class Access(ParkCase):
     def test_park_and_unpark_take_the_process_key(self):
         a = self.app()
         path = via_root(a.pid)
-        # root without the key: status yes, park and unpark no
-        self.assertTrue(control(a.pid, "status")[0].startswith("ok "))
-        for request in ("park 2000", "park 2000 key=" + "00" * 32, "unpark 2000"):
+        # root without the key: no status, no park, no unpark (what it
+        # holds is told only to who may read its memory)
+        for request in ("status", "status key=" + "00" * 32, "park 2000", "park 2000 key=" + "00" * 32,
+                        "unpark 2000"):
             with self.subTest(request):
                 with connect(path) as s:
                     s.sendall(request.encode() + b"\n")
@@ -185,6 +186,34 @@ class Access(ParkCase):
         answer, _ = control(a.pid, "unpark 2000", key=True)
         self.assertTrue(answer.startswith("ok parked=0"), answer)
         held[0].close()
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_the_key_takes_attach_access_not_read_access(self):
+        """The key lets the process's device memory be read and written. A
+        process of its user may open /proc/PID/fd (ptrace read access, all
+        Yama leaves to a non-ancestor): the key's memfd is mode 0 there.
+        cudasnap takes the descriptor itself (pidfd_getfd, attach access),
+        so the user's own cudasnap still reads what it holds."""
+        env = as_user_env(self)
+        user = AS_USER
+        a = App(self, ["--alloc-mib", "8", "--interval-ms", "20"], wrap=user, env_more=env)
+        reader = ("import os, sys\n"
+                  "d = f'/proc/{sys.argv[1]}/fd'\n"
+                  "for n in os.listdir(d):\n"
+                  "    if os.readlink(f'{d}/{n}') == '/memfd:cudasnap-park-key (deleted)':\n"
+                  "        try:\n"
+                  "            open(f'{d}/{n}', 'rb').read()\n"
+                  "            print('read')\n"
+                  "        except PermissionError:\n"
+                  "            print('refused')\n")
+        r = subprocess.run([*user, sys.executable, "-c", reader, str(a.pid)], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.stdout.strip(), "refused", r)
+        r = subprocess.run([*user, BIN, "ps", "--json"], capture_output=True, text=True, env=dict(self.env, **env),
+                           timeout=60)
+        self.assertIn(r.returncode, (0, 2), r)  # 2: root's processes it cannot read
+        proc, = [p for p in json.loads(r.stdout)["processes"] if p["pid"] == a.pid]
+        self.assertTrue(proc["park"]["parkable"], proc)
         self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
 
     def test_a_peer_the_user_namespace_does_not_map_is_refused(self):
@@ -363,7 +392,7 @@ class Access(ParkCase):
                 self.assertTrue(got and got[0].split()[0] in ("ok", "error", "chal"), (line, got))
         # a line too long is refused whole: its tail is no request of its own
         with connect(path) as s:
-            s.sendall(b"x" * 300 + b" status\n" + b"status\n")
+            s.sendall(b"x" * 300 + b" status\n" + f"status key={key_of(a.pid)}\n".encode())
             got = read_lines(s, 2)
             self.assertEqual(got[0], "error code=0 stage=request")
             self.assertTrue(got[1].startswith("ok version=1"), got)
@@ -378,7 +407,7 @@ class Access(ParkCase):
         while not answer and time.monotonic() < deadline:
             try:
                 with connect(path, timeout=None) as s:  # waits for room in the queue
-                    s.sendall(b"status\n")
+                    s.sendall(f"status key={key_of(a.pid)}\n".encode())
                     answer = read_lines(s)
             except OSError:
                 time.sleep(0.05)
@@ -512,7 +541,7 @@ class Backed(ParkCase):
         i = App(self, ["--vmm-mib", "8", "--vmm-import", share, "--peer-seed", "7", "--interval-ms", "20"],
                 park=False)
         self.assertEqual(status(e.pid)["parkable"], "0")
-        self.assertIn("cuMemExportToShareableHandle", control(e.pid, "status")[0].split(" why=", 1)[1])
+        self.assertIn("cuMemExportToShareableHandle", control(e.pid, "status", key=True)[0].split(" why=", 1)[1])
         r = self.cs("checkpoint", "--pid", e.pid, "--json")
         self.assertEqual(r.rc, 0, r)
         self.assertNotIn("park", r.obj["processes"][0]["seconds"])
@@ -531,7 +560,7 @@ class Leases(ParkCase):
         # program forks meanwhile must not hold it open
         a = self.app()
         with connect(via_root(a.pid)) as s:
-            s.sendall(b"status\n")
+            s.sendall(f"status key={key_of(a.pid)}\n".encode())
             self.assertTrue(read_lines(s)[0].startswith("ok "))
             os.kill(a.pid, signal.SIGUSR2)  # it forks a child that sleeps
             deadline = time.monotonic() + 10
@@ -557,7 +586,7 @@ class Leases(ParkCase):
             self.assertLess(time.monotonic() - t0, 3)
         with connect(via_root(a.pid)) as s:  # nor after a request of its own
             s.sendall(b"status\n")
-            self.assertTrue(read_lines(s)[0].startswith("ok "))
+            self.assertEqual(read_lines(s), ["error code=800 stage=access"])
             s.settimeout(10)
             t0 = time.monotonic()
             self.assertEqual(s.recv(10), b"")

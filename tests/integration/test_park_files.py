@@ -10,9 +10,10 @@ import time
 import unittest
 
 from harness import BIN, Case
-from test_park import App, CUAPP, PARK_LIB, status
+from test_park import AS_USER, App, CUAPP, PARK_LIB, as_user_env, status
 
 IO_FAULT = os.environ.get("IO_FAULT", "")
+XXH3_FORGE = os.environ.get("XXH3_FORGE", "")
 SHIM = os.environ.get("PARK_FILES_SHIM", "")
 LANES1 = os.environ.get("PARK_LIB_LANES1", "")
 PIECE = 32 << 20
@@ -265,6 +266,98 @@ class ParkFiles(Case):
         r = self.cs("restore", "--pid", a.pid)
         self.assertEqual(r.rc, 0, r)
         self.assertBack(a)
+
+    @unittest.skipUnless(XXH3_FORGE, "xxh3-forge is built where xxhash.h is")
+    def test_a_change_that_keeps_an_unkeyed_checksum_is_seen(self):
+        """Whoever can write a file (its user, where no other right to the
+        process is had) changes four words of a piece and keeps its XXH3:
+        a keyed MAC, whose key is in the process alone, still refuses it
+        before any byte reaches the device: GMAC where the CPU has AES-NI,
+        Poly1305 where not."""
+        for mac in ("", "poly1305"):
+            with self.subTest(mac=mac or "default"):
+                self.forged_is_refused(mac)
+
+    def forged_is_refused(self, mac):
+        a = self.app(env={"CUDASNAP_PARK_MAC": mac})
+        self.checkpoint(a)
+        path = os.path.join(self.dir, self.files()[0])  # piece 0: 32 MiB at 0
+        with open(path, "rb") as f:
+            f.seek(100 * 1024)
+            was = f.read(1024)
+        r = subprocess.run([XXH3_FORGE, path, "0", str(32 << 20), "100"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r)
+        before, after = r.stdout.split()
+        self.assertEqual(before, after)  # the same XXH3, other bytes
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("does not hold what the park wrote", r.err)
+        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
+        self.assertEqual(status(a.pid)["parked"], "1")
+        self.put_back(path, 100 * 1024, was)
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertBack(a)
+
+    def test_roots_park_of_another_users_process_is_roots_alone(self):
+        """Root parks a process of uid 1000 into files: they are root's,
+        mode 0600, so its user (perhaps the uid a privileged program
+        dropped to) can neither read its memory there nor change it. Files
+        of the process's user (a park of its own) are taken; of another
+        user, refused before anything changes."""
+        env = as_user_env(self)
+        os.chmod(self.tmp, 0o755)
+        a = App(self, ["--alloc-mib", "40", "--allocs", "2", "--interval-ms", "600000"], wrap=AS_USER,
+                env_more=dict(env, CUDASNAP_PARK_LIB=self.park_lib))
+        self.checkpoint(a)
+        names = self.files()
+        for n in names:
+            st = os.stat(os.path.join(self.dir, n))
+            self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o600), n)
+        path = os.path.join(self.dir, names[0])
+        os.chown(path, 2000, 2000)
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("owned by another user", r.err)
+        self.assertEqual(self.states([a.pid]), {a.pid: "checkpointed"})
+        os.chown(path, 1000, 1000)  # as a park of its user's own would leave it
+        r = self.cs("restore", "--pid", a.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_rollback_parks_back_into_files_not_host_memory(self):
+        """Two processes parked into files, the second's file changed: the
+        restore fails. The first may have been unparked already; its files
+        are kept until the whole restore has succeeded, and the rollback
+        parks it back into files, never into host memory (what --park-to is
+        for: a process whose GPU memory its memory limit cannot hold)."""
+        a, b = self.app(), self.app()
+        r = self.cs("checkpoint", "--pid", a.pid, "--pid", b.pid, "--json", "--park-to", self.dir)
+        self.assertEqual(r.rc, 0, r)
+        before = {p.pid: rss(p.pid) for p in (a, b)}
+        names = self.files()
+        self.assertEqual(len(names), 6, names)
+        mine = [n for n in names if n.startswith(f"cudasnap-gpumem.{b.pid}.")]
+        self.assertEqual(len(mine), 3, names)
+        bad = os.path.join(self.dir, mine[1])
+        was = self.flip(bad, 12345, 0x40)
+        t0 = time.monotonic()
+        r = self.cs("restore", "--pid", a.pid, "--pid", b.pid, "--json", timeout=200)
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertLess(time.monotonic() - t0, 30, r)
+        self.assertIn("does not hold what the park wrote", r.err)
+        self.assertEqual(self.states([a.pid, b.pid]), {a.pid: "checkpointed", b.pid: "checkpointed"})
+        self.assertEqual(len(self.files()), 6, self.files())
+        for p in (a, b):
+            st = status(p.pid)
+            self.assertEqual((st["parked"], st["files"]), ("1", "3"), (p.pid, st))
+            self.assertLess(rss(p.pid), before[p.pid] + (40 << 20), p.pid)
+        self.put_back(bad, 12345, was)
+        r = self.cs("restore", "--pid", a.pid, "--pid", b.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.files(), [])
+        self.assertBack(a)
+        self.assertBack(b)
 
     def test_a_missing_or_cut_file_is_named_and_nothing_changes(self):
         a = self.app()

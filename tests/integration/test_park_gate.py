@@ -329,7 +329,7 @@ class LoaderLock(ParkCase):
 
     def test_a_status_while_a_constructor_asks_about_a_pointer(self):
         a = self.loading("libfakecuda-ctor-pointer.so")
-        answer = self.ask(a, "status")
+        answer = self.ask(a, "status", key=True)
         self.assertTrue(answer.startswith("ok "), answer)
         self.assertIn("parkable=1", answer)
         self.assertEqual(a.line("load done", timeout=10), "load done ok")
@@ -389,7 +389,7 @@ class LoaderLock(ParkCase):
         os.kill(a.pid, signal.SIGUSR2)
         self.assertEqual(a.line("phdr started"), "phdr started")
         time.sleep(0.3)
-        answer, took = self.timed(a, "status")
+        answer, took = self.timed(a, "status", key=True)
         self.assertLess(took, 5, answer)
         self.assertIn(" parked=1 ", answer)
         self.assertIn(" parkable=0 ", answer)
