@@ -354,20 +354,24 @@ int park_files_move(const struct park_real *r, struct park_files *f, struct park
 	for (size_t i = 0; i < park_tab.n; i++)
 		j.total += park_tab.a[i].size;
 	f->stage = NULL;
-	unsigned lanes = PARK_LANES, workers = f->n * lanes, started = 0;
+	unsigned lanes = PARK_LANES, workers = f->n * lanes, started = 0, w = 1;
 	for (unsigned i = 0; i < PARK_FILES_MAX; i++)
 		atomic_init(&j.busy[i], lanes);
 	pthread_t t[PARK_FILES_MAX * PARK_LANES];
 	struct one_lane o[PARK_FILES_MAX * PARK_LANES];
-	for (unsigned w = 1; w < workers; w++, started++) {
+	/* As many threads as can be had: a pids.max of the process's cgroup
+	 * just above its own threads refuses some. The lanes no thread took,
+	 * this thread takes in turn: slower, the same result. */
+	for (; w < workers; w++) {
 		o[w] = (struct one_lane){ &j, w % f->n, w / f->n, lanes };
-		if (pthread_create(&t[started], NULL, lane_thread, &o[w]) != 0) {
-			failed(&j, "thread", w % f->n, 0, EAGAIN, CU_OK);
+		if (pthread_create(&t[started], NULL, lane_thread, &o[w]) != 0)
 			break;
-		}
+		started++;
 	}
-	if (!atomic_load(&j.failed) && f->n)
+	if (f->n)
 		run_lane(&j, 0, 0, lanes); /* this thread takes the first file's first lane */
+	for (; w < workers && !atomic_load(&j.failed); w++)
+		run_lane(&j, w % f->n, w / f->n, lanes);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
 	pthread_mutex_destroy(&j.mu);

@@ -104,6 +104,12 @@ static int make_files(const cs_target *t, const cs_park_info *info, int images, 
 		return cs_error_set(err, CS_EPROC, NULL, "process %d is gone", (int)t->pid);
 	cs_park_files_name(t->pid, start, name, size);
 	unsigned count = cs_park_files_count(info->bytes);
+	/* Files of this name are an earlier dump's of this very process (its
+	 * pid and start time) into these images, a dump with --leave-running
+	 * or one that failed: it is not parked in them now (a parked process
+	 * is not parked again), and this dump's images replace that dump's,
+	 * these files too. Left there, they would turn this park away. */
+	cs_park_files_remove(images, name, PARK_FILES_MAX);
 	if (cs_park_files_make(images, "the images directory", name, count, info->bytes, f, err) < 0)
 		return -1;
 	*n = count;

@@ -134,6 +134,27 @@ class ParkUnderCriu(CriuCase):
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
         self.assertEqual(len(self.gpumem()), 1)
 
+    def test_a_second_dump_into_the_same_images_parks_again(self):
+        """Two dumps with --leave-running into one images directory: the
+        first's files, kept with its images, are replaced by the second's
+        park, not left to turn it away (the driver would then carry the
+        memory, and the images an old copy of it)."""
+        pid = self.start()
+        for n in (1, 2):
+            with self.subTest(dump=n):
+                r = self.dump("--shell-job", "--leave-running")
+                self.assertEqual(r.rc, 0, r)
+                self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) parked 0.02 GiB of device memory in "
+                                           "1 files of the images"), r)
+                self.assertEqual(len(self.gpumem()), 1)
+                self.wait_unparked(pid)
+                self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+        os.kill(pid, signal.SIGKILL)
+        self.assertGone([pid])
+        r = self.restore()
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+
     def test_a_restore_in_the_foreground_unparks_as_the_tree_runs(self):
         """criu restore without -d waits for the tree to end before the
         plugin's exit hook, where a restore otherwise unparks: there the
