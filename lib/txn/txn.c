@@ -229,7 +229,9 @@ static int park_call(run *r, cs_target *t, cs_step s, bool fwd)
 	t->parked = park;
 	t->park_copy_s = a.copy_s;
 	t->park_gbps = a.gbps;
-	if (a.bytes)
+	/* A park's answer says what it moved, 0 included (the program may
+	 * have freed it all since its status); an unpark's 0 says nothing. */
+	if (park || a.bytes)
 		t->park_bytes = a.bytes;
 	/* already parked (into host memory): its files hold nothing */
 	if (files && park && a.files == 0) {
