@@ -398,6 +398,9 @@ typedef struct cs_target {
 	/* Unparked from its files in this command: they are kept until the
 	 * whole command has succeeded, and a rollback parks it back there. */
 	bool park_files_back;
+	/* Parked again by a rollback: its park is kept (committed) if the rest
+	 * of its rollback succeeds, else it unparks itself. */
+	bool park_by_rollback;
 } cs_target;
 
 typedef enum cs_outcome {
@@ -451,6 +454,10 @@ typedef struct cs_txn_opts {
 	 * from its park_dir, and they are removed once it is back unless
 	 * park_keep. */
 	const char *park_to;
+	/* Restore: where to look for the files of a process left parked in
+	 * files that no record names (a CRIU restore's, in its images): the
+	 * files of as many pieces as it says, of its size. */
+	const char *park_from;
 	bool park_keep;
 	/* Checkpoint: leave to the driver a process whose parking interposer
 	 * does not answer (cs_park_info.unreachable), which is otherwise
@@ -540,6 +547,9 @@ typedef struct cs_session_opts {
 	 * setting CUDASNAP_PARK_TO gives it when this is NULL): the processes
 	 * then hold neither their GPU memory nor a host copy of it. */
 	const char *park_to;
+	/* Restore: the directory of the files of processes left parked in
+	 * files that no record names (cs_txn_opts.park_from). */
+	const char *park_from;
 	/* Checkpoint: do not refuse a process whose checkpoint would not fit in
 	 * its memory cgroup or in MemAvailable (swap or overcommit may make room
 	 * after all); the settings CUDASNAP_IGNORE_MEMORY=1 does the same. */

@@ -9,10 +9,11 @@
  * it. One request per line, one answer per line (request.h).
  *
  * Who may ask what:
- * - park and unpark carry the process's key (a memfd the process keeps
- *   open, mode 0, park_find.h): cudasnap takes it with pidfd_getfd, which
- *   takes ptrace attach access to the process, as reading or writing its
- *   memory does (commit only keeps the park its own connection made);
+ * - park and unpark carry the process's key (queued in a socket the
+ *   process keeps open, park_find.h): cudasnap takes it with pidfd_getfd,
+ *   which takes ptrace attach access to the process, as reading or
+ *   writing its memory does (commit only keeps the park its own
+ *   connection made);
  * - status needs the key too: what the process holds and does is told
  *   only to who may read its memory;
  * - a peer's CUDA IPC requests need the key or a peer that is root or the
@@ -63,7 +64,7 @@ _Static_assert(PARK_REQ_KEY_LEN == PARK_KEY_LEN, "one key length");
 static pthread_once_t started = PTHREAD_ONCE_INIT;
 static atomic_uint holding; /* connections that hold a park */
 static char sock_dir[108], sock_path[108];
-static int listen_fd = -1, key_fd = -1;
+static int listen_fd = -1, key_fd = -1, marker_fd = -1;
 static uint8_t key[PARK_KEY_LEN];
 
 /* The connections being served. A child forked without exec gets a copy
@@ -103,7 +104,9 @@ static void forget_in_child(void)
 		close(listen_fd);
 	if (key_fd >= 0)
 		close(key_fd);
-	listen_fd = key_fd = -1;
+	if (marker_fd >= 0)
+		close(marker_fd);
+	listen_fd = key_fd = marker_fd = -1;
 	sock_path[0] = sock_dir[0] = 0;
 }
 
@@ -206,24 +209,39 @@ static int bind_in(int fd, const char *base)
 	return 0;
 }
 
-/* The key, random, in a memfd that stays open (sealed: the program cannot
- * write it by mistake), mode 0: opened again through /proc/PID/fd, which
- * takes only ptrace read access, it opens for root alone; cudasnap takes
- * the descriptor itself (pidfd_getfd, attach access). A key that others
- * could read is no key: without the mode, no control socket. */
-static int make_key(void)
+/* The key, random, queued in a socket of a pair whose other end is gone:
+ * a socket cannot be opened again through /proc/PID/fd, so only who takes
+ * the descriptor itself reads it (pidfd_getfd: ptrace attach access), and
+ * peeks, leaving it there for the next. Beside it, a memfd of
+ * PARK_KEY_NAME, readable by all who can see it, says which descriptor it
+ * is (nothing secret: a file there can be opened, or made readable by its
+ * owner, with read access alone). 0, with *sock and *marker, or -1. */
+static int make_key(int *sock, int *marker)
 {
-	if (getrandom(key, sizeof(key), 0) != sizeof(key))
+	int sv[2] = { -1, -1 };
+	unsigned char msg[sizeof(PARK_KEY_MAGIC) - 1 + PARK_KEY_LEN];
+	char where[32];
+	*sock = *marker = -1;
+	if (getrandom(key, sizeof(key), 0) != sizeof(key) ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
 		return -1;
-	int fd = memfd_create(PARK_KEY_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return -1;
-	if (pwrite(fd, key, sizeof(key), 0) != sizeof(key) || fchmod(fd, 0) != 0 ||
+	memcpy(msg, PARK_KEY_MAGIC, sizeof(PARK_KEY_MAGIC) - 1);
+	memcpy(msg + sizeof(PARK_KEY_MAGIC) - 1, key, sizeof(key));
+	bool sent = send(sv[0], msg, sizeof(msg), MSG_NOSIGNAL) == (ssize_t)sizeof(msg);
+	explicit_bzero(msg, sizeof(msg));
+	close(sv[0]); /* what is queued stays; nothing more can come */
+	int fd = sent ? memfd_create(PARK_KEY_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING) : -1;
+	int len = snprintf(where, sizeof(where), "fd=%d\n", sv[1]);
+	if (fd < 0 || pwrite(fd, where, (size_t)len, 0) != len ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-		close(fd);
+		if (fd >= 0)
+			close(fd);
+		close(sv[1]);
 		return -1;
 	}
-	return fd;
+	*sock = sv[1];
+	*marker = fd;
+	return 0;
 }
 
 static uid_t overflow_uid(void)
@@ -461,7 +479,8 @@ static bool listen_somewhere(int fd)
 static void drop_key(void)
 {
 	close(key_fd);
-	key_fd = -1;
+	close(marker_fd);
+	key_fd = marker_fd = -1;
 }
 
 static void start(void)
@@ -469,9 +488,9 @@ static void start(void)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return;
-	if ((key_fd = make_key()) < 0) {
+	if (make_key(&key_fd, &marker_fd) < 0) {
 		close(fd);
-		park_mark_unparkable("it could not make the key of its control socket (memfd_create)");
+		park_mark_unparkable("it could not make the key of its control socket (socketpair, memfd_create)");
 		return;
 	}
 	if (!listen_somewhere(fd)) {

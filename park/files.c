@@ -54,6 +54,16 @@ int park_files_check(struct park_files *f, bool out, char *why, size_t size)
 
 static pthread_once_t sodium_once = PTHREAD_ONCE_INIT;
 static int sodium_ok = -1;
+static bool poly1305_only;
+
+/* Read as the library loads: getenv is not thread-safe, and parks run on
+ * the interposer's own thread. CUDASNAP_PARK_MAC=poly1305 takes Poly1305
+ * where GMAC could be had (for the tests of both). */
+__attribute__((constructor)) static void mac_setting(void)
+{
+	const char *mac = getenv("CUDASNAP_PARK_MAC");
+	poly1305_only = mac && strcmp(mac, "poly1305") == 0;
+}
 
 static void start_sodium(void)
 {
@@ -63,22 +73,30 @@ static void start_sodium(void)
 
 struct park_tags *park_tags_new(unsigned long long pieces)
 {
-	pthread_once(&sodium_once, start_sodium);
-	if (sodium_ok < 0)
-		return NULL;
 	struct park_tags *t = calloc(1, sizeof(*t) + (pieces ? pieces : 1) * sizeof(t->tag[0]));
 	if (t == NULL)
 		return NULL;
+	/* The key first: libsodium, started where no random bytes can be had,
+	 * would end the program. */
 	if (getrandom(t->key, sizeof(t->key), 0) != (ssize_t)sizeof(t->key)) {
 		free(t);
 		return NULL;
 	}
+	pthread_once(&sodium_once, start_sodium);
+	if (sodium_ok < 0) {
+		park_tags_free(t);
+		return NULL;
+	}
 	t->pieces = pieces;
-	/* GMAC runs about half as fast again as Poly1305 here;
-	 * CUDASNAP_PARK_MAC=poly1305 takes Poly1305 all the same (tests) */
-	const char *mac = getenv("CUDASNAP_PARK_MAC");
-	t->gcm = crypto_aead_aes256gcm_is_available() != 0 && !(mac && strcmp(mac, "poly1305") == 0);
+	/* GMAC runs about half as fast again as Poly1305 where it can */
+	t->gcm = crypto_aead_aes256gcm_is_available() != 0 && !poly1305_only;
 	return t;
+}
+
+bool park_tags_usable(const struct park_tags *t)
+{
+	/* a checkpoint restored on a CPU without AES-NI cannot check GMAC */
+	return t != NULL && (!t->gcm || crypto_aead_aes256gcm_is_available() != 0);
 }
 
 void park_tags_free(struct park_tags *t)

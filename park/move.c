@@ -684,6 +684,12 @@ static int move_in_files(const struct park_real *r, struct park_files *f, char *
 	}
 	if (files_short(f, parked_bytes, reply, size))
 		return -1;
+	if (!park_tags_usable(tags)) {
+		snprintf(reply, size,
+			 "error code=0 stage=files why=the MACs of its files are GMAC, which this CPU (no AES-NI) "
+			 "cannot check: restore it where the CPU has AES-NI\n");
+		return -1;
+	}
 	if (park_files_move(r, f, tags, false, parked_upto) != 0)
 		return fail_files(reply, size, f);
 	return 0;

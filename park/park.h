@@ -253,6 +253,8 @@ struct park_tags {
  * could be had. */
 struct park_tags *park_tags_new(unsigned long long pieces);
 void park_tags_free(struct park_tags *t);
+/* Whether this CPU can check t's MACs (GMAC takes AES-NI and PCLMUL). */
+bool park_tags_usable(const struct park_tags *t);
 /* The memory of the allocations [0, limit) (laid end to end by host_off)
  * out into the files, each piece's MAC into tags, or back from them, each
  * piece checked against its MAC before it reaches the device: 0, or -1

@@ -171,8 +171,11 @@ static void print_park(const cs_proc *p)
 	if (park_left(p, &pi))
 		printf("LEFT BEHIND: %d (%s) is running, parked: %.1f MiB of its device memory is in %s and "
 		       "its GPU work waits, and nothing holds its park (it was committed); recover with 'cudasnap "
-		       "restore --pid %d'\n",
-		       (int)p->pid, p->comm, mib, where, (int)p->pid);
+		       "restore --pid %d'%s\n",
+		       (int)p->pid, p->comm, mib, where, (int)p->pid,
+		       pi.files ? " (with --park-from DIR where no record names its files: a CRIU restore's are in "
+				  "its images directory, as 'cudasnap history' says)" :
+				  "");
 	else if (pi.parked)
 		printf("parked: %d (%s) holds %.1f MiB of its device memory in %s; cudasnap restore "
 		       "unparks it\n",

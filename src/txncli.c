@@ -28,6 +28,7 @@ enum {
 	OPT_NO_PARK,
 	OPT_PARK_TO,
 	OPT_KEEP,
+	OPT_PARK_FROM,
 };
 
 void txn_cli_selection_help(FILE *f, cs_op op)
@@ -106,7 +107,11 @@ void txn_cli_park_help(FILE *f, cs_op op)
 	if (op == CS_OP_RESTORE)
 		fprintf(f,
 			"      --keep        keep the files of processes parked into files (--park-to)\n"
-			"                    once their memory is back (removed by default)\n");
+			"                    once their memory is back (removed by default)\n"
+			"      --park-from DIR  where the files are of a process left parked in files\n"
+			"                    that no record of this state directory names (one a CRIU\n"
+			"                    restore left parked: DIR is its images directory); its\n"
+			"                    files are those of as many pieces as it holds, of its size\n");
 	fprintf(f,
 		"\nA process started with 'cudasnap run' (or LD_PRELOAD=libcudasnap-park.so) has\n"
 		"its device memory %s,\noutside the driver's lock, at the speed of host memory and PCIe; the driver\n"
@@ -217,6 +222,7 @@ static int parse_one(txn_cli *c, int opt, const char *arg)
 	case OPT_NO_PARK: return set_flag(&c->no_park);
 	case OPT_PARK_TO: c->park_to = arg; return CLI_GO_ON;
 	case OPT_KEEP: return set_flag(&c->park_keep);
+	case OPT_PARK_FROM: c->park_from = arg; return CLI_GO_ON;
 	default: return EXIT_USAGE;
 	}
 }
@@ -248,6 +254,7 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 		{ "wait-memory", required_argument, NULL, OPT_WAIT_MEMORY },
 		{ "ignore-gpu-memory", no_argument, NULL, OPT_IGNORE_GPU_MEMORY },
 		{ "keep", no_argument, NULL, OPT_KEEP },
+		{ "park-from", required_argument, NULL, OPT_PARK_FROM },
 	}, all[] = {
 		{ "all", no_argument, NULL, OPT_ALL },
 	};

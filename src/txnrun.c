@@ -148,6 +148,7 @@ int txn_cli_execute(txn_cli *c)
 		.no_park = c->no_park,
 		.park_to = c->park_to,
 		.park_keep = c->park_keep,
+		.park_from = c->park_from,
 		.front = c->front ? c->front : "cli",
 		.interrupted = &interrupted,
 		.progress = txn_progress,

@@ -282,6 +282,25 @@ int eng_park_files_open(const cs_engine *e, const char *name, unsigned n, unsign
 	return cs_park_files_open(e->images, "the images directory", name, n, bytes, 0, f, err);
 }
 
+void eng_restore_cmd(const cs_engine *e, pid_t pid, unsigned nfiles, char *buf, size_t size)
+{
+	char dir[256];
+	ssize_t len = -1;
+	if (nfiles && e->images >= 0) {
+		char link[64];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", e->images);
+		len = readlink(link, dir, sizeof(dir) - 1);
+	}
+	if (len > 0) {
+		dir[len] = 0;
+		char safe[256];
+		cs_sanitize(safe, sizeof(safe), dir, (size_t)len);
+		snprintf(buf, size, "cudasnap restore --pid %d --park-from %s", (int)pid, safe);
+	} else {
+		snprintf(buf, size, "cudasnap restore --pid %d", (int)pid);
+	}
+}
+
 int eng_queue_unpark(cs_engine *e, pid_t pid, const char *name, unsigned n, unsigned long long bytes, cs_error *err)
 {
 	cs_park_files f = { .n = 0 };

@@ -282,12 +282,15 @@ static void report(cs_engine *e, const run_outcome *o)
 				"at every try (it imported another process's device memory). Its GPU state is lost: "
 				"restart it",
 				(int)t->pid, t->comm);
-		else
+		else {
+			const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
+			char cmd[400];
+			eng_restore_cmd(e, t->pid, me ? me->park_nfiles : 0, cmd, sizeof(cmd));
 			eng_log(e, CS_LOG_ERROR,
-				"process %d (%s) is NOT restored on the GPU: it stays %s; run 'cudasnap restore --pid %d' "
-				"(see 'cudasnap ps')",
+				"process %d (%s) is NOT restored on the GPU: it stays %s; run '%s' (see 'cudasnap ps')",
 				(int)t->pid, t->comm,
-				cs_state_name(state) ? cs_state_name(state) : "in an unknown state", (int)t->pid);
+				cs_state_name(state) ? cs_state_name(state) : "in an unknown state", cmd);
+		}
 	}
 	if (o && o->rc < 0) {
 		char why[600];
@@ -325,19 +328,21 @@ static void queue_unparks(cs_engine *e)
 			continue;
 		const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
 		cs_error err = { 0 };
+		char cmd[400];
+		eng_restore_cmd(e, t->pid, me ? me->park_nfiles : 0, cmd, sizeof(cmd));
 		if (eng_queue_unpark(e, t->pid, me ? me->park_name : "", me ? me->park_nfiles : 0,
 				     me ? me->park_bytes : 0, &err) == 0)
 			eng_log(e, CS_LOG_INFO,
 				"process %d (%s) unparks once %s lets it run, if it comes back parked (%s restores in "
 				"the foreground and waits for the tree before this plugin's exit: an unpark that fails "
 				"cannot fail the restore then, and 'cudasnap ps' shows the process still parked; "
-				"restore with -d to have it checked)",
-				(int)t->pid, t->comm, e->o.engine, e->o.engine);
+				"'%s' brings it back; restore with -d to have it checked)",
+				(int)t->pid, t->comm, e->o.engine, e->o.engine, cmd);
 		else
 			eng_log(e, CS_LOG_ERROR,
 				"process %d (%s) runs the parking interposer, and its unpark could not be left for it "
-				"(%s): if it comes back parked, its GPU work waits until 'cudasnap restore --pid %d'",
-				(int)t->pid, t->comm, err.message, (int)t->pid);
+				"(%s): if it comes back parked, its GPU work waits until '%s'",
+				(int)t->pid, t->comm, err.message, cmd);
 	}
 }
 
@@ -435,6 +440,19 @@ static int unpark_one(cs_engine *e, const eng_task *t, bool importers, char *why
 	cs_history_proc *h = eng_op_entry(e, t->entry);
 	if (rc < 0) { /* the hint is the command line's: what the engine does next follows */
 		eng_log(e, CS_LOG_ERROR, "%s", err.message);
+		/* Kept (eng_give_up): it runs parked, its GPU work waiting,
+		 * its memory where its park put it. */
+		if (cs_env_on("CUDASNAP_KEEP_FAILED_RESTORE")) {
+			char cmd[400];
+			eng_restore_cmd(e, t->pid, me ? me->park_nfiles : 0, cmd, sizeof(cmd));
+			eng_log(e, CS_LOG_ERROR,
+				"process %d (%s) stays parked, running, its GPU work waiting: '%s' brings it back",
+				(int)t->pid, t->comm, cmd);
+			if (h) {
+				h->outcome = CS_HIST_LEFT_BEHIND;
+				eng_restore_cmd(e, t->pid, me ? me->park_nfiles : 0, h->recovery, sizeof(h->recovery));
+			}
+		}
 		snprintf(why, size, "%s", err.message);
 		return -1;
 	}

@@ -102,6 +102,43 @@ void cs_park_files_remove(int dirfd, const char *name, unsigned n)
 	fsync(dirfd);
 }
 
+/* Whether name.0 .. name.(n-1) are the files of a park of bytes: each of
+ * its size, and no name.n. */
+static bool park_of(int dirfd, const char *name, unsigned n, unsigned long long bytes)
+{
+	char file[200];
+	struct stat st;
+	for (unsigned i = 0; i <= n; i++) {
+		snprintf(file, sizeof(file), "%s.%u", name, i);
+		bool there = fstatat(dirfd, file, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		if (i == n)
+			return !there;
+		if (!there || !S_ISREG(st.st_mode) || (unsigned long long)st.st_size != park_file_size(bytes, n, i))
+			return false;
+	}
+	return false;
+}
+
+int cs_park_files_find(int dirfd, unsigned n, unsigned long long bytes, char *name, size_t size)
+{
+	_cleanup_closedir_ DIR *d = cs_opendir_at(dirfd, ".");
+	int found = 0;
+	for (struct dirent *e; d && (e = readdir(d));) {
+		size_t len = strlen(e->d_name);
+		/* NAME.0, where NAME is what cs_park_files_name makes */
+		if (strncmp(e->d_name, "cudasnap-gpumem.", 16) != 0 || len < 3 || len >= 190 ||
+		    strcmp(e->d_name + len - 2, ".0") != 0)
+			continue;
+		char base[192];
+		snprintf(base, sizeof(base), "%.*s", (int)(len - 2), e->d_name);
+		if (!park_of(dirfd, base, n, bytes))
+			continue;
+		if (found++ == 0)
+			snprintf(name, size, "%s", base);
+	}
+	return found;
+}
+
 /* pid's user and group ids, as its /proc/PID/status gives them first
  * (real); -1 when unknown (the files stay cudasnap's). */
 static void owner_of(pid_t pid, uid_t *uid, gid_t *gid)

@@ -39,6 +39,10 @@ void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, siz
  * behind. */
 int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
 		       cs_park_files *f, cs_error *err);
+/* The files in dirfd of a park of bytes into n files, found by their
+ * sizes: how many such parks are there (the name of the first, when any,
+ * into name). */
+int cs_park_files_find(int dirfd, unsigned n, unsigned long long bytes, char *name, size_t size);
 /* Opens the n files of bytes for an unpark of process pid (0: not known),
  * checking each is a regular file of one name, root's, this user's or
  * pid's user's, of the size it had: 0, or -1 with err naming what is

@@ -304,53 +304,70 @@ int park_find_connect_path(pid_t pid, const char *proc, const char *path, int ti
 	return fd;
 }
 
-/* The key out of fd, a memfd of PARK_KEY_NAME: 0, or -1. */
-static int key_from(int fd, unsigned char *key)
+/* The key out of sock, the interposer's key socket taken from it: its one
+ * message peeked, left for the next. 0, or -1. */
+static int key_from(int sock, unsigned char *key)
 {
-	char self[48], target[128];
-	struct stat st;
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-	ssize_t len = readlink(self, target, sizeof(target) - 1);
-	if (len <= 0)
+	unsigned char msg[sizeof(PARK_KEY_MAGIC) - 1 + PARK_KEY_LEN + 1];
+	int type = 0, domain = 0;
+	socklen_t tl = sizeof(type), dl = sizeof(domain);
+	if (getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_SEQPACKET ||
+	    getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &dl) != 0 || domain != AF_UNIX)
 		return -1;
-	target[len] = 0;
-	return strcmp(target, "/memfd:" PARK_KEY_NAME " (deleted)") == 0 && fstat(fd, &st) == 0 &&
-			S_ISREG(st.st_mode) && st.st_size == PARK_KEY_LEN &&
-			pread(fd, key, PARK_KEY_LEN, 0) == PARK_KEY_LEN ?
-		0 :
-		-1;
-}
-
-/* The key through descriptor n of the process pidfd stands for. Taking a
- * descriptor of another process (pidfd_getfd) takes ptrace attach access
- * to it, which Yama restricts (ptrace_scope 1: its ancestors, and root
- * with CAP_SYS_PTRACE); opening it through /proc/PID/fd takes only read
- * access, and the interposer made the memfd mode 0, which only a caller
- * that overrides file modes (root) opens. Without pidfd_getfd (Linux
- * before 5.6), that way alone: 0, or -errno. */
-static int read_key(int pidfd, const char *link, int n, unsigned char *key)
-{
-	int fd = pidfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pidfd, n, 0) : -1;
-	int err = pidfd < 0 ? ENOSYS : fd < 0 ? errno : 0;
-	if (err == ENOSYS)
-		fd = open(link, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -(err && err != ENOSYS ? err : errno);
-	int rc = key_from(fd, key) == 0 ? 0 : -EINVAL;
-	close(fd);
+	ssize_t n = recv(sock, msg, sizeof(msg), MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
+	int rc = n == (ssize_t)sizeof(msg) - 1 && memcmp(msg, PARK_KEY_MAGIC, sizeof(PARK_KEY_MAGIC) - 1) == 0 ? 0 : -1;
+	if (rc == 0)
+		memcpy(key, msg + sizeof(PARK_KEY_MAGIC) - 1, PARK_KEY_LEN);
+	explicit_bzero(msg, sizeof(msg));
 	return rc;
 }
 
-/* The key's descriptor among pid's, read into key (when not NULL): 0, or
- * -errno (EPERM, EACCES: no attach access; ENOENT: none). The pidfd is
- * opened first: should pid end and its number be reused, what is taken
- * through it is not the key, and is seen not to be. */
+/* The number of the key's socket in the process, as its marker (link:
+ * proc/PID/fd/N of the memfd) says: -1 when it cannot be read. */
+static int key_fd_of(const char *link)
+{
+	char text[32];
+	int fd = open(link, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? pread(fd, text, sizeof(text) - 1, 0) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 3 || strncmp(text, "fd=", 3) != 0)
+		return -1;
+	text[n] = 0;
+	char *end;
+	long v = strtol(text + 3, &end, 10);
+	return v >= 0 && v < 1 << 30 && *end == '\n' ? (int)v : -1;
+}
+
+/* The key through the process pidfd stands for: its socket taken with
+ * pidfd_getfd, which takes ptrace attach access (Yama's ptrace_scope 1:
+ * its ancestors, and root with CAP_SYS_PTRACE). Read access is not enough:
+ * a socket is not opened again through /proc/PID/fd. 0, or -errno. */
+static int read_key(int pidfd, const char *link, unsigned char *key)
+{
+	int n = key_fd_of(link);
+	if (n < 0)
+		return -ENOENT;
+	if (pidfd < 0)
+		return -ENOSYS;
+	int sock = (int)syscall(SYS_pidfd_getfd, pidfd, n, 0);
+	if (sock < 0)
+		return -errno;
+	int rc = key_from(sock, key) == 0 ? 0 : -EINVAL;
+	close(sock);
+	return rc;
+}
+
+/* The key's marker among pid's descriptors, and the key read into key
+ * (when not NULL): 0, or -errno (EPERM, EACCES: no attach access; ENOENT:
+ * none). The pidfd is opened first: should pid end and its number be
+ * reused, what is taken through it is not the key, and is seen not to be. */
 static int find_key(pid_t pid, const char *proc, unsigned char *key)
 {
 	char dir[64];
 	int pidfd = -1;
 	/* a /proc of another PID namespace numbers other processes than
-	 * pidfd_open does: through its files alone */
+	 * pidfd_open does: no key through it */
 	if (key != NULL && strcmp(proc, "/proc") == 0)
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	snprintf(dir, sizeof(dir), "%s/%d/fd", proc, (int)pid);
@@ -372,7 +389,7 @@ static int find_key(pid_t pid, const char *proc, unsigned char *key)
 			continue;
 		target[len] = 0;
 		if (strcmp(target, "/memfd:" PARK_KEY_NAME " (deleted)") == 0)
-			rc = key ? read_key(pidfd, link, (int)strtol(e->d_name, NULL, 10), key) : 0;
+			rc = key ? read_key(pidfd, link, key) : 0;
 	}
 	closedir(d);
 	if (pidfd >= 0)

@@ -31,18 +31,20 @@ int park_find_connect_path(pid_t pid, const char *proc, const char *path, int ti
  * one of the uids proc/PID/status gives it. */
 bool park_find_listener_is(int conn, pid_t pid, const char *proc);
 
-/* The interposer's key: PARK_KEY_LEN random bytes in a memfd named
- * PARK_KEY_NAME that it keeps open, mode 0. Park, unpark, commit and
- * status must carry it. It is taken with pidfd_getfd, which takes ptrace
- * attach access to the process (root with CAP_SYS_PTRACE over its user
- * namespace, or its own user while it is dumpable and, under Yama, an
- * ancestor), as reading or writing its memory does: the key lets its
- * device memory be read and written. Read access (/proc/PID/fd) is not
- * enough: the mode keeps all but root from opening it there, the only way
- * where the kernel has no pidfd_getfd. 0 with key filled, or -errno
- * (EPERM or EACCES: no attach access; ENOENT: no key). */
+/* The interposer's key: PARK_KEY_LEN random bytes, after PARK_KEY_MAGIC,
+ * in the one message queued in a unix socket (SOCK_SEQPACKET) it keeps
+ * open, whose descriptor a memfd named PARK_KEY_NAME gives ("fd=N"). Park,
+ * unpark, commit and status must carry it. It is taken with pidfd_getfd,
+ * which takes ptrace attach access to the process (root with
+ * CAP_SYS_PTRACE over its user namespace, or its own user while it is
+ * dumpable and, under Yama, an ancestor), as reading or writing its memory
+ * does: the key lets its device memory be read and written. Read access
+ * (/proc/PID/fd) is not enough: a socket is not opened again there. 0 with
+ * key filled, or -errno (EPERM or EACCES: no attach access; ENOSYS: a
+ * kernel before 5.6, without pidfd_getfd; ENOENT: no key). */
 #define PARK_KEY_LEN 32
 #define PARK_KEY_NAME "cudasnap-park-key"
+#define PARK_KEY_MAGIC "CSPKEY1\n"
 int park_find_key(pid_t pid, const char *proc, unsigned char key[PARK_KEY_LEN]);
 /* Whether pid's interposer started its control socket: it holds its key
  * from then on (and not when it runs with CUDASNAP_PARK=0, has backed no

@@ -43,6 +43,12 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 		if (fd >= 0)
 			close(fd);
 	}
+	if (r == 0 && o->park_from && o->op == CS_OP_RESTORE) {
+		int fd = cs_park_dir_open(o->park_from, err);
+		r = fd < 0 ? -CS_EUSAGE : 0;
+		if (fd >= 0)
+			close(fd);
+	}
 	if (r < 0)
 		return r;
 	_cleanup_(cs_session_freep) cs_session *s = calloc(1, sizeof(*s));
@@ -449,6 +455,7 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 			  .no_park = s->no_park,
 			  .park_to = s->no_park ? NULL : s->park_to,
 			  .park_keep = o->park_keep,
+			  .park_from = o->op == CS_OP_RESTORE ? o->park_from : NULL,
 			  .allow_unrestorable = s->allow_unrestorable,
 			  .timeout_ms = o->timeout_ms,
 			  .jobs = o->jobs,

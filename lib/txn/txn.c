@@ -600,10 +600,11 @@ static void rollback(run *r)
 		report(r, t, u, true, res, cs_now() - t0);
 		if (res == CS_CU_SUCCESS) {
 			t->state = step_result_state(t, u);
-			/* A rollback's park stays: let go uncommitted, its
-			 * process would unpark itself once checkpointed again. */
+			/* A rollback's park stays once the rest of its rollback
+			 * is done (close_parks): let go uncommitted, its process
+			 * would unpark itself, checkpointed again. */
 			if (u == CS_STEP_PARK)
-				cs_park_close(&t->park_conn, true);
+				t->park_by_rollback = true;
 			continue;
 		}
 		t->rollback_failed = true;
@@ -677,6 +678,38 @@ static int refuse_halted(run *r, cs_error *err)
 	return -CS_EPROC;
 }
 
+/* A process left parked in n files that no record names (a CRIU restore
+ * left it so: they are in its images): its files in --park-from, found by
+ * their sizes. 0, or -1 with t failed and why: nothing is asked of it. */
+static int find_park_files(run *r, cs_target *t, unsigned n)
+{
+	char name[sizeof(t->park_name)];
+	int found = 0;
+	if (r->o->park_from) {
+		cs_error e = { 0 };
+		_cleanup_close_ int dirfd = cs_park_dir_open(r->o->park_from, &e);
+		found = dirfd < 0 ? 0 : cs_park_files_find(dirfd, n, t->park_bytes, name, sizeof(name));
+	}
+	if (found == 1) {
+		snprintf(t->park_dir, sizeof(t->park_dir), "%s", r->o->park_from);
+		snprintf(t->park_name, sizeof(t->park_name), "%s", name);
+		t->park_nfiles = n;
+		return 0;
+	}
+	t->failed = true;
+	if (!r->o->park_from)
+		return cs_error_set(&t->error, CS_ESTATE,
+				    "Give their directory: cudasnap restore --pid N --park-from DIR (where a CRIU "
+				    "restore left it parked, DIR is its images directory).",
+				    "process %d (%s) is parked in %u files that no record here names", (int)t->pid,
+				    t->comm, n);
+	return cs_error_set(&t->error, CS_ESTATE,
+			    "Give the directory that holds its files (cudasnap-gpumem.*), as its park left them.",
+			    "process %d (%s) is parked in %u files of %.2f GiB, and %s holds %s", (int)t->pid, t->comm,
+			    n, (double)t->park_bytes / (1 << 30), r->o->park_from,
+			    found ? "several such parks: which is its own cannot be told" : "none such");
+}
+
 /* Asks every target that runs the parking interposer what it holds. A
  * checkpoint of one whose interposer stopped answering after the caller's
  * own checks found it answering is refused before anything changes: the
@@ -700,6 +733,9 @@ static cs_target *look_for_parking(run *r)
 		t->park_imports = info.imports;
 		t->park_wanted = cs_park_wanted(&info);
 		snprintf(t->park_why, sizeof(t->park_why), "%s", info.why);
+		if (r->o->op == CS_OP_RESTORE && t->parked && info.files && !t->park_nfiles &&
+		    find_park_files(r, t, info.files) < 0)
+			refused = refused ? refused : t;
 		if (info.unreachable && r->o->op == CS_OP_CHECKPOINT && !r->o->allow_unrestorable) {
 			t->failed = true;
 			cs_error_set(&t->error, CS_EPROC, cs_park_unreachable_fix, "process %d (%s) refused: %s",
@@ -710,8 +746,6 @@ static cs_target *look_for_parking(run *r)
 	return refused;
 }
 
-/* Ends every park the transaction holds: kept when it is done, else the
- * rollback unparked it (or the process unparks itself). */
 /* After the command: the files of those unparked from them. A rollback
  * that did not park one back leaves them, named, where they were. */
 static void drop_park_files(run *r, bool done)
@@ -733,11 +767,18 @@ static void drop_park_files(run *r, bool done)
 	}
 }
 
+/* Ends every park the transaction holds: kept when it is done, else the
+ * rollback unparked it (or the process unparks itself). */
 static void close_parks(run *r, bool done)
 {
-	for (size_t i = 0; i < r->n; i++)
-		if (r->t[i].park_conn >= 0)
-			cs_park_close(&r->t[i].park_conn, done);
+	for (size_t i = 0; i < r->n; i++) {
+		cs_target *t = &r->t[i];
+		/* a rollback that parked it again and then failed leaves it
+		 * running: it unparks itself */
+		bool keep = done || (t->park_by_rollback && !t->rollback_failed);
+		if (t->park_conn >= 0)
+			cs_park_close(&t->park_conn, keep);
+	}
 }
 
 /* Reads every target's starting state; fails before anything changes when

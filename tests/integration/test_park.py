@@ -2,6 +2,7 @@
 that reaches the driver double as the CUDA runtime reaches libcuda (dlopen,
 cuGetProcAddress). Each test checks what the program holds afterwards, byte
 for byte, and the state the driver reports."""
+import ctypes
 import json
 import os
 import select
@@ -73,16 +74,30 @@ class App(Lines):
 
 
 def key_of(pid):
-    """The key of pid's interposer, read as cudasnap reads it (through
-    /proc/PID/fd, which takes ptrace access to the process), in hex."""
+    """The key of pid's interposer, taken as cudasnap takes it: the socket
+    its marker names, through pidfd_getfd (ptrace attach access), its one
+    message peeked; in hex."""
+    libc = ctypes.CDLL(None, use_errno=True)
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") == "/memfd:cudasnap-park-key (deleted)":
-                with open(f"/proc/{pid}/fd/{fd}", "rb") as f:
-                    return f.read().hex()
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "/memfd:cudasnap-park-key (deleted)":
+                continue
+            with open(f"/proc/{pid}/fd/{fd}") as f:
+                n = int(f.read().strip().split("=", 1)[1])
         except OSError:
             continue
-    raise AssertionError(f"no key file in /proc/{pid}/fd")
+        pidfd = os.pidfd_open(pid)
+        try:
+            sock = libc.syscall(438, pidfd, n, 0)  # pidfd_getfd
+            if sock < 0:
+                raise OSError(ctypes.get_errno(), "pidfd_getfd")
+            with socket.socket(fileno=sock) as k:
+                msg = k.recv(64, socket.MSG_PEEK)
+        finally:
+            os.close(pidfd)
+        if msg.startswith(b"CSPKEY1\n") and len(msg) == 40:
+            return msg[8:].hex()
+    raise AssertionError(f"no key in /proc/{pid}/fd")
 
 
 def socket_path(pid):

@@ -452,6 +452,35 @@ class ParkUnderCriu(CriuCase):
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
 
+    def test_a_process_kept_parked_in_files_of_the_images_comes_back_with_park_from(self):
+        """A failed unpark with CUDASNAP_KEEP_FAILED_RESTORE=1 keeps the
+        restored process running, parked in files of the images, which no
+        record of the command line names: the plugin names the command that
+        brings it back (--park-from the images), a restore without it says
+        so before anything changes, and with it unparks from them."""
+        pid = self.start()
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGone([pid])
+        self.fault("* mem_create error=2")  # out of GPU memory at the unpark
+        r = self.restore(env=dict(self.env, CUDASNAP_KEEP_FAILED_RESTORE="1"))
+        self.assertTrue(self.lines(r, f"'cudasnap restore --pid {pid} --park-from {self.images}' brings it back"), r)
+        h = json.loads(self.cs("history", "--json", "-n", "1").out)[0]["processes"][0]
+        self.assertEqual((h["outcome"], h["recovery"]),
+                         ("left-behind", f"cudasnap restore --pid {pid} --park-from {self.images}"), h)
+        left = f"LEFT BEHIND: {pid} (fakecuda-cuapp) is running, parked"
+        self.assertIn(left, self.cs("ps").out)
+        self.assertIn("--park-from DIR", self.cs("ps").out)
+        os.unlink(self.faults)
+        r = self.cs("restore", "--pid", str(pid))
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertIn("--park-from", r.err)
+        self.assertIn(left, self.cs("ps").out)
+        r = self.cs("restore", "--pid", str(pid), "--park-from", self.images)
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn(f"{pid} (fakecuda-cuapp) is running, parked", self.cs("ps").out)
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+
 
 @unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
 class PairUnderCriu(CriuCase):

@@ -359,6 +359,36 @@ class ParkFiles(Case):
         self.assertBack(a)
         self.assertBack(b)
 
+    def test_a_rollback_that_fails_after_its_park_leaves_it_unparked(self):
+        """The rollback parks the first process back into its files, then
+        its lock fails: the process runs on, and so must not be left parked
+        with its GPU work held; its rollback park, never committed, undoes
+        itself."""
+        a, b = self.app(), self.app()
+        r = self.cs("checkpoint", "--pid", a.pid, "--pid", b.pid, "--json", "--park-to", self.dir)
+        self.assertEqual(r.rc, 0, r)
+        # a: the one the restore takes first (the record's order), b then
+        with open(os.path.join(self.state, "manifest.json")) as f:
+            order = {e["pid"]: e["order"] for e in json.load(f)["processes"]}
+        if (order[b.pid], b.pid) < (order[a.pid], a.pid):
+            a, b = b, a
+        mine = [n for n in self.files() if n.startswith(f"cudasnap-gpumem.{b.pid}.")]
+        was = self.flip(os.path.join(self.dir, mine[1]), 12345, 0x40)
+        self.fault(f"{a.pid} lock error=999")  # a restore locks only in its rollback
+        r = self.cs("restore", "--pid", a.pid, "--pid", b.pid, "--sequential", "--json")
+        self.fault()
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertIn(f"{a.pid} (fakecuda-cuapp) rollback park: ok", r.err)
+        deadline = time.monotonic() + 10
+        while status(a.pid)["parked"] != "0" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual((status(a.pid)["parked"], status(a.pid)["gate"]), ("0", "open"), r.err)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+        self.put_back(os.path.join(self.dir, mine[1]), 12345, was)
+        r = self.cs("restore", "--pid", b.pid)
+        self.assertEqual(r.rc, 0, r)
+        self.assertBack(b)
+
     def test_a_pids_max_just_above_its_threads_parks_with_fewer(self):
         """The park into files takes threads of the process (two a file);
         a cgroup whose pids.max leaves room for few of them gets a park
