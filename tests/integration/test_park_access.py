@@ -228,20 +228,8 @@ class Access(ParkCase):
         # too, reaches it as the overflow uid 65534, which is the program's
         # own uid in its namespace but stands for anyone. Only the key
         # (which takes ptrace access to read) lets such a peer in.
-        shared = tempfile.mkdtemp(prefix="cudasnap-userns-")
-        self.addCleanup(subprocess.run, ["rm", "-rf", shared])
-        os.chmod(shared, 0o755)
-        dev, park_dir = os.path.join(shared, "dev"), os.path.join(shared, "park")
-        os.makedirs(dev)
-        os.makedirs(park_dir)
-        os.chown(park_dir, 1000, 1000)
-        for name in ("nvidiactl", "nvidia0", "nvidia-uvm"):
-            with open(os.path.join(dev, name), "w"):
-                pass
-            os.chmod(os.path.join(dev, name), 0o666)
         a = App(self, ["--alloc-mib", "8", "--interval-ms", "20"],
-                wrap=[sys.executable, "-c", USERNS_AS, "1000", "65534"],
-                env_more={"CUDASNAP_DEV_DIR": dev, "CUDASNAP_PARK_DIR": park_dir, "FAKECUDA_FAULTS": "/nonexistent"})
+                wrap=[sys.executable, "-c", USERNS_AS, "1000", "65534"], env_more=as_user_env(self))
         with open(f"/proc/{a.pid}/status") as f:
             self.assertIn("\nUid:\t1000\t1000\t1000\t1000\n", f.read())
         with connect(via_root(a.pid)) as s:

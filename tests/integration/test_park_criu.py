@@ -64,6 +64,15 @@ class ParkUnderCriu(CriuCase):
     def parked(self, pid):
         return f"parked: {pid} (" in self.cs("ps").out
 
+    def restored_once_gone(self, pid):
+        """The images of a --leave-running dump restore with the data, once
+        the original is gone."""
+        os.kill(pid, signal.SIGKILL)
+        self.assertGone([pid])
+        r = self.restore()
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+
     def wait_unparked(self, pid, timeout=20):
         """Until ps no longer shows pid parked (it unparks once it runs)."""
         deadline = time.monotonic() + timeout
@@ -149,11 +158,7 @@ class ParkUnderCriu(CriuCase):
                 self.assertEqual(len(self.gpumem()), 1)
                 self.wait_unparked(pid)
                 self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
-        os.kill(pid, signal.SIGKILL)
-        self.assertGone([pid])
-        r = self.restore()
-        self.assertEqual(r.rc, 0, r)
-        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+        self.restored_once_gone(pid)
 
     def test_a_restore_in_the_foreground_unparks_as_the_tree_runs(self):
         """criu restore without -d waits for the tree to end before the
@@ -425,12 +430,7 @@ class ParkUnderCriu(CriuCase):
         self.wait_unparked(pid)
         self.assertStates([pid], "running")
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
-        # the images restore too, once the original is gone
-        os.kill(pid, signal.SIGKILL)
-        self.assertGone([pid])
-        r = self.restore()
-        self.assertEqual(r.rc, 0, r)
-        self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+        self.restored_once_gone(pid)  # the images restore too
 
     def test_failed_unpark_after_restore(self):
         """The unpark after the restore fails (no GPU memory to map back): the
