@@ -173,8 +173,8 @@ static void print_park(const cs_proc *p)
 		       "its GPU work waits, and nothing holds its park (it was committed); recover with 'cudasnap "
 		       "restore --pid %d'%s\n",
 		       (int)p->pid, p->comm, mib, where, (int)p->pid,
-		       pi.files ? " (with --park-from DIR where no record names its files: a CRIU restore's are in "
-				  "its images directory, as 'cudasnap history' says)" :
+		       pi.files ? " (with --park-from DIR/NAME where no record here names its files: for a CRIU "
+				  "restore's, 'cudasnap history' gives them)" :
 				  "");
 	else if (pi.parked)
 		printf("parked: %d (%s) holds %.1f MiB of its device memory in %s; cudasnap restore "

@@ -108,10 +108,11 @@ void txn_cli_park_help(FILE *f, cs_op op)
 		fprintf(f,
 			"      --keep        keep the files of processes parked into files (--park-to)\n"
 			"                    once their memory is back (removed by default)\n"
-			"      --park-from DIR  where the files are of a process left parked in files\n"
-			"                    that no record of this state directory names (one a CRIU\n"
-			"                    restore left parked: DIR is its images directory); its\n"
-			"                    files are those of as many pieces as it holds, of its size\n");
+			"      --park-from DIR/NAME  the files (DIR/NAME.0 ...) of a process left parked\n"
+			"                    in files that no record of this state directory names (one\n"
+			"                    a CRIU restore left parked: the plugin's log and 'cudasnap\n"
+			"                    history' name them); refused unless they are a park of its\n"
+			"                    size\n");
 	fprintf(f,
 		"\nA process started with 'cudasnap run' (or LD_PRELOAD=libcudasnap-park.so) has\n"
 		"its device memory %s,\noutside the driver's lock, at the speed of host memory and PCIe; the driver\n"

@@ -282,23 +282,46 @@ int eng_park_files_open(const cs_engine *e, const char *name, unsigned n, unsign
 	return cs_park_files_open(e->images, "the images directory", name, n, bytes, 0, f, err);
 }
 
-void eng_restore_cmd(const cs_engine *e, pid_t pid, unsigned nfiles, char *buf, size_t size)
+/* path as one word of a shell's, quoted where it must be ('' where it
+ * does not fit). */
+static void shell_word(const char *path, char *out, size_t size)
 {
-	char dir[256];
+	if (strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@,") == strlen(path)) {
+		snprintf(out, size, "%s", path);
+		return;
+	}
+	size_t o = 0;
+	out[o++] = '\'';
+	for (const char *p = path; *p && o + 6 < size; p++) {
+		if (*p == '\'') {
+			memcpy(out + o, "'\\''", 4);
+			o += 4;
+		} else {
+			out[o++] = *p;
+		}
+	}
+	out[o++] = '\'';
+	out[o] = 0;
+}
+
+void eng_restore_cmd(const cs_engine *e, pid_t pid, const char *name, unsigned nfiles, char *buf, size_t size)
+{
+	char dir[256], path[400], word[900];
 	ssize_t len = -1;
-	if (nfiles && e->images >= 0) {
+	if (nfiles && name && name[0] && e->images >= 0) {
 		char link[64];
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", e->images);
 		len = readlink(link, dir, sizeof(dir) - 1);
 	}
-	if (len > 0) {
+	if (len > 0 && (size_t)len < sizeof(dir) - 1) {
 		dir[len] = 0;
-		char safe[256];
-		cs_sanitize(safe, sizeof(safe), dir, (size_t)len);
-		snprintf(buf, size, "cudasnap restore --pid %d --park-from %s", (int)pid, safe);
-	} else {
-		snprintf(buf, size, "cudasnap restore --pid %d", (int)pid);
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		shell_word(path, word, sizeof(word));
+		/* a command cut short would name other files: none, then */
+		if ((size_t)snprintf(buf, size, "cudasnap restore --pid %d --park-from %s", (int)pid, word) < size)
+			return;
 	}
+	snprintf(buf, size, "cudasnap restore --pid %d", (int)pid);
 }
 
 int eng_queue_unpark(cs_engine *e, pid_t pid, const char *name, unsigned n, unsigned long long bytes, cs_error *err)

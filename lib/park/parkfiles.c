@@ -119,24 +119,27 @@ static bool park_of(int dirfd, const char *name, unsigned n, unsigned long long 
 	return false;
 }
 
-int cs_park_files_find(int dirfd, unsigned n, unsigned long long bytes, char *name, size_t size)
+bool cs_park_files_match(int dirfd, const char *name, unsigned n, unsigned long long bytes)
 {
-	_cleanup_closedir_ DIR *d = cs_opendir_at(dirfd, ".");
-	int found = 0;
-	for (struct dirent *e; d && (e = readdir(d));) {
-		size_t len = strlen(e->d_name);
-		/* NAME.0, where NAME is what cs_park_files_name makes */
-		if (strncmp(e->d_name, "cudasnap-gpumem.", 16) != 0 || len < 3 || len >= 190 ||
-		    strcmp(e->d_name + len - 2, ".0") != 0)
-			continue;
-		char base[192];
-		snprintf(base, sizeof(base), "%.*s", (int)(len - 2), e->d_name);
-		if (!park_of(dirfd, base, n, bytes))
-			continue;
-		if (found++ == 0)
-			snprintf(name, size, "%s", base);
-	}
-	return found;
+	return park_of(dirfd, name, n, bytes);
+}
+
+int cs_park_from_split(const char *path, char *dir, size_t dsize, char *name, size_t nsize, cs_error *err)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	size_t dlen = slash ? (size_t)(slash - path) : 0;
+	const char *hint = "Give the files' directory and base name as the plugin's log and 'cudasnap history' name "
+			   "them: --park-from /path/to/images/cudasnap-gpumem.PID.START";
+	if (path[0] != '/' || dlen == 0 || dlen >= dsize)
+		return cs_error_set(err, CS_EUSAGE, hint, "--park-from %s: not an absolute path of fitting length",
+				    path);
+	if (strncmp(base, "cudasnap-gpumem.", 16) != 0 || strlen(base) >= nsize ||
+	    strspn(base + 16, "0123456789.") != strlen(base + 16))
+		return cs_error_set(err, CS_EUSAGE, hint, "--park-from %s: not the base name of a park's files", path);
+	snprintf(dir, dsize, "%.*s", (int)dlen, path);
+	snprintf(name, nsize, "%s", base);
+	return 0;
 }
 
 /* pid's user and group ids, as its /proc/PID/status gives them first

@@ -39,10 +39,12 @@ void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, siz
  * behind. */
 int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
 		       cs_park_files *f, cs_error *err);
-/* The files in dirfd of a park of bytes into n files, found by their
- * sizes: how many such parks are there (the name of the first, when any,
- * into name). */
-int cs_park_files_find(int dirfd, unsigned n, unsigned long long bytes, char *name, size_t size);
+/* Whether name.0 .. name.(n-1) in dirfd, and no more, are the files of a
+ * park of bytes (each of its size). */
+bool cs_park_files_match(int dirfd, const char *name, unsigned n, unsigned long long bytes);
+/* --park-from DIR/NAME: an absolute directory and a park's base name
+ * (cs_park_files_name's), each fitting its buffer: 0, or -1 with err. */
+int cs_park_from_split(const char *path, char *dir, size_t dsize, char *name, size_t nsize, cs_error *err);
 /* Opens the n files of bytes for an unpark of process pid (0: not known),
  * checking each is a regular file of one name, root's, this user's or
  * pid's user's, of the size it had: 0, or -1 with err naming what is

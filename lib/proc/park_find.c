@@ -322,35 +322,44 @@ static int key_from(int sock, unsigned char *key)
 	return rc;
 }
 
-/* The number of the key's socket in the process, as its marker (link:
- * proc/PID/fd/N of the memfd) says: -1 when it cannot be read. */
-static int key_fd_of(const char *link)
+/* The number of the key's socket in the process, as its marker says: the
+ * marker taken itself (descriptor n of the process pidfd stands for), for
+ * a file of that name may be anything the process made, a FIFO that never
+ * opens included; only a sealed memfd is read. -errno (ENOENT: not one). */
+static int key_fd_of(int pidfd, int n)
 {
 	char text[32];
-	int fd = open(link, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? pread(fd, text, sizeof(text) - 1, 0) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 3 || strncmp(text, "fd=", 3) != 0)
-		return -1;
-	text[n] = 0;
+	struct stat st;
+	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, n, 0);
+	if (fd < 0)
+		return -errno;
+	int seals = fcntl(fd, F_GET_SEALS);
+	ssize_t len = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && seals >= 0 && (seals & F_SEAL_WRITE) &&
+			st.st_size < (off_t)sizeof(text) ?
+		pread(fd, text, sizeof(text) - 1, 0) :
+		-1;
+	close(fd);
+	if (len <= 3 || strncmp(text, "fd=", 3) != 0)
+		return -ENOENT;
+	text[len] = 0;
 	char *end;
 	long v = strtol(text + 3, &end, 10);
-	return v >= 0 && v < 1 << 30 && *end == '\n' ? (int)v : -1;
+	return v >= 0 && v < 1 << 30 && *end == '\n' ? (int)v : -ENOENT;
 }
 
-/* The key through the process pidfd stands for: its socket taken with
- * pidfd_getfd, which takes ptrace attach access (Yama's ptrace_scope 1:
- * its ancestors, and root with CAP_SYS_PTRACE). Read access is not enough:
- * a socket is not opened again through /proc/PID/fd. 0, or -errno. */
-static int read_key(int pidfd, const char *link, unsigned char *key)
+/* The key through the process pidfd stands for, whose marker is its
+ * descriptor n: the key's socket taken with pidfd_getfd, which takes
+ * ptrace attach access (Yama's ptrace_scope 1: its ancestors, and root with
+ * CAP_SYS_PTRACE). Read access is not enough: a socket is not opened again
+ * through /proc/PID/fd. 0, or -errno. */
+static int read_key(int pidfd, int n, unsigned char *key)
 {
-	int n = key_fd_of(link);
-	if (n < 0)
-		return -ENOENT;
 	if (pidfd < 0)
 		return -ENOSYS;
-	int sock = (int)syscall(SYS_pidfd_getfd, pidfd, n, 0);
+	int k = key_fd_of(pidfd, n);
+	if (k < 0)
+		return k;
+	int sock = (int)syscall(SYS_pidfd_getfd, pidfd, k, 0);
 	if (sock < 0)
 		return -errno;
 	int rc = key_from(sock, key) == 0 ? 0 : -EINVAL;
@@ -389,7 +398,7 @@ static int find_key(pid_t pid, const char *proc, unsigned char *key)
 			continue;
 		target[len] = 0;
 		if (strcmp(target, "/memfd:" PARK_KEY_NAME " (deleted)") == 0)
-			rc = key ? read_key(pidfd, link, key) : 0;
+			rc = key ? read_key(pidfd, (int)strtol(e->d_name, NULL, 10), key) : 0;
 	}
 	closedir(d);
 	if (pidfd >= 0)

@@ -44,7 +44,10 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 			close(fd);
 	}
 	if (r == 0 && o->park_from && o->op == CS_OP_RESTORE) {
-		int fd = cs_park_dir_open(o->park_from, err);
+		char dir[256], name[64];
+		int fd = cs_park_from_split(o->park_from, dir, sizeof(dir), name, sizeof(name), err) < 0 ?
+			-1 :
+			cs_park_dir_open(dir, err);
 		r = fd < 0 ? -CS_EUSAGE : 0;
 		if (fd >= 0)
 			close(fd);

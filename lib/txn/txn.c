@@ -679,35 +679,38 @@ static int refuse_halted(run *r, cs_error *err)
 }
 
 /* A process left parked in n files that no record names (a CRIU restore
- * left it so: they are in its images): its files in --park-from, found by
- * their sizes. 0, or -1 with t failed and why: nothing is asked of it. */
+ * left it so: they are in its images): the files --park-from names, which
+ * must be a park of its size into n files. The operator names them: a set
+ * found by its size alone could be another process's, handed to this one.
+ * 0, or -1 with t failed and why: nothing is asked of it. */
 static int find_park_files(run *r, cs_target *t, unsigned n)
 {
-	char name[sizeof(t->park_name)];
-	int found = 0;
-	if (r->o->park_from) {
-		cs_error e = { 0 };
-		_cleanup_close_ int dirfd = cs_park_dir_open(r->o->park_from, &e);
-		found = dirfd < 0 ? 0 : cs_park_files_find(dirfd, n, t->park_bytes, name, sizeof(name));
-	}
-	if (found == 1) {
-		snprintf(t->park_dir, sizeof(t->park_dir), "%s", r->o->park_from);
-		snprintf(t->park_name, sizeof(t->park_name), "%s", name);
-		t->park_nfiles = n;
-		return 0;
-	}
+	char dir[sizeof(t->park_dir)], name[sizeof(t->park_name)];
 	t->failed = true;
 	if (!r->o->park_from)
 		return cs_error_set(&t->error, CS_ESTATE,
-				    "Give their directory: cudasnap restore --pid N --park-from DIR (where a CRIU "
-				    "restore left it parked, DIR is its images directory).",
+				    "Name them: cudasnap restore --pid N --park-from DIR/cudasnap-gpumem.PID.START, as "
+				    "the CRIU plugin's log and 'cudasnap history' give it.",
 				    "process %d (%s) is parked in %u files that no record here names", (int)t->pid,
 				    t->comm, n);
-	return cs_error_set(&t->error, CS_ESTATE,
-			    "Give the directory that holds its files (cudasnap-gpumem.*), as its park left them.",
-			    "process %d (%s) is parked in %u files of %.2f GiB, and %s holds %s", (int)t->pid, t->comm,
-			    n, (double)t->park_bytes / (1 << 30), r->o->park_from,
-			    found ? "several such parks: which is its own cannot be told" : "none such");
+	if (cs_park_from_split(r->o->park_from, dir, sizeof(dir), name, sizeof(name), &t->error) < 0)
+		return -1;
+	cs_error e = { 0 };
+	_cleanup_close_ int dirfd = cs_park_dir_open(dir, &e);
+	if (dirfd < 0) {
+		t->error = e;
+		return -1;
+	}
+	if (!cs_park_files_match(dirfd, name, n, t->park_bytes))
+		return cs_error_set(&t->error, CS_ESTATE,
+				    "Name the files of its own park: the plugin's log and 'cudasnap history' give them.",
+				    "process %d (%s) is parked in %u files of %.2f GiB, and %s.* are not those",
+				    (int)t->pid, t->comm, n, (double)t->park_bytes / (1 << 30), r->o->park_from);
+	t->failed = false;
+	snprintf(t->park_dir, sizeof(t->park_dir), "%s", dir);
+	snprintf(t->park_name, sizeof(t->park_name), "%s", name);
+	t->park_nfiles = n;
+	return 0;
 }
 
 /* Asks every target that runs the parking interposer what it holds. A

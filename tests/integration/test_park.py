@@ -9,6 +9,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import sys
@@ -82,9 +83,15 @@ def key_of(pid):
         try:
             if os.readlink(f"/proc/{pid}/fd/{fd}") != "/memfd:cudasnap-park-key (deleted)":
                 continue
-            with open(f"/proc/{pid}/fd/{fd}") as f:
-                n = int(f.read().strip().split("=", 1)[1])
-        except OSError:
+            # the name may be a FIFO's (test_park_access.py FORGED_MARKER)
+            m = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                if not stat.S_ISREG(os.fstat(m).st_mode):
+                    continue
+                n = int(os.read(m, 64).decode().strip().split("=", 1)[1])
+            finally:
+                os.close(m)
+        except (OSError, ValueError, IndexError):
             continue
         pidfd = os.pidfd_open(pid)
         try:

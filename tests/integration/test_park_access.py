@@ -101,6 +101,25 @@ sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
 
 
+# Gives the program a descriptor that /proc names as the key's marker: a
+# FIFO of that name in a mount of its own, opened without a writer, its
+# name and mount gone (argv: the program and its arguments).
+FORGED_MARKER = r"""
+import os, subprocess, sys
+d = "/tmp/forged-marker.%d" % os.getpid()
+os.makedirs(d)
+subprocess.run(["mount", "-t", "tmpfs", "none", d], check=True)
+p = os.path.join(d, "memfd:cudasnap-park-key")
+os.mkfifo(p)
+fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+os.unlink(p)
+subprocess.run(["umount", "-l", d], check=True)
+os.rmdir(d)
+os.set_inheritable(fd, True)
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
 def connect(path, timeout=10):
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(timeout)
@@ -220,6 +239,23 @@ class Access(ParkCase):
         self.assertIn(r.returncode, (0, 2), r)  # 2: root's processes it cannot read
         proc, = [p for p in json.loads(r.stdout)["processes"] if p["pid"] == a.pid]
         self.assertTrue(proc["park"]["parkable"], proc)
+        self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
+
+    def test_a_forged_marker_holds_nobody_up(self):
+        """A process of another user names a FIFO as the key's marker (its
+        /proc link reads as the marker's): cudasnap takes the marker itself
+        and reads only a sealed memfd, so neither ps nor a checkpoint waits
+        on it, and the process's real key is still found."""
+        a = App(self, ["--alloc-mib", "8", "--interval-ms", "600000"],
+                wrap=[*AS_USER, "unshare", "-Urm", "/usr/bin/python3", "-c", FORGED_MARKER], env_more=as_user_env(self))
+        links = [os.readlink(f"/proc/{a.pid}/fd/{n}") for n in os.listdir(f"/proc/{a.pid}/fd")]
+        self.assertEqual(links.count("/memfd:cudasnap-park-key (deleted)"), 2, links)
+        r = self.cs("ps", timeout=20)
+        self.assertEqual(r.rc, 0, r)
+        r = self.cs("checkpoint", "--pid", a.pid, timeout=30)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(status(a.pid)["parked"], "1")
+        self.assertEqual(self.cs("restore", "--pid", a.pid, timeout=30).rc, 0)
         self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")
 
     def test_a_peer_the_user_namespace_does_not_map_is_refused(self):

@@ -456,27 +456,33 @@ class ParkUnderCriu(CriuCase):
         """A failed unpark with CUDASNAP_KEEP_FAILED_RESTORE=1 keeps the
         restored process running, parked in files of the images, which no
         record of the command line names: the plugin names the command that
-        brings it back (--park-from the images), a restore without it says
-        so before anything changes, and with it unparks from them."""
+        brings it back (--park-from its files in the images), a restore
+        without them, or with other files, says so before anything changes,
+        and with them unparks from them."""
         pid = self.start()
         r = self.dump("--shell-job")
         self.assertEqual(r.rc, 0, r)
         self.assertGone([pid])
         self.fault("* mem_create error=2")  # out of GPU memory at the unpark
         r = self.restore(env=dict(self.env, CUDASNAP_KEEP_FAILED_RESTORE="1"))
-        self.assertTrue(self.lines(r, f"'cudasnap restore --pid {pid} --park-from {self.images}' brings it back"), r)
+        files = os.path.join(self.images, self.gpumem()[0].rsplit(".", 1)[0])
+        self.assertTrue(self.lines(r, f"'cudasnap restore --pid {pid} --park-from {files}' brings it back"), r)
         h = json.loads(self.cs("history", "--json", "-n", "1").out)[0]["processes"][0]
         self.assertEqual((h["outcome"], h["recovery"]),
-                         ("left-behind", f"cudasnap restore --pid {pid} --park-from {self.images}"), h)
+                         ("left-behind", f"cudasnap restore --pid {pid} --park-from {files}"), h)
         left = f"LEFT BEHIND: {pid} (fakecuda-cuapp) is running, parked"
         self.assertIn(left, self.cs("ps").out)
-        self.assertIn("--park-from DIR", self.cs("ps").out)
+        self.assertIn("--park-from", self.cs("ps").out)
         os.unlink(self.faults)
         r = self.cs("restore", "--pid", str(pid))
         self.assertNotEqual(r.rc, 0, r)
         self.assertIn("--park-from", r.err)
+        # another park's files, or a directory alone, are refused before anything changes
+        for wrong in (self.images, os.path.join(self.images, "cudasnap-gpumem.1.2")):
+            r = self.cs("restore", "--pid", str(pid), "--park-from", wrong)
+            self.assertNotEqual(r.rc, 0, r)
         self.assertIn(left, self.cs("ps").out)
-        r = self.cs("restore", "--pid", str(pid), "--park-from", self.images)
+        r = self.cs("restore", "--pid", str(pid), "--park-from", files)
         self.assertEqual(r.rc, 0, r)
         self.assertNotIn(f"{pid} (fakecuda-cuapp) is running, parked", self.cs("ps").out)
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")

@@ -397,7 +397,7 @@ class ParkFiles(Case):
         root = v1 if os.path.isdir(v1) else "/sys/fs/cgroup" if os.path.exists(v2) else None
         if root is None:
             self.skipTest("no pids controller")
-        cg = os.path.join(root, f"cs-park-pids-{os.getpid()}")
+        cg = os.path.join(root, f"cs-park-pids-{os.urandom(6).hex()}")  # PID 1 in each test namespace
         try:
             os.mkdir(cg)
         except OSError as e:
@@ -407,8 +407,11 @@ class ParkFiles(Case):
             f.write(str(a.pid))
 
         def put_back():
-            with open(os.path.join(root, "cgroup.procs"), "w") as f:
-                f.write(str(a.pid))
+            try:
+                with open(os.path.join(root, "cgroup.procs"), "w") as f:
+                    f.write(str(a.pid))
+            except OSError:
+                pass  # it ended
             os.rmdir(cg)
         self.addCleanup(put_back)
         with open(os.path.join(cg, "pids.current")) as f:
