@@ -306,7 +306,7 @@ static void shell_word(const char *path, char *out, size_t size)
 
 void eng_restore_cmd(const cs_engine *e, pid_t pid, const char *name, unsigned nfiles, char *buf, size_t size)
 {
-	char dir[256], path[400], word[900];
+	char dir[256];
 	ssize_t len = -1;
 	if (nfiles && name && name[0] && e->images >= 0) {
 		char link[64];
@@ -314,6 +314,7 @@ void eng_restore_cmd(const cs_engine *e, pid_t pid, const char *name, unsigned n
 		len = readlink(link, dir, sizeof(dir) - 1);
 	}
 	if (len > 0 && (size_t)len < sizeof(dir) - 1) {
+		char path[400], word[900];
 		dir[len] = 0;
 		snprintf(path, sizeof(path), "%s/%s", dir, name);
 		shell_word(path, word, sizeof(word));
