@@ -454,9 +454,9 @@ typedef struct cs_txn_opts {
 	 * from its park_dir, and they are removed once it is back unless
 	 * park_keep. */
 	const char *park_to;
-	/* Restore: where to look for the files of a process left parked in
-	 * files that no record names (a CRIU restore's, in its images): the
-	 * files of as many pieces as it says, of its size. */
+	/* Restore: DIR/NAME, the files of a process left parked in files that
+	 * no record names (a CRIU restore's, in its images), taken only where
+	 * they are a park of its size (cs_park_from_split). */
 	const char *park_from;
 	bool park_keep;
 	/* Checkpoint: leave to the driver a process whose parking interposer
@@ -547,8 +547,8 @@ typedef struct cs_session_opts {
 	 * setting CUDASNAP_PARK_TO gives it when this is NULL): the processes
 	 * then hold neither their GPU memory nor a host copy of it. */
 	const char *park_to;
-	/* Restore: the directory of the files of processes left parked in
-	 * files that no record names (cs_txn_opts.park_from). */
+	/* Restore: the files of a process left parked in files that no record
+	 * names (cs_txn_opts.park_from). */
 	const char *park_from;
 	/* Checkpoint: do not refuse a process whose checkpoint would not fit in
 	 * its memory cgroup or in MemAvailable (swap or overcommit may make room

@@ -30,7 +30,7 @@ typedef struct txn_cli {
 	bool no_park; /* checkpoint, restore */
 	const char *park_to; /* checkpoint: --park-to DIR */
 	bool park_keep; /* restore: --keep */
-	const char *park_from; /* restore: --park-from DIR */
+	const char *park_from; /* restore: --park-from DIR/NAME */
 	/* checkpoint and lock: --all, every CUDA process of the namespace, which
 	 * the initial PID namespace asks for by name (the hook sets it too) */
 	bool all;

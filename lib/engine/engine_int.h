@@ -224,9 +224,9 @@ void eng_park_note(cs_engine *e, eng_task *t, cs_history_proc *h, const eng_park
 /* Its lock failed and so did the unpark after it: the process runs with its
  * memory still in host memory and its GPU work held. Nothing is lost. */
 void eng_park_left(cs_engine *e, const eng_task *t, cs_history_proc *h);
-/* The command that brings pid back: with --park-from its files in the
- * images (name, nfiles > 0) where its memory is in them. */
-void eng_restore_cmd(const cs_engine *e, pid_t pid, const char *name, unsigned nfiles, char *buf, size_t size);
+/* The command that brings t back: with --park-from its files in the
+ * images where its record says its memory is in them. */
+void eng_restore_cmd(const cs_engine *e, const eng_task *t, char *buf, size_t size);
 
 /* ---- dump, restore ---- */
 void eng_give_back_or_name(cs_engine *e, int ret); /* engine_back.c */

@@ -304,11 +304,13 @@ static void shell_word(const char *path, char *out, size_t size)
 	out[o] = 0;
 }
 
-void eng_restore_cmd(const cs_engine *e, pid_t pid, const char *name, unsigned nfiles, char *buf, size_t size)
+void eng_restore_cmd(const cs_engine *e, const eng_task *t, char *buf, size_t size)
 {
+	const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
+	pid_t pid = t->pid;
 	char dir[256];
 	ssize_t len = -1;
-	if (nfiles && name && name[0] && e->images >= 0) {
+	if (me && me->park_nfiles && me->park_name[0] && e->images >= 0) {
 		char link[64];
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", e->images);
 		len = readlink(link, dir, sizeof(dir) - 1);
@@ -316,7 +318,7 @@ void eng_restore_cmd(const cs_engine *e, pid_t pid, const char *name, unsigned n
 	if (len > 0 && (size_t)len < sizeof(dir) - 1) {
 		char path[400], word[900];
 		dir[len] = 0;
-		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		snprintf(path, sizeof(path), "%s/%s", dir, me->park_name);
 		shell_word(path, word, sizeof(word));
 		/* a command cut short would name other files: none, then */
 		if ((size_t)snprintf(buf, size, "cudasnap restore --pid %d --park-from %s", (int)pid, word) < size)

@@ -283,10 +283,8 @@ static void report(cs_engine *e, const run_outcome *o)
 				"restart it",
 				(int)t->pid, t->comm);
 		else {
-			const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
 			char cmd[400];
-			eng_restore_cmd(e, t->pid, me ? me->park_name : NULL, me ? me->park_nfiles : 0, cmd,
-					sizeof(cmd));
+			eng_restore_cmd(e, t, cmd, sizeof(cmd));
 			eng_log(e, CS_LOG_ERROR,
 				"process %d (%s) is NOT restored on the GPU: it stays %s; run '%s' (see 'cudasnap ps')",
 				(int)t->pid, t->comm,
@@ -330,7 +328,7 @@ static void queue_unparks(cs_engine *e)
 		const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
 		cs_error err = { 0 };
 		char cmd[400];
-		eng_restore_cmd(e, t->pid, me ? me->park_name : NULL, me ? me->park_nfiles : 0, cmd, sizeof(cmd));
+		eng_restore_cmd(e, t, cmd, sizeof(cmd));
 		if (eng_queue_unpark(e, t->pid, me ? me->park_name : "", me ? me->park_nfiles : 0,
 				     me ? me->park_bytes : 0, &err) == 0)
 			eng_log(e, CS_LOG_INFO,
@@ -445,15 +443,13 @@ static int unpark_one(cs_engine *e, const eng_task *t, bool importers, char *why
 		 * its memory where its park put it. */
 		if (cs_env_on("CUDASNAP_KEEP_FAILED_RESTORE")) {
 			char cmd[400];
-			eng_restore_cmd(e, t->pid, me ? me->park_name : NULL, me ? me->park_nfiles : 0, cmd,
-					sizeof(cmd));
+			eng_restore_cmd(e, t, cmd, sizeof(cmd));
 			eng_log(e, CS_LOG_ERROR,
 				"process %d (%s) stays parked, running, its GPU work waiting: '%s' brings it back",
 				(int)t->pid, t->comm, cmd);
 			if (h) {
 				h->outcome = CS_HIST_LEFT_BEHIND;
-				eng_restore_cmd(e, t->pid, me ? me->park_name : NULL, me ? me->park_nfiles : 0,
-						h->recovery, sizeof(h->recovery));
+				eng_restore_cmd(e, t, h->recovery, sizeof(h->recovery));
 			}
 		}
 		snprintf(why, size, "%s", err.message);

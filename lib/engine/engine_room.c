@@ -198,10 +198,8 @@ static void note_given_up(cs_engine *e, const char *why, bool kept)
 		if (!h || h->outcome == CS_HIST_LOST || h->outcome == CS_HIST_UNRESTORABLE || (kept && t->result == 0))
 			continue;
 		h->outcome = kept ? CS_HIST_LEFT_BEHIND : CS_HIST_KILLED;
-		const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
 		if (kept)
-			eng_restore_cmd(e, t->pid, me ? me->park_name : NULL, me ? me->park_nfiles : 0, h->recovery,
-					sizeof(h->recovery));
+			eng_restore_cmd(e, t, h->recovery, sizeof(h->recovery));
 		else if (!h->why[0])
 			snprintf(h->why, sizeof(h->why), "the GPU restore failed (%s); the images are intact", why);
 	}

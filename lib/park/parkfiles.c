@@ -102,9 +102,7 @@ void cs_park_files_remove(int dirfd, const char *name, unsigned n)
 	fsync(dirfd);
 }
 
-/* Whether name.0 .. name.(n-1) are the files of a park of bytes: each of
- * its size, and no name.n. */
-static bool park_of(int dirfd, const char *name, unsigned n, unsigned long long bytes)
+bool cs_park_files_match(int dirfd, const char *name, unsigned n, unsigned long long bytes)
 {
 	char file[200];
 	struct stat st;
@@ -117,11 +115,6 @@ static bool park_of(int dirfd, const char *name, unsigned n, unsigned long long 
 			return false;
 	}
 	return false;
-}
-
-bool cs_park_files_match(int dirfd, const char *name, unsigned n, unsigned long long bytes)
-{
-	return park_of(dirfd, name, n, bytes);
 }
 
 int cs_park_from_split(const char *path, char *dir, size_t dsize, char *name, size_t nsize, cs_error *err)

@@ -386,14 +386,13 @@ static bool book_mtime(const cs_gpu_ledger *l, struct timespec *m)
  * seen then), no booking made or ended since, no GPU of its with more
  * free memory, and the wait not over. Only a look that waits stands: a
  * restore is booked only on a reading of the book under its lock. NVML's
- * reading is cheap; the driver's probe is read once a second anyway. */
+ * reading is cheap. */
 static bool still_waits(cs_gpu_ledger *l, const cs_target *t, const look *w)
 {
 	double now = cs_now();
 	struct timespec m;
-	if (!w->valid || l->probed || now - w->at >= 1.0 || now + 0.5 >= w->until ||
-	    (l->interrupted && *l->interrupted) || !book_mtime(l, &m) || m.tv_sec != w->book.tv_sec ||
-	    m.tv_nsec != w->book.tv_nsec)
+	if (!w->valid || now - w->at >= 1.0 || now + 0.5 >= w->until || (l->interrupted && *l->interrupted) ||
+	    !book_mtime(l, &m) || m.tv_sec != w->book.tv_sec || m.tv_nsec != w->book.tv_nsec)
 		return false;
 	for (unsigned k = 0; k < t->nneed; k++) {
 		const cs_nvml_gpu *c = cs_gpu_by_uuid(l->gpus, l->ngpus, t->need[k].uuid);
@@ -409,6 +408,7 @@ static bool still_waits(cs_gpu_ledger *l, const cs_target *t, const look *w)
 
 static void remember(const cs_gpu_ledger *l, const cs_target *t, const struct timespec *book, double until, look *w)
 {
+	/* the driver's probe is read once a second anyway */
 	w->valid = !l->probed;
 	w->at = cs_now();
 	w->until = until;

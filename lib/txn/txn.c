@@ -136,23 +136,22 @@ static unsigned long long rss_bytes(pid_t pid)
  * directory, open. */
 static int park_files(run *r, cs_target *t, bool park, int *dirfd, cs_park_files *f)
 {
+	/* a rollback's park, back where its memory came from */
+	bool back = park && t->park_files_back;
+	if (park && !back)
+		snprintf(t->park_dir, sizeof(t->park_dir), "%s", r->o->park_to);
 	cs_error e = { 0 };
-	if (park && t->park_files_back) {
-		/* A rollback's park, back where its memory came from: its old
-		 * files make room for the new ones. */
-		*dirfd = cs_park_dir_open(t->park_dir, &e);
+	*dirfd = cs_park_dir_open(t->park_dir, &e);
+	if (back) {
+		/* its old files make room for the new ones */
 		if (*dirfd >= 0)
 			cs_park_files_remove(*dirfd, t->park_name, t->park_nfiles);
 		t->park_files_back = false;
-	} else if (park) {
-		snprintf(t->park_dir, sizeof(t->park_dir), "%s", r->o->park_to);
 	}
 	if (park) {
 		cs_park_files_name(t->pid, t->start_time, t->park_name, sizeof(t->park_name));
 		t->park_nfiles = cs_park_files_count(t->park_bytes);
 	}
-	if (*dirfd < 0)
-		*dirfd = cs_park_dir_open(t->park_dir, &e);
 	int rc = *dirfd < 0 ?
 		-1 :
 		park ?
