@@ -446,6 +446,10 @@ typedef struct cs_txn_opts {
 	 * process stays parked, its memory where its park put it. */
 	int (*before_unpark)(void *ctx, cs_target *t, bool rollback, cs_error *err);
 	void (*unparked)(void *ctx, cs_target *t, int res);
+	/* Called before a park makes t's files or an unpark opens them
+	 * (t->park_dir, park_name and park_nfiles set): the caller notes where
+	 * they are, for whoever finds them after this command was killed. */
+	void (*park_files_at)(void *ctx, const cs_target *t, bool park);
 	void *restore_ctx;
 	/* Leave interposed processes' memory to the driver (no park step). */
 	bool no_park;

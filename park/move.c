@@ -498,14 +498,14 @@ static int fail_files(char *reply, size_t size, const struct park_files *f)
 	return -1;
 }
 
-/* Whether a file is shorter than its part of total bytes (one cut short
- * since the park): the answer is written. */
-static bool files_short(const struct park_files *f, unsigned long long total, char *reply, size_t size)
+/* Whether a file is not exactly its part of total bytes (cut short or
+ * grown since the park; park_file_fits): the answer is written. */
+static bool files_misfit(const struct park_files *f, unsigned long long total, char *reply, size_t size)
 {
 	for (unsigned i = 0; i < f->n; i++) {
 		struct stat st = { 0 };
 		unsigned long long want = park_file_size(total, f->n, i);
-		if (fstat(f->fd[i], &st) != 0 || (unsigned long long)st.st_size < want) {
+		if (fstat(f->fd[i], &st) != 0 || !park_file_fits((unsigned long long)st.st_size, total, f->n, i)) {
 			snprintf(reply, size,
 				 "error code=0 stage=files file=%u why=file %u holds %lld bytes of the %llu its part of %llu bytes takes\n",
 				 i, i, (long long)st.st_size, want, total);
@@ -682,7 +682,7 @@ static int move_in_files(const struct park_real *r, struct park_files *f, char *
 			 "restore does)\n");
 		return -1;
 	}
-	if (files_short(f, parked_bytes, reply, size))
+	if (files_misfit(f, parked_bytes, reply, size))
 		return -1;
 	if (!park_tags_usable(tags)) {
 		snprintf(reply, size,

@@ -25,7 +25,7 @@
 #define PARK_NONCE_LEN 16
 #define PARK_LINE_MAX 256 /* longer lines are refused whole */
 #define PARK_TIMEOUT_MAX 600000u
-#define PARK_REQ_FILES_MAX 16 /* = PARK_FILES_MAX (lib/proc/park_find.h) */
+#define PARK_REQ_FILES_MAX 8 /* = PARK_FILES_MAX (lib/proc/park_find.h) */
 
 enum park_verb {
 	PARK_REQ_BAD = 0,

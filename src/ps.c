@@ -152,7 +152,8 @@ static bool park_left(const cs_proc *p, const cs_park_info *pi)
 	return pi->seen && pi->parked && pi->held == 0 && p->state == CS_STATE_RUNNING;
 }
 
-static void print_park(const cs_proc *p)
+/* named: a left-behind entry names its files and says it when left parked. */
+static void print_park(const cs_proc *p, bool named)
 {
 	cs_park_info pi;
 	char what[64];
@@ -168,6 +169,8 @@ static void print_park(const cs_proc *p)
 		snprintf(where, sizeof(where), "%u files (--park-to)", pi.files);
 	else
 		snprintf(where, sizeof(where), "host memory");
+	if (park_left(p, &pi) && named)
+		return;
 	if (park_left(p, &pi))
 		printf("LEFT BEHIND: %d (%s) is running, parked: %.1f MiB of its device memory is in %s and "
 		       "its GPU work waits, and nothing holds its park (it was committed); recover with 'cudasnap "
@@ -229,12 +232,30 @@ static void print_ipc(const cs_proc *p)
 		       (int)p->pid, p->comm, p->ipc_import);
 }
 
+/* A left-behind entry in words (cs_left_behind_say), its process's park
+ * asked where only its files are left. */
+static void say_left(const cs_ptable *t, const cs_left_behind *b, char *line, size_t lsize, char *fix, size_t fsize)
+{
+	const cs_proc *p = b->pid ? cs_ptable_find(t, b->pid) : NULL;
+	int parked = p && b->files_only && b->files[0] ? cs_park_parked_now(p->pid) : -1;
+	cs_left_behind_say(b, p ? p->state : CS_STATE_UNKNOWN, parked, line, lsize, fix, fsize);
+}
+
+/* Whether an entry of b names pid's files: the park line gives way to it. */
+static bool behind_names(const cs_left_behind *b, size_t nb, pid_t pid)
+{
+	for (size_t i = 0; i < nb; i++)
+		if (b[i].pid == pid && b[i].files[0])
+			return true;
+	return false;
+}
+
 /* What the table alone does not say: processes other operations hold, and
  * those that holders which died left behind. */
 static void print_notes(const cs_ptable *t, const cs_left_behind *b, size_t nb)
 {
 	for (size_t i = 0; i < t->n; i++)
-		print_park(&t->procs[i]);
+		print_park(&t->procs[i], behind_names(b, nb, t->procs[i].pid));
 	for (size_t i = 0; i < t->n; i++) {
 		const cs_proc *p = &t->procs[i];
 		if (p->busy)
@@ -248,42 +269,48 @@ static void print_notes(const cs_ptable *t, const cs_left_behind *b, size_t nb)
 			print_ipc(p);
 	}
 	for (size_t i = 0; i < nb; i++) {
-		const cs_proc *p = cs_ptable_find(t, b[i].pid);
-		int st = p ? p->state : CS_STATE_UNKNOWN;
-		printf("LEFT BEHIND: %d (%s) is %s: %s ended in the middle of an operation on it; recover with "
-		       "'cudasnap %s --pid %d'\n",
-		       (int)b[i].pid, b[i].comm, cs_state_name(st) ? cs_state_name(st) : "in an unknown state",
-		       b[i].holder, st == CS_STATE_LOCKED ? "unlock" : "restore", (int)b[i].pid);
+		char line[800], fix[400];
+		say_left(t, &b[i], line, sizeof(line), fix, sizeof(fix));
+		printf("LEFT BEHIND: %s%s%s%s%s\n", line, fix[0] ? "; " : "",
+		       !fix[0]                             ? "" :
+			       strncmp(fix, "rm ", 3) == 0 ? "remove them with '" :
+							     "recover with '",
+		       fix, fix[0] ? "'" : "");
 	}
 }
 
-static json_object *left_entry(pid_t pid, const char *comm, const char *holder, const char *verb)
+static json_object *left_entry(pid_t pid, const char *comm, const char *holder, const char *recovery, const char *files,
+			       const char *what)
 {
-	char cmd[96];
-	snprintf(cmd, sizeof(cmd), "cudasnap %s --pid %d", verb, (int)pid);
 	json_object *o = json_object_new_object();
-	json_object_object_add(o, "pid", json_object_new_int(pid));
+	cs_json_add_int_or_null(o, "pid", pid, pid > 0);
 	json_object_object_add(o, "comm", json_object_new_string(comm));
 	json_object_object_add(o, "holder", json_object_new_string(holder));
-	json_object_object_add(o, "recovery", json_object_new_string(cmd));
+	json_object_object_add(o, "recovery", recovery[0] ? json_object_new_string(recovery) : NULL);
+	json_object_object_add(o, "files", files[0] ? json_object_new_string(files) : NULL);
+	json_object_object_add(o, "what", json_object_new_string(what));
 	return o;
 }
 
 static json_object *left_behind_json(const cs_ptable *t, const cs_left_behind *b, size_t nb)
 {
 	json_object *a = json_object_new_array();
+	char line[800], fix[400];
 	for (size_t i = 0; i < t->n; i++) {
 		cs_park_info pi;
-		if (park_of(&t->procs[i], &pi) && park_left(&t->procs[i], &pi))
+		const cs_proc *p = &t->procs[i];
+		if (!behind_names(b, nb, p->pid) && park_of(p, &pi) && park_left(p, &pi)) {
+			snprintf(fix, sizeof(fix), "cudasnap restore --pid %d", (int)p->pid);
+			snprintf(line, sizeof(line), "pid %d (%s) is running, parked, and nothing holds its park",
+				 (int)p->pid, p->comm);
 			json_object_array_add(a,
-					      left_entry(t->procs[i].pid, t->procs[i].comm,
-							 "none (its park was committed)", "restore"));
+					      left_entry(p->pid, p->comm, "none (its park was committed)", fix, "",
+							 line));
+		}
 	}
 	for (size_t i = 0; i < nb; i++) {
-		const cs_proc *p = cs_ptable_find(t, b[i].pid);
-		json_object_array_add(a,
-				      left_entry(b[i].pid, b[i].comm, b[i].holder,
-						 p && p->state == CS_STATE_LOCKED ? "unlock" : "restore"));
+		say_left(t, &b[i], line, sizeof(line), fix, sizeof(fix));
+		json_object_array_add(a, left_entry(b[i].pid, b[i].comm, b[i].holder, fix, b[i].files, line));
 	}
 	return a;
 }

@@ -5,6 +5,7 @@
 #include "doctor.h"
 #include "capacity.h"
 #include "claim.h"
+#include "park.h"
 #include "state.h"
 #include "select.h"
 #include "proc.h"
@@ -377,14 +378,12 @@ static void check_left_behind(cs_doctor_report *r, const cs_ptable *t)
 	size_t n = 0;
 	cs_claims_left_behind(statefd, t, false, &b, &n);
 	for (size_t i = 0; i < n; i++) {
-		const cs_proc *p = cs_ptable_find(t, b[i].pid);
-		int st = p ? p->state : CS_STATE_UNKNOWN;
-		char fix[128];
-		snprintf(fix, sizeof(fix), "cudasnap %s --pid %d", st == CS_STATE_LOCKED ? "unlock" : "restore",
-			 (int)b[i].pid);
-		cs_doctor_add(r, "left-behind", WARN, b[i].pid, fix,
-			      "pid %d (%s) is %s: %s ended in the middle of an operation on it", (int)b[i].pid,
-			      b[i].comm, cs_state_name(st) ? cs_state_name(st) : "in an unknown state", b[i].holder);
+		const cs_proc *p = b[i].pid ? cs_ptable_find(t, b[i].pid) : NULL;
+		int parked = p && b[i].files_only && b[i].files[0] ? cs_park_parked_now(p->pid) : -1;
+		char line[800], fix[400];
+		cs_left_behind_say(&b[i], p ? p->state : CS_STATE_UNKNOWN, parked, line, sizeof(line), fix,
+				   sizeof(fix));
+		cs_doctor_add(r, "left-behind", WARN, b[i].pid, fix[0] ? fix : NULL, "%s", line);
 	}
 }
 

@@ -98,12 +98,20 @@ static void log_left_behind(cs_engine *e)
 	_cleanup_free_ cs_left_behind *b = NULL;
 	size_t n = 0;
 	cs_claims_left_behind(e->state_fd, &t, false, &b, &n);
-	for (size_t i = 0; i < n; i++)
-		eng_log(e, CS_LOG_WARN,
-			"process %d (%s) may be left locked or checkpointed: %s ended in the middle of an operation on "
-			"it; 'cudasnap ps' shows its state, 'cudasnap restore --pid %d' or 'cudasnap unlock --pid %d' "
-			"recovers it",
-			(int)b[i].pid, b[i].comm, b[i].holder, (int)b[i].pid, (int)b[i].pid);
+	for (size_t i = 0; i < n; i++) {
+		const cs_proc *p = b[i].pid ? cs_ptable_find(&t, b[i].pid) : NULL;
+		char line[800], fix[400];
+		cs_left_behind_say(&b[i], p ? p->state : CS_STATE_UNKNOWN, -1, line, sizeof(line), fix, sizeof(fix));
+		if (b[i].files_only) /* only its park files are left */
+			eng_log(e, CS_LOG_WARN, "%s; 'cudasnap ps' says more%s%s", line, fix[0] ? ": " : "", fix);
+		else
+			eng_log(e, CS_LOG_WARN,
+				"process %d (%s) may be left locked or checkpointed: %s ended in the middle of an "
+				"operation on it; 'cudasnap ps' shows its state, 'cudasnap restore --pid %d%s%s' or "
+				"'cudasnap unlock --pid %d' recovers it",
+				(int)b[i].pid, b[i].comm, b[i].holder, (int)b[i].pid,
+				b[i].files[0] ? " --park-from " : "", b[i].files, (int)b[i].pid);
+	}
 }
 
 static const char *final_name(cs_engine_final f)

@@ -69,9 +69,10 @@ long long cs_park_dir_free(int dirfd)
 unsigned cs_park_files_count(unsigned long long bytes)
 {
 	unsigned long long pieces = park_pieces(bytes);
-	/* 8 writers in flight keep an NVMe device and a memory-backed file
-	 * system busy; more cost staging in the process for nothing. */
-	return pieces == 0 ? 1 : pieces < 8 ? (unsigned)pieces : 8;
+	/* 8 files (PARK_FILES_MAX) in flight keep an NVMe device and a
+	 * memory-backed file system busy; more cost staging in the process for
+	 * nothing. */
+	return pieces == 0 ? 1 : pieces < PARK_FILES_MAX ? (unsigned)pieces : PARK_FILES_MAX;
 }
 
 unsigned long long cs_park_files_staging(unsigned long long bytes)
@@ -111,7 +112,7 @@ bool cs_park_files_match(int dirfd, const char *name, unsigned n, unsigned long 
 		bool there = fstatat(dirfd, file, &st, AT_SYMLINK_NOFOLLOW) == 0;
 		if (i == n)
 			return !there;
-		if (!there || !S_ISREG(st.st_mode) || (unsigned long long)st.st_size != park_file_size(bytes, n, i))
+		if (!there || !S_ISREG(st.st_mode) || !park_file_fits((unsigned long long)st.st_size, bytes, n, i))
 			return false;
 	}
 	return false;
@@ -204,9 +205,10 @@ static int make_failed(int dirfd, const char *dir, const char *name, const char 
 				    dir, (double)bytes / (1 << 30), avail < 0 ? 0.0 : (double)avail / (1 << 30));
 	if (rc == EEXIST)
 		return cs_error_set(err, CS_ESYS,
-				    "Another checkpoint of this process already parked into this directory: "
-				    "restore it first, or give another --park-to. Files no park holds (kept by "
-				    "restore --keep, or left by a checkpoint killed half-way) go with rm.",
+				    "Files of an earlier park of this process are there: 'cudasnap ps' says whether "
+				    "it is parked in them (restore it first) or they were left (by a cudasnap killed "
+				    "during a park or an unpark, or by restore --keep: remove them with rm), or give "
+				    "another --park-to.",
 				    "cannot make %s/%s: %s", dir, file, strerror(rc));
 	return cs_error_errno(err, CS_ESYS, rc, NULL, "cannot make %s/%s", dir, file);
 }
@@ -268,11 +270,11 @@ int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n,
 		 * process's user (a park of its own): no other user's (the MAC
 		 * of each piece, in the process, refuses what was changed). */
 		bool owner = st.st_uid == 0 || st.st_uid == geteuid() || st.st_uid == uid;
-		const char *bad = !S_ISREG(st.st_mode)         ? "not a regular file" :
-			st.st_nlink != 1                       ? "a hard link (a file of several names)" :
-			!owner                                 ? "owned by another user" :
-			(unsigned long long)st.st_size != size ? "of another size" :
-								 NULL;
+		const char *bad = !S_ISREG(st.st_mode) ? "not a regular file" :
+			st.st_nlink != 1               ? "a hard link (a file of several names)" :
+			!owner                         ? "owned by another user" :
+			!park_file_fits((unsigned long long)st.st_size, bytes, n, i) ? "of another size" :
+										       NULL;
 		if (!bad)
 			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 		if (bad) {

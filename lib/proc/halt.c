@@ -112,6 +112,8 @@ static void mount_line(const char *p, const char *end, cs_cgroup_mounts *m)
 	/* One v1 hierarchy may hold both controllers. */
 	if (v1 && !m->v1mem[0] && cs_cgroup_has_option(opts, ol, "memory"))
 		take(m->v1mem, sizeof(m->v1mem), m->v1mem_root, sizeof(m->v1mem_root), f, l);
+	if (v1 && !m->v1pids[0] && cs_cgroup_has_option(opts, ol, "pids"))
+		take(m->v1pids, sizeof(m->v1pids), m->v1pids_root, sizeof(m->v1pids_root), f, l);
 }
 
 void cs_cgroup_mounts_parse(const char *text, size_t len, cs_cgroup_mounts *m)
@@ -127,13 +129,13 @@ void cs_cgroup_mounts_parse(const char *text, size_t len, cs_cgroup_mounts *m)
 	}
 }
 
-/* The file under the mount for a cgroup path as /proc/PID/cgroup shows it. */
-static bool cgroup_file(const char *mnt, const char *root, const char *path, size_t plen, const char *name, char *out,
-			size_t size)
+bool cs_cgroup_file(const char *mnt, const char *root, const char *path, size_t plen, const char *name, char *out,
+		    size_t size)
 {
 	size_t rl = strlen(root);
-	/* The root cgroup of a hierarchy cannot be frozen (neither v2 nor the v1
-	 * freezer offer it): no file to read for the many processes there. */
+	/* The root cgroup of a hierarchy cannot be frozen or limited (neither
+	 * v2 nor the v1 freezer or pids offer it): no file to read for the
+	 * many processes there. */
 	if (rl == 1 && plen == 1 && path[0] == '/')
 		return false;
 	if (rl > 1) {
@@ -182,13 +184,13 @@ bool cs_cgroup_frozen(const char *text, size_t len, const cs_cgroup_mounts *m, c
 			size_t ctll = (size_t)(c2 - ctl), cgl = (size_t)(le - cg);
 			bool v2 = ctll == 0 && c1 - p == 1 && *p == '0';
 			if (v2 && m->v2[0] &&
-			    cgroup_file(m->v2, m->v2_root, cg, cgl, "cgroup.events", path, sizeof(path)) &&
+			    cs_cgroup_file(m->v2, m->v2_root, cg, cgl, "cgroup.events", path, sizeof(path)) &&
 			    file_says(path, "frozen 1")) {
 				snprintf(where, wsize, "%s", path);
 				return true;
 			}
 			if (!v2 && m->v1[0] && cs_cgroup_has_option(ctl, ctll, "freezer") &&
-			    cgroup_file(m->v1, m->v1_root, cg, cgl, "freezer.state", path, sizeof(path)) &&
+			    cs_cgroup_file(m->v1, m->v1_root, cg, cgl, "freezer.state", path, sizeof(path)) &&
 			    (file_says(path, "FROZEN") || file_says(path, "FREEZING"))) {
 				snprintf(where, wsize, "%s", path);
 				return true;

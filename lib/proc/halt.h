@@ -35,6 +35,7 @@ typedef struct cs_cgroup_mounts {
 	char v2[PATH_MAX], v2_root[PATH_MAX];
 	char v1[PATH_MAX], v1_root[PATH_MAX]; /* the v1 freezer */
 	char v1mem[PATH_MAX], v1mem_root[PATH_MAX];
+	char v1pids[PATH_MAX], v1pids_root[PATH_MAX];
 } cs_cgroup_mounts;
 
 /* Parses /proc/self/mountinfo text. */
@@ -46,6 +47,12 @@ bool cs_cgroup_has_option(const char *list, size_t len, const char *want);
 
 /* Parses <procdir>/self/mountinfo. 0, or -errno (out then holds no mount). */
 int cs_cgroup_mounts_read(const char *procdir, cs_cgroup_mounts *out);
+
+/* The file name of a cgroup as /proc/PID/cgroup shows it (path, plen),
+ * under a mount mnt whose root is root, into out: false when the mount
+ * does not show it (or it is the hierarchy's root, which has no limits). */
+bool cs_cgroup_file(const char *mnt, const char *root, const char *path, size_t plen, const char *name, char *out,
+		    size_t size);
 
 /* Whether the text of a /proc/PID/cgroup file puts the process in a frozen
  * cgroup (v2 cgroup.events "frozen 1", v1 freezer.state FROZEN or FREEZING).

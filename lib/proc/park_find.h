@@ -81,7 +81,7 @@ int park_send_fd(int conn, const void *msg, size_t len, int fd, int flags);
  * offset (k / n) * PARK_PIECE. So each file is written and read by
  * PARK_LANES threads of its own, taking its pieces in turn, and its size
  * follows from the bytes alone. */
-#define PARK_FILES_MAX 16
+#define PARK_FILES_MAX 8
 #define PARK_PIECE (32ull << 20)
 /* Two threads for each file: one's MAC and copy to or from the device
  * overlap the other's file I/O. On an H200 with a tmpfs, one thread per
@@ -112,6 +112,14 @@ static inline unsigned long long park_file_size(unsigned long long total, unsign
 	if ((pieces - 1) % n == f)
 		size -= pieces * PARK_PIECE - total; /* the last piece, shorter */
 	return size;
+}
+/* Whether a file of size bytes can be file f of n of a park of total
+ * bytes: exactly its part. The one rule of every check of a park's files:
+ * cudasnap's before it hands them over (and of the set --park-from names),
+ * and the interposer's before it reads them. */
+static inline bool park_file_fits(unsigned long long size, unsigned long long total, unsigned n, unsigned f)
+{
+	return f < n && size == park_file_size(total, n, f);
 }
 
 #endif

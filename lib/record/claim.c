@@ -18,6 +18,8 @@
  * it calls the process busy. Real holders keep theirs for seconds. */
 #define RETRY_NAPS 25
 #define RETRY_NAP_NS 2000000L
+/* A record: its holder, its process, and the files it parks into. */
+#define RECORD_MAX 1024
 
 void cs_claims_init(cs_claims *c)
 {
@@ -43,13 +45,47 @@ static void let_go(cs_claims *c, cs_claim *cl)
 	free(cl->left);
 }
 
+static bool text_files(const char *text, cs_left_behind *e);
+
 void cs_claims_settled(cs_claims *c, pid_t pid)
 {
-	for (size_t i = 0; i < c->n; i++)
-		if (c->v[i].pid == pid) {
+	for (size_t i = 0; i < c->n; i++) {
+		cs_left_behind e = { 0 };
+		/* files the dead holder left stay named until they are removed */
+		if (c->v[i].pid == pid && !(c->v[i].left && text_files(c->v[i].left, &e))) {
 			free(c->v[i].left);
 			c->v[i].left = NULL;
 		}
+	}
+}
+
+/* The length of a record's first two lines (holder, process), 0 when it
+ * has not both. */
+static size_t head_len(const char *text)
+{
+	const char *l1 = strchr(text, '\n');
+	const char *l2 = l1 ? strchr(l1 + 1, '\n') : NULL;
+	return l2 ? (size_t)(l2 + 1 - text) : 0;
+}
+
+int cs_claims_files(cs_claims *c, pid_t pid, const char *step, const char *dir, const char *name, unsigned n)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		cs_claim *cl = &c->v[i];
+		char text[RECORD_MAX + 512];
+		ssize_t got = cl->pid == pid && cl->fd >= 0 ? pread(cl->fd, text, RECORD_MAX - 1, 0) : -1;
+		text[got > 0 ? got : 0] = '\0';
+		size_t head = head_len(text);
+		if (head == 0)
+			continue;
+		int len = snprintf(text + head, sizeof(text) - head, "files %s %u %s/%s\n", step, n, dir, name);
+		if (len < 0 || head + (size_t)len >= RECORD_MAX)
+			return -1; /* a path this long is not noted, rather than cut */
+		if (ftruncate(cl->fd, 0) == 0 && pwrite(cl->fd, text, head + (size_t)len, 0) == (ssize_t)(head + len))
+			return 0;
+		return -1;
+	}
+	return -1;
 }
 
 void cs_claims_release(cs_claims *c)
@@ -248,7 +284,7 @@ static int claim_record(cs_claims *c, int statefd, cs_claim *cl, const ident *id
 		return cs_error_errno(err, CS_ESTATE, -r, why[0] ? "Remove it: cudasnap makes it again." : NULL,
 				      "cannot claim process %d in %s/claims%s%s%s%s", (int)cl->pid, cs_state_dir(),
 				      why[0] ? ": its record " : "", why[0] ? cl->name : "", why[0] ? ": " : "", why);
-	char old[400];
+	char old[RECORD_MAX];
 	ssize_t n = pread(cl->fd, old, sizeof(old) - 1, 0);
 	old[n > 0 ? n : 0] = '\0';
 	unsigned long long start;
@@ -404,6 +440,43 @@ static bool record_process(int fd, unsigned long long *start, char *comm, size_t
 	return true;
 }
 
+/* The record's "files STEP N DIR/NAME" line, when it has one whose first
+ * file is still there. */
+static bool record_files(int fd, cs_left_behind *e)
+{
+	char text[RECORD_MAX];
+	ssize_t got = pread(fd, text, sizeof(text) - 1, 0);
+	text[got > 0 ? got : 0] = '\0';
+	return text_files(text, e);
+}
+
+/* The same, of a record's text. */
+static bool text_files(const char *text, cs_left_behind *e)
+{
+	const char *l = text + head_len(text), *end = strchr(l, '\n');
+	const char *step = strncmp(l, "files park ", 11) == 0 ? "park" :
+		strncmp(l, "files unpark ", 13) == 0          ? "unpark" :
+								NULL;
+	if (head_len(text) == 0 || end == NULL || step == NULL)
+		return false;
+	const char *p = l + 7 + strlen(step);
+	unsigned n = 0;
+	for (; p < end && *p >= '0' && *p <= '9' && n <= 64; p++)
+		n = n * 10 + (unsigned)(*p - '0');
+	char path[sizeof(e->files)], first[sizeof(e->files) + 8];
+	if (n == 0 || n > 64 || p >= end || *p != ' ' || (size_t)(end - p - 1) >= sizeof(path))
+		return false;
+	snprintf(path, sizeof(path), "%.*s", (int)(end - p - 1), p + 1);
+	struct stat st;
+	snprintf(first, sizeof(first), "%s.0", path);
+	if (path[0] != '/' || fstatat(AT_FDCWD, first, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+		return false;
+	cs_sanitize(e->files, sizeof(e->files), path, strlen(path));
+	snprintf(e->step, sizeof(e->step), "%s", step);
+	e->nfiles = n;
+	return true;
+}
+
 static void look_at(int dirfd, const char *name, const cs_ptable *t, bool tidy, cs_left_behind **out, size_t *n,
 		    size_t *cap)
 {
@@ -412,13 +485,16 @@ static void look_at(int dirfd, const char *name, const cs_ptable *t, bool tidy, 
 		return; /* gone, not one of ours (a link, another's), or its holder lives */
 	unsigned long long start;
 	cs_left_behind e = { 0 };
-	const cs_proc *p = record_process(fd, &start, e.comm, sizeof(e.comm)) ? find_named(t, name, start) : NULL;
-	if (!p || p->state == CS_STATE_RUNNING) {
+	bool named = record_process(fd, &start, e.comm, sizeof(e.comm));
+	const cs_proc *p = named ? find_named(t, name, start) : NULL;
+	bool files = named && record_files(fd, &e);
+	e.files_only = !p || p->state == CS_STATE_RUNNING;
+	if (e.files_only && !files) {
 		if (tidy)
 			unlinkat(dirfd, name, 0);
 		return;
 	}
-	e.pid = p->pid;
+	e.pid = p ? p->pid : 0;
 	record_holder(fd, e.holder, sizeof(e.holder));
 	if (cs_grow(out, cap, *n + 1, sizeof(**out)) == 0)
 		(*out)[(*n)++] = e;
@@ -436,4 +512,49 @@ void cs_claims_left_behind(int statefd, const cs_ptable *t, bool tidy, cs_left_b
 	for (struct dirent *de; (de = readdir(dir));)
 		if (de->d_name[0] != '.')
 			look_at(dirfd(dir), de->d_name, t, tidy, out, n, &cap);
+}
+
+void cs_left_behind_say(const cs_left_behind *b, int state, int parked, char *line, size_t lsize, char *fix,
+			size_t fsize)
+{
+	const char *st = cs_state_name(state) ? cs_state_name(state) : "in an unknown state";
+	char files[sizeof(b->files) + 96] = "";
+	if (b->files[0])
+		snprintf(files, sizeof(files), "%u park file%s %s.0%s", b->nfiles, b->nfiles == 1 ? "" : "s", b->files,
+			 b->nfiles > 1 ? " ..." : "");
+	if (!b->files_only) {
+		snprintf(line, lsize, "%d (%s) is %s: %s ended in the middle of an operation on it%s%s", (int)b->pid,
+			 b->comm, st, b->holder, files[0] ? "; its GPU memory may be in its " : "", files);
+		if (state == CS_STATE_LOCKED)
+			snprintf(fix, fsize, "cudasnap unlock --pid %d", (int)b->pid);
+		else if (state == CS_STATE_CHECKPOINTED)
+			snprintf(fix, fsize, "cudasnap restore --pid %d%s%s", (int)b->pid,
+				 files[0] ? " --park-from " : "", files[0] ? b->files : "");
+		else
+			snprintf(fix, fsize, "%s", "");
+		return;
+	}
+	const char *during = strcmp(b->step, "unpark") == 0 ? "an unpark from them" : "a park into them";
+	if (b->pid == 0) {
+		snprintf(line, lsize, "the %s of process %s, which has exited, are left: %s ended in the middle of %s",
+			 files, b->comm, b->holder, during);
+		snprintf(fix, fsize, "rm %s.*", b->files);
+	} else if (parked == 1) {
+		snprintf(line, lsize,
+			 "%d (%s) is running but parked, its GPU memory in its %s: %s ended in the middle of %s",
+			 (int)b->pid, b->comm, files, b->holder, during);
+		snprintf(fix, fsize, "cudasnap restore --pid %d --park-from %s", (int)b->pid, b->files);
+	} else if (parked == 0) {
+		snprintf(line, lsize,
+			 "%d (%s) is running with its GPU memory, and its %s are left: %s ended in the middle of %s; "
+			 "they hold nothing it needs",
+			 (int)b->pid, b->comm, files, b->holder, during);
+		snprintf(fix, fsize, "rm %s.*", b->files);
+	} else {
+		snprintf(line, lsize,
+			 "%d (%s) is running, and its %s are left: %s ended in the middle of %s; whether it is "
+			 "parked in them cannot be told (its interposer does not answer): keep them",
+			 (int)b->pid, b->comm, files, b->holder, during);
+		snprintf(fix, fsize, "%s", "");
+	}
 }

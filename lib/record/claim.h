@@ -97,18 +97,43 @@ CS_DEFINE_CLEANUP_STRUCT(cs_claims, cs_claims_release)
  * busy, as it does not keep cs_claims_add off. */
 bool cs_claims_busy(int statefd, pid_t pid, char *who, size_t size);
 
-/* A process that a holder which died left in the middle of an operation. */
+/* Notes in pid's record, for whoever finds it after its holder died, that
+ * a park (step "park") is about to write n files DIR/NAME.0 ... or an
+ * unpark ("unpark") to read them: a holder killed then leaves them. 0, or
+ * -1 when c does not hold pid's record (nothing noted). */
+int cs_claims_files(cs_claims *c, pid_t pid, const char *step, const char *dir, const char *name, unsigned n);
+
+/* A process that a holder which died left in the middle of an operation,
+ * or the park files it left. */
 typedef struct cs_left_behind {
-	pid_t pid; /* as this namespace names it */
+	pid_t pid; /* as this namespace names it; 0 when the process is gone */
 	char comm[64];
 	char holder[160]; /* "pid 12, 'criu dump'" as the holder wrote it */
+	/* the files its holder parked into or unparked from (cs_claims_files),
+	 * still there: DIR/NAME ("" when none) */
+	char files[320];
+	unsigned nfiles;
+	char step[8]; /* "park" or "unpark" */
+	/* only its files are left: the process is gone, or runs */
+	bool files_only;
 } cs_left_behind;
 
 /* The records whose holder died and whose process still lives (found in t,
- * by its PID namespace, pid there and start time). With tidy, records of
- * processes that are gone, or that t shows running again, are removed:
- * nothing is left to recover. *out is malloc'd (NULL when none). Never
- * fails: what cannot be read is skipped. */
+ * by its PID namespace, pid there and start time) not running, or whose
+ * park files are still there. With tidy, the other records (processes gone
+ * or running again, and no files left) are removed: nothing is left to
+ * recover. *out is malloc'd (NULL when none). Never fails: what cannot be
+ * read is skipped. */
 void cs_claims_left_behind(int statefd, const cs_ptable *t, bool tidy, cs_left_behind **out, size_t *n);
+
+/* What b is and what recovers it, in words: line gets "12 (python) is
+ * checkpointed: HOLDER ended in the middle of an operation on it" or, for
+ * files alone, what they are; fix the command that recovers it (with
+ * --park-from where its files are known) or removes them ("rm ..."), ""
+ * when nothing should be done yet. state: p's
+ * (CS_STATE_UNKNOWN without p); parked: whether its interposer says it is
+ * parked in files (1), not parked (0), or cannot be asked (-1). */
+void cs_left_behind_say(const cs_left_behind *b, int state, int parked, char *line, size_t lsize, char *fix,
+			size_t fsize);
 
 #endif

@@ -3,6 +3,7 @@
 #include "plan.h"
 #include "park.h"
 #include "parkfiles.h"
+#include "pids.h"
 #include "halt.h"
 #include "pool.h"
 #include "select.h"
@@ -11,6 +12,7 @@
 
 #include <fcntl.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,9 +196,52 @@ static void ask_park(const cs_proc *p, cs_park_info *pi)
 		cs_park_status(p->pid, 2000, pi);
 }
 
+/* A park into files runs PARK_LANES threads a file in the process, one of
+ * them the park's own: where its pids cgroup leaves room for fewer, the
+ * park's thread takes the other lanes in turn. */
+static void note_park_threads(pid_t pid, const cs_park_info *pi, cs_plan_entry *e)
+{
+	unsigned want = cs_park_files_count(pi->bytes) * PARK_LANES - 1;
+	char where[256];
+	long long room = cs_pids_room(pid, where, sizeof(where));
+	if (room >= 0 && room < want)
+		cs_plan_add_reason(e, "park-threads", false,
+				   "its park into files runs %u threads beside the park's own, and the pids.max of "
+				   "cgroup %s leaves room for %lld: the park's own thread takes the other lanes in turn "
+				   "(slower; the same result)",
+				   want, where, room);
+}
+
+/* Files of an earlier park of the same process in the directory: a park
+ * never writes over them, and the checkpoint is refused before anything
+ * changes, saying what they are. */
+static void check_files_left(const cs_session *s, const cs_proc *p, const cs_park_info *pi, cs_plan_entry *e)
+{
+	char name[80], first[96];
+	struct stat st;
+	cs_park_files_name(p->pid, p->start_time, name, sizeof(name));
+	snprintf(first, sizeof(first), "%s.0", name);
+	_cleanup_close_ int fd = open(s->park_to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstatat(fd, first, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return;
+	if (pi->parked)
+		cs_plan_set_fix(cs_plan_add_reason(e, "park-files-left", true,
+						   "it is parked already, its memory perhaps in %s/%s.*: a second "
+						   "park into that directory would write over them",
+						   s->park_to, name),
+				"Restore it first (cudasnap restore --pid N).");
+	else
+		cs_plan_set_fix(cs_plan_add_reason(e, "park-files-left", true,
+						   "%s/%s.* are left from an earlier park of it: a cudasnap killed "
+						   "during a park or an unpark leaves them, and so does restore --keep",
+						   s->park_to, name),
+				"They hold nothing it needs (it is not parked): remove them (rm DIR/NAME.*), or "
+				"give another --park-to. 'cudasnap ps' names such files.");
+}
+
 /* What the interposer makes of it: its memory parks outside the driver's
  * lock, or it goes the driver's way and why. Never blocks. */
-static void note_park(const cs_session *s, const cs_park_info *pi, cs_plan_entry *e)
+static void note_park(const cs_session *s, const cs_proc *p, const cs_park_info *pi, cs_plan_entry *e)
 {
 	if (!pi->seen || (s->no_park && s->o->op == CS_OP_CHECKPOINT))
 		return;
@@ -204,12 +249,14 @@ static void note_park(const cs_session *s, const cs_park_info *pi, cs_plan_entry
 	if (s->o->op == CS_OP_RESTORE && pi->parked)
 		cs_plan_add_reason(e, "park", false,
 				   "%.1f MiB of its device memory is parked: unparked after the unlock", mib);
-	else if (s->o->op == CS_OP_CHECKPOINT && pi->parkable && s->park_to)
+	else if (s->o->op == CS_OP_CHECKPOINT && pi->parkable && s->park_to) {
 		cs_plan_add_reason(e, "park", false,
 				   "runs the parking interposer: %.1f MiB of its device memory parks into %u files of %s "
 				   "before the lock",
 				   mib, cs_park_files_count(pi->bytes), s->park_to);
-	else if (s->o->op == CS_OP_CHECKPOINT && pi->parkable)
+		note_park_threads(p->pid, pi, e);
+		check_files_left(s, p, pi, e);
+	} else if (s->o->op == CS_OP_CHECKPOINT && pi->parkable)
 		cs_plan_add_reason(e, "park", false,
 				   "runs the parking interposer: %.1f MiB of its device memory parks before the lock",
 				   mib);
@@ -241,7 +288,7 @@ static void fill_entry(const cs_session *s, const cs_proc *p, const cs_target *t
 	check_ipc(s, p, &pi, e);
 	if (e->target) {
 		check_reachable(s, &pi, e);
-		note_park(s, &pi, e);
+		note_park(s, p, &pi, e);
 		if (s->park_to && pi.seen && pi.parkable && cs_park_wanted(&pi) && s->o->op == CS_OP_CHECKPOINT)
 			e->park_out = pi.bytes;
 	}
@@ -344,7 +391,7 @@ bool cs_reason_refused_by_check(const cs_reason *r)
 {
 	static const char *const codes[] = { "memory",     "memory-unknown", "ipc-import",         "park-unreachable",
 					     "gpu-memory", "gpu-absent",     "gpu-memory-unknown", "park-space",
-					     "gpu-book" };
+					     "gpu-book",   "park-files-left" };
 	for (size_t i = 0; r->blocks && i < CS_ARRAY_SIZE(codes); i++)
 		if (strcmp(r->code, codes[i]) == 0)
 			return true;

@@ -248,6 +248,15 @@ static const char *recovery_of(int state)
 	return state == CS_STATE_CHECKPOINTED ? "restore" : state == CS_STATE_LOCKED ? "unlock" : NULL;
 }
 
+/* Park files a holder that died left beside a process that runs, or has
+ * exited. */
+static void warn_files_left(cs_session *s, const cs_left_behind *b, int state)
+{
+	char line[800], fix[400];
+	cs_left_behind_say(b, state, -1, line, sizeof(line), fix, sizeof(fix));
+	cs_session_warn(s, "warning: LEFT BEHIND: %s%s%s%s", line, fix[0] ? "; '" : "", fix, fix[0] ? "'" : "");
+}
+
 /* Processes that a holder which died left locked or checkpointed: named,
  * with what recovers each, whether or not this session acts on them. Those
  * it claimed itself are named from their records too. */
@@ -267,16 +276,21 @@ static void name_left_behind(cs_session *s)
 	}
 	for (size_t i = 0; i < s->nbehind; i++) {
 		const cs_left_behind *b = &s->behind[i];
-		const cs_proc *p = cs_ptable_find(&s->table, b->pid);
+		const cs_proc *p = b->pid ? cs_ptable_find(&s->table, b->pid) : NULL;
 		int st = p ? p->state : CS_STATE_UNKNOWN;
+		char fix[400];
+		if (b->files_only) {
+			warn_files_left(s, b, st);
+			continue;
+		}
 		const char *how = recovery_of(st);
-		char fix[96];
 		if (is_target(s, NULL, b->pid))
 			snprintf(fix, sizeof(fix), "this %s acts on it", s->o->command);
 		else
 			snprintf(fix, sizeof(fix),
-				 how ? "recover it with 'cudasnap %s --pid %d'" : "'cudasnap ps' shows its state", how,
-				 (int)b->pid);
+				 how ? "recover it with 'cudasnap %s --pid %d%s%s'" : "'cudasnap ps' shows its state",
+				 how, (int)b->pid, b->files[0] && st == CS_STATE_CHECKPOINTED ? " --park-from " : "",
+				 st == CS_STATE_CHECKPOINTED ? b->files : "");
 		cs_session_warn(s,
 				"warning: process %d (%s) was left %s by %s, which ended in the middle of an "
 				"operation; %s",
@@ -421,6 +435,12 @@ static void unparked(void *ctx, cs_target *t, int res)
 	cs_gpu_ledger_unparked(&s->ledger, t, res != CS_CU_SUCCESS && (!info.seen || info.unreachable));
 }
 
+static void park_files_at(void *ctx, const cs_target *t, bool park)
+{
+	cs_session *s = ctx;
+	cs_claims_files(&s->claims, t->pid, park ? "park" : "unpark", t->park_dir, t->park_name, t->park_nfiles);
+}
+
 /* Restore's checks before the first driver call: the manifest, the device
  * map, and GPU memory for every process (waiting for it when asked). */
 static int check_restore(cs_session *s, cs_error *err)
@@ -497,6 +517,7 @@ static int run(cs_session *s, cs_txn_result *res, cs_error *err)
 	t.before_restore = before_restore;
 	t.restored = restored;
 	t.before_unpark = before_unpark;
+	t.park_files_at = park_files_at;
 	t.unparked = unparked;
 	t.restore_ctx = s;
 	int rc = cs_txn_run(s->d, &t, s->t, s->n, res); /* clears res first */

@@ -7,6 +7,7 @@
  * numbers, also go through the room computation. */
 #include "fuzz.h"
 #include "memcg.h"
+#include "pids.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -237,6 +238,22 @@ static void check_reply(const char *text, size_t size)
 	free(again);
 }
 
+/* The pids controller's line (lib/room/pids.c): a path inside the text,
+ * starting with '/', one line long; a v1 line wins. */
+static void check_pids_cgroup(const char *text, size_t size)
+{
+	size_t len;
+	int version;
+	long long at = cs_pids_parse_proc_cgroup(text, size, &len, &version);
+	if (at < 0) {
+		FUZZ_CHECK(version == 0 && len == 0);
+		return;
+	}
+	FUZZ_CHECK(version == 1 || version == 2);
+	FUZZ_CHECK((size_t)at + len <= size && len >= 1 && text[at] == '/');
+	FUZZ_CHECK(!memchr(text + at, '\n', len) && !memchr(text + at, '\0', len));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* Exactly size bytes: a parser that reads on finds no terminator. */
@@ -246,6 +263,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_key(text, size, "inactive_file");
 	check_key(text, size, "total_inactive_file");
 	check_proc_cgroup(text, size);
+	check_pids_cgroup(text, size);
 	check_below(text, size);
 	check_reply(text, size);
 	check_room(data, size);

@@ -4,8 +4,10 @@
  * BYTES" or "read ERRNO BYTES": once BYTES have gone to (or come from) the
  * files of parks (cudasnap-gpumem.*), each further pwrite (or pread) of them
  * fails with ERRNO; "slow MS BYTES": each further pwrite takes MS ms more
- * (a slow disk). Read at every call, so a test turns faults on and off
- * while the program runs. */
+ * (a slow disk), "slowread MS BYTES" each further pread; "direct ERRNO
+ * BYTES": each further transfer of a file open with O_DIRECT fails with
+ * ERRNO (a file system that takes the flag but not the transfer). Read at
+ * every call, so a test turns faults on and off while the program runs. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,11 +44,13 @@ static int fault(int fd, bool write, size_t len)
 		return 0;
 	int got = fscanf(f, "%15s %d %llu", what, &err, &after);
 	fclose(f);
-	if (got == 3 && write && strcmp(what, "slow") == 0 && done + len > after && err > 0) {
+	if (got == 3 && strcmp(what, write ? "slow" : "slowread") == 0 && done + len > after && err > 0) {
 		usleep((useconds_t)err * 1000);
 		return 0;
 	}
-	if (got != 3 || strcmp(what, write ? "write" : "read") != 0 || done + len <= after)
+	bool direct = strcmp(what, "direct") == 0;
+	if (got != 3 || (strcmp(what, write ? "write" : "read") != 0 && !direct) || done + len <= after ||
+	    (direct && !(fcntl(fd, F_GETFL) & O_DIRECT)))
 		return 0;
 	atomic_fetch_sub(&moved[!write], len);
 	return err;

@@ -488,6 +488,46 @@ class ParkUnderCriu(CriuCase):
         self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
 
 
+    def test_a_foreground_restore_whose_unpark_fails_comes_back_with_park_from(self):
+        """criu restore in the foreground leaves the unpark to the process
+        as CRIU lets it run; one that fails there (out of GPU memory) leaves
+        it running, parked in files of the images: the log names the command
+        that brings it back, ps names it, and that command does."""
+        pid = self.start()
+        r = self.dump("--shell-job")
+        self.assertEqual(r.rc, 0, r)
+        self.assertGone([pid])
+        files = os.path.join(self.images, self.gpumem()[0].rsplit(".", 1)[0])
+        self.fault("* mem_create error=2")  # out of GPU memory at the unpark
+        log = os.path.join(self.tmp, "restore-fg.log")
+        p = subprocess.Popen([CRIU, "restore", "-D", self.images, "-L", self.plugins, "-v4", "-o", log],
+                             env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        left = f"LEFT BEHIND: {pid} (fakecuda-cuapp) is running, parked"
+        try:
+            deadline = time.monotonic() + 30
+            while p.poll() is None and time.monotonic() < deadline and left not in self.cs("ps").out:
+                time.sleep(0.1)
+            self.assertIsNone(p.poll(), "criu restore ended")
+            ps = self.cs("ps").out
+            self.assertIn(left, ps)
+            self.assertIn("--park-from", ps)
+            with open(log, errors="replace") as f:
+                self.assertIn(f"'cudasnap restore --pid {pid} --park-from {files}' brings it back", f.read())
+            os.unlink(self.faults)
+            r = self.cs("restore", "--pid", str(pid), "--park-from", files)
+            self.assertEqual(r.rc, 0, r)
+            self.assertNotIn(left, self.cs("ps").out)
+            self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
+        finally:
+            if os.path.exists(f"/proc/{pid}"):
+                os.kill(pid, signal.SIGKILL)
+            try:
+                p.wait(timeout=30)  # CRIU ends with its tree
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
 @unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
 class PairUnderCriu(CriuCase):
     """An exporter and an importer of CUDA IPC (through the interposer, with

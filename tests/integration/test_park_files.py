@@ -150,8 +150,8 @@ class ParkFiles(Case):
         self.assertEqual(self.files(), kept)
         self.assertBack(a)
         # the same process into the same directory: its files are there
-        r = self.checkpoint(a, rc=1)
-        self.assertIn("already parked into this directory", r.err)
+        r = self.checkpoint(a, rc=2)
+        self.assertIn("are left from an earlier park of it", r.err)
         self.assertEqual(self.files(), kept)  # not touched
         self.assertBack(a)
 
@@ -419,6 +419,11 @@ class ParkFiles(Case):
         # its connections' threads, and one lane's: five would be wanted
         with open(os.path.join(cg, "pids.max"), "w") as f:
             f.write(str(now + 3))
+        # the plan says so first
+        r = self.cs("checkpoint", "--pid", a.pid, "--dry-run", "--park-to", self.dir)
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("its park into files runs 5 threads beside the park's own, and the pids.max of cgroup "
+                      f"/{os.path.basename(cg)} leaves room for 3", r.out + r.err)
         r = self.checkpoint(a)
         self.assertEqual(r.obj["processes"][0]["park"]["files"]["count"], 3, r)
         r = self.cs("restore", "--pid", a.pid)
@@ -529,16 +534,86 @@ class ParkFiles(Case):
             time.sleep(0.1)
         self.assertEqual(self.cs("unlock", "--pid", a.pid).rc, 0)
         self.assertBack(a)
-        # its files stay (nobody removed them), and name themselves in a
-        # second checkpoint's refusal
-        left = self.files()
-        self.assertEqual(len(left), 3)
-        r = self.checkpoint(a, rc=1)
-        self.assertIn("go with rm", r.err)
-        for n in left:
-            os.unlink(os.path.join(self.dir, n))
+        # its files stay (nobody removed them): ps and doctor name them,
+        # and a second checkpoint's refusal says what they are
+        self.assertLeftFiles(a, "a park into them")
         self.checkpoint(a)
         self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertBack(a)
+
+    def holds_files(self, pid):
+        fds = f"/proc/{pid}/fd"
+        for fd in os.listdir(fds):
+            try:
+                if "/cudasnap-gpumem." in os.readlink(os.path.join(fds, fd)):
+                    return True
+            except OSError:
+                pass
+        return False
+
+    def assertLeftFiles(self, a, during):
+        """Files a killed cudasnap left beside a process that runs with its
+        memory: named by ps, ps --json and doctor, refused by a park into
+        them, gone from every report once removed as ps says."""
+        left = self.files()
+        self.assertEqual(len(left), 3)
+        base = os.path.join(self.dir, left[0][:-2])
+        ps = self.cs("ps")
+        self.assertIn(f"LEFT BEHIND: {a.pid} ", ps.out)
+        self.assertIn(f"is running with its GPU memory, and its 3 park files {base}.0 ... are left", ps.out)
+        self.assertIn(f"in the middle of {during}", ps.out)
+        self.assertIn(f"remove them with 'rm {base}.*'", ps.out)
+        entry = [b for b in self.cs("ps", "--json").obj["left_behind"] if b["files"]]
+        self.assertEqual([(b["pid"], b["files"], b["recovery"]) for b in entry], [(a.pid, base, f"rm {base}.*")])
+        doc = self.cs("doctor", "--json").obj
+        checks = [c for c in doc["checks"] if c["name"] == "left-behind"]
+        self.assertTrue(any(f"rm {base}.*" == (c.get("fix") or "") for c in checks), checks)
+        r = self.checkpoint(a, rc=2)
+        self.assertIn(f"{base}.* are left from an earlier park of it", r.err)
+        self.assertIn("hold nothing it needs", r.err)
+        r = self.cs("checkpoint", "--pid", a.pid, "--dry-run", "--park-to", self.dir)
+        self.assertIn(f"{base}.* are left from an earlier park of it", r.out + r.err)
+        self.assertEqual(self.files(), left)  # not touched
+        for n in left:
+            os.unlink(os.path.join(self.dir, n))
+        self.assertEqual(self.cs("ps", "--json").obj["left_behind"], [])
+
+    @unittest.skipUnless(IO_FAULT, "no I/O fault library")
+    def test_cudasnap_killed_during_the_unpark_leaves_files_that_ps_names(self):
+        a = self.app()
+        self.checkpoint(a)
+        self.io_fault("slowread 1500 0")  # each read of a piece takes 1.5 s more
+        p = subprocess.Popen([BIN, "restore", "--pid", str(a.pid)], env=self.env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        self.apps.append(p)
+        # its unpark has begun once the program holds the files (asking it
+        # would wait for the unpark)
+        deadline = time.monotonic() + 10
+        while not self.holds_files(a.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertIsNone(p.poll())
+        p.kill()
+        p.wait()
+        deadline = time.monotonic() + 15
+        while status(a.pid)["parked"] != "0" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.io_fault()
+        self.assertBack(a)
+        self.assertLeftFiles(a, "an unpark from them")
+
+    @unittest.skipUnless(IO_FAULT, "no I/O fault library")
+    def test_a_file_system_that_refuses_direct_transfers_is_written_buffered(self):
+        a = self.app()
+        r = self.checkpoint(a)
+        direct = r.obj["processes"][0]["park"]["files"]["direct"]
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        if direct == 0:
+            self.skipTest(f"{self.dir} takes no O_DIRECT: nothing falls back")
+        self.io_fault("direct 22 0")  # EINVAL at every O_DIRECT transfer
+        r = self.checkpoint(a)
+        self.assertEqual(r.obj["processes"][0]["park"]["files"]["direct"], 0, r.obj)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.io_fault()
         self.assertBack(a)
 
     def test_dry_run_and_ps_say_where_it_parks(self):

@@ -123,6 +123,32 @@ static void test_a_listener_under_another_uid_is_not_the_process(void **state)
 	stop(t);
 }
 
+/* Every file of a park is exactly its part: pieces dealt to files in turn,
+ * the last piece shorter; the sizes add up to the bytes, and a byte more or
+ * less in any file does not fit. */
+static void test_the_files_of_a_park_are_exactly_their_parts(void **state)
+{
+	(void)state;
+	const unsigned long long totals[] = {
+		1, 4095, PARK_PIECE, PARK_PIECE + 1, 3 * PARK_PIECE - 512, 20 * PARK_PIECE + 12345
+	};
+	for (size_t k = 0; k < sizeof(totals) / sizeof(totals[0]); k++) {
+		unsigned long long total = totals[k], sum = 0;
+		unsigned n = (unsigned)(park_pieces(total) < PARK_FILES_MAX ? park_pieces(total) : PARK_FILES_MAX);
+		for (unsigned f = 0; f < n; f++) {
+			unsigned long long size = park_file_size(total, n, f);
+			sum += size;
+			assert_true(park_file_fits(size, total, n, f));
+			assert_false(park_file_fits(size + 1, total, n, f));
+			assert_false(park_file_fits(size - 1, total, n, f));
+		}
+		assert_int_equal(sum, total);
+		assert_false(park_file_fits(0, total, n, n)); /* no file beyond the n */
+	}
+	/* 3 pieces of 32 MiB in 3 files, the last 512 bytes short */
+	assert_int_equal(park_file_size(3 * PARK_PIECE - 512, 3, 2), PARK_PIECE - 512);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -147,6 +173,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_its_own_socket_is_reached, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_link_to_another_process_socket_is_not_followed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_listener_under_another_uid_is_not_the_process, setup, teardown),
+		cmocka_unit_test(test_the_files_of_a_park_are_exactly_their_parts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
