@@ -93,13 +93,46 @@ void cs_park_files_close(cs_park_files *f)
 	f->n = 0;
 }
 
+/* fn on each of n arguments of size bytes at arg, a thread each (the last
+ * in this one, as is any a thread cannot be had for): a file of a
+ * memory-backed file system takes or frees its pages in the call, one file
+ * at a time (16 GiB of tmpfs took 2 s to remove in one thread). */
+static void each_file(unsigned n, void *(*fn)(void *), void *arg, size_t size)
+{
+	pthread_t th[PARK_FILES_MAX];
+	bool started[PARK_FILES_MAX] = { false };
+	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
+		void *a = (char *)arg + i * size;
+		started[i] = i + 1 < n && pthread_create(&th[i], NULL, fn, a) == 0;
+		if (!started[i])
+			fn(a);
+	}
+	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++)
+		if (started[i])
+			pthread_join(th[i], NULL);
+}
+
+typedef struct remove_arg {
+	int dirfd;
+	char file[160];
+} remove_arg;
+
+static void *remove_one(void *p)
+{
+	remove_arg *r = p;
+	unlinkat(r->dirfd, r->file, 0);
+	return NULL;
+}
+
 void cs_park_files_remove(int dirfd, const char *name, unsigned n)
 {
-	char file[160];
-	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
-		snprintf(file, sizeof(file), "%s.%u", name, i);
-		unlinkat(dirfd, file, 0);
+	remove_arg r[PARK_FILES_MAX];
+	n = n < PARK_FILES_MAX ? n : PARK_FILES_MAX;
+	for (unsigned i = 0; i < n; i++) {
+		r[i].dirfd = dirfd;
+		snprintf(r[i].file, sizeof(r[i].file), "%s.%u", name, i);
 	}
+	each_file(n, remove_one, r, sizeof(r[0]));
 	fsync(dirfd);
 }
 
@@ -173,23 +206,13 @@ static void *reserve(void *p)
 static int reserve_all(const cs_park_files *f, unsigned long long bytes)
 {
 	reserve_arg r[PARK_FILES_MAX];
-	pthread_t th[PARK_FILES_MAX];
-	bool started[PARK_FILES_MAX] = { false };
-	for (unsigned i = 0; i < f->n; i++) {
+	for (unsigned i = 0; i < f->n; i++)
 		r[i] = (reserve_arg){ .size = (off_t)park_file_size(bytes, f->n, i), .fd = f->fd[i] };
-		/* without a thread, in this one */
-		started[i] = i + 1 < f->n && pthread_create(&th[i], NULL, reserve, &r[i]) == 0;
-		if (!started[i])
-			reserve(&r[i]);
-	}
-	int rc = 0;
-	for (unsigned i = 0; i < f->n; i++) {
-		if (started[i])
-			pthread_join(th[i], NULL);
-		if (rc == 0)
-			rc = r[i].rc;
-	}
-	return rc;
+	each_file(f->n, reserve, r, sizeof(r[0]));
+	for (unsigned i = 0; i < f->n; i++)
+		if (r[i].rc != 0)
+			return r[i].rc;
+	return 0;
 }
 
 static int make_failed(int dirfd, const char *dir, const char *name, const char *file, unsigned made, int rc,
