@@ -164,7 +164,9 @@ void *park_dlsym_handle(void *handle, const char *name, int libc)
 	void *(*next)(void *, const char *) = NULL;
 	park_dl_init();
 	*(void **)&next = libc ? park_dlsym_libc : park_dlsym_next;
+	park_dlsym_asks = name;
 	void *fn = next ? next(handle, name) : NULL;
+	park_dlsym_asks = NULL;
 	int own = own_index(name);
 	return own >= 0 ? own_answer(own, fn) : gated(name, fn);
 }
@@ -175,7 +177,9 @@ void *park_dlvsym_handle(void *handle, const char *name, const char *version, in
 	void *(*next)(void *, const char *, const char *) = NULL;
 	park_dl_init();
 	*(void **)&next = libc ? park_dlvsym_libc : park_dlvsym_next;
+	park_dlsym_asks = name;
 	void *fn = next ? next(handle, name, version) : NULL;
+	park_dlsym_asks = NULL;
 	int own = own_index(name);
 	return own >= 0 ? own_answer(own, fn) : gated(name, fn);
 }
@@ -229,6 +233,7 @@ static int find_caller(const struct park_obj *o, void *arg)
 void park_dl_lookup_note(void *handle, const char *name, const char *version, void *caller) HIDDEN;
 void park_dl_lookup_note(void *handle, const char *name, const char *version, void *caller)
 {
+	park_dlsym_asks = name;
 	if (park_passthrough || !park_driver_defines(name))
 		return;
 	struct caller c = { .addr = (uintptr_t)caller };

@@ -285,10 +285,10 @@ bool park_gate_stub(const void *fn)
 	return p >= park_name_stubs && p < park_dyn_stubs + GATE_STUB_SIZE * (size_t)GATE_DYN_SLOTS;
 }
 
-/* A named stub's first call: what the name is after this library. A
- * driver without the name was resolved to nothing (park_ifunc), so this is
- * an object bound before the interposer could tell: it fails as the
- * dynamic linker fails a lazy binding. */
+/* A named stub's first call: what the name is after this library. Where
+ * nothing is (the driver lacks the name: an object bound to it before the
+ * interposer could tell, or one park_ifunc handed the stub), the call fails
+ * as the dynamic linker fails a lazy binding of it, never a jump to 0. */
 void *park_gate_resolve(unsigned slot) HIDDEN;
 void *park_gate_resolve(unsigned slot)
 {
@@ -297,8 +297,10 @@ void *park_gate_resolve(unsigned slot)
 	void *fn = name ? park_next_sym(name) : NULL;
 	if (fn == NULL) {
 		char msg[256];
-		int n = snprintf(msg, sizeof(msg), "symbol lookup error: undefined symbol: %s (libcudasnap-park.so)\n",
-				 name ? name : "?");
+		/* the dynamic linker's words for a lazy binding that finds nothing */
+		int n = snprintf(msg, sizeof(msg),
+				 "%s: symbol lookup error: undefined symbol: %s (not in the driver)\n",
+				 program_invocation_name, name ? name : "?");
 		if (n > 0)
 			(void)!write(2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
 		_exit(127);

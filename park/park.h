@@ -102,6 +102,10 @@ bool park_syscalls_changed(void);
 extern bool park_passthrough;
 /* This library's constructor has run. */
 extern bool park_ready;
+/* The driver name a dlsym of this thread is looking up now (dl.c), which
+ * the resolver of an exported name answers with nothing where the driver
+ * lacks it (resolve.c: park_ifunc); NULL when none. */
+extern __thread const char *park_dlsym_asks;
 
 /* What dl_x86_64.S passes the program's lookups and loads on to (resolve.c:
  * the next definitions after this library), and what its stand-ins for the

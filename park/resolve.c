@@ -291,12 +291,29 @@ bool park_driver_versions(void)
 	return driver_elf(&e) && e.has_verdef;
 }
 
+__thread const char *park_dlsym_asks HIDDEN;
+
+/* Whether the lookup under way is this thread's dlsym of name (taken once). */
+static bool dlsym_asks(const char *name)
+{
+	const char *asks = park_dlsym_asks;
+	if (asks == NULL || name == NULL || strcmp(asks, name) != 0)
+		return false;
+	park_dlsym_asks = NULL;
+	return true;
+}
+
 /* The resolver of an exported driver name (gate_x86_64.S), once this
  * library is relocated: the name's stub or wrapper when a driver that
- * defines it is loaded, nothing otherwise, as the lookup would answer
- * without the interposer. Before the constructor below has run (an object
- * bound while the program starts) every name is answered: the objects that
- * bind driver names then are those linked with the driver. */
+ * defines it is loaded. Where none does, a dlsym finds nothing, as it
+ * would without the interposer; an object being bound to the name (the
+ * dynamic linker cannot be told to skip a defined name) gets its stub,
+ * whose call then fails as the dynamic linker fails a lazy binding of a
+ * name nobody defines (park_gate_resolve), never a jump to address 0. A
+ * library that needs such a name loads with RTLD_NOW, where without the
+ * interposer its dlopen fails. Before the constructor below has run (an
+ * object bound while the program starts) every name is answered: the
+ * objects that bind driver names then are those linked with the driver. */
 void *park_ifunc(unsigned slot, void *special) HIDDEN;
 PARK_EARLY void *park_ifunc(unsigned slot, void *special)
 {
@@ -305,7 +322,7 @@ PARK_EARLY void *park_ifunc(unsigned slot, void *special)
 		return stub;
 	const char *name = park_name_at(slot);
 	if (name == NULL || !park_driver_defines(name))
-		return NULL;
+		return dlsym_asks(name) ? NULL : park_name_stub(slot);
 	return park_passthrough ? park_next_sym(name) : stub;
 }
 

@@ -301,7 +301,7 @@ static json_object *left_behind_json(const cs_ptable *t, const cs_left_behind *b
 		const cs_proc *p = &t->procs[i];
 		if (!behind_names(b, nb, p->pid) && park_of(p, &pi) && park_left(p, &pi)) {
 			snprintf(fix, sizeof(fix), "cudasnap restore --pid %d", (int)p->pid);
-			snprintf(line, sizeof(line), "pid %d (%s) is running, parked, and nothing holds its park",
+			snprintf(line, sizeof(line), "%d (%s) is running, parked, and nothing holds its park",
 				 (int)p->pid, p->comm);
 			json_object_array_add(a,
 					      left_entry(p->pid, p->comm, "none (its park was committed)", fix, "",

@@ -9,7 +9,10 @@
 #     step; today's park into host memory is refused there (it needs the
 #     copy in the cgroup);
 #  3. the same process without the limit, parked into host memory, for the
-#     rates side by side.
+#     rates side by side (one process, a thread of it doing GPU work all
+#     the while, as a server does: park_workload.py);
+#  4. MANY (4) such processes of GIB/MANY GiB each, checkpointed and
+#     restored together, into host memory and into files.
 #   tests/gpu/park_files.sh TOOLS OUT "DIR..."   (TOOLS/cs: cudasnap,
 #   libcudasnap-park.so, dio-ceiling; GIB (24), LIMIT (4G), ROUNDS (2) in the
 #   environment; NO_LIMITED=1 leaves out 2; PARK_LIBS="NAME=PATH ..." runs 3.
@@ -106,6 +109,33 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
 	done
 done
 for P in "${PID_OF[@]}"; do kill "$P" 2>/dev/null; wait "$P" 2>/dev/null; done
+# 4. many: MANY processes of GIB/MANY GiB each, checkpointed and restored
+# together, into host memory and into files, side by side
+MANY=${MANY:-4}
+if [ "$MANY" -gt 1 ] && [ $((GIB / MANY)) -ge 1 ]; then
+	Q=()
+	for k in $(seq 1 "$MANY"); do
+		$CS run -- python3 "$HERE/park_workload.py" --dir "$D" --gib $((GIB / MANY)) > "$OUT/w-many.$k.out" 2>&1 &
+		Q+=($!)
+	done
+	SEL=()
+	for q in "${Q[@]}"; do
+		if waitfile "$D/$q.ready"; then SEL+=(--pid "$q"); else bad "many: workload $q did not start: $(tail -3 "$OUT"/w-many.*.out)"; fi
+	done
+	many_of() { python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); ps=o["processes"]; s=[t.get("seconds",{}) for t in ps]; g=[(t.get("park") or {}).get("copy_gbps") or 0 for t in ps]; print(o["outcome"], "wall=%.3f" % o["wall_seconds"], "park=%.3f" % max(x.get("park",0) for x in s), "unpark=%.3f" % max(x.get("unpark",0) for x in s), "gbps=" + ",".join("%.2f" % x for x in g), "bytes=%d" % sum((t.get("park") or {}).get("bytes") or 0 for t in ps))' "$1" 2>/dev/null || echo "? ? ?"; }
+	for r in $(seq 1 "${ROUNDS:-2}"); do
+		for mode in host $DIRS; do
+			l=many.r$r.$(basename "$mode"); flag=; [ "$mode" = host ] || flag="--park-to $mode"
+			$CS checkpoint "${SEL[@]}" $flag --json > "$OUT/$l.ckpt.json" 2> "$OUT/$l.ckpt.err"; rc1=$?
+			$CS restore "${SEL[@]}" --json > "$OUT/$l.rest.json" 2> "$OUT/$l.rest.err"; rc2=$?
+			echo "RESULT $l checkpoint rc=$rc1 $(many_of "$OUT/$l.ckpt.json")"
+			echo "RESULT $l restore rc=$rc2 $(many_of "$OUT/$l.rest.json")"
+			[ $rc1 = 0 ] && [ $rc2 = 0 ] && ok "$l rc 0/0" || { bad "$l rc $rc1/$rc2"; tail -5 "$OUT/$l.ckpt.err" "$OUT/$l.rest.err"; }
+			for q in "${Q[@]}"; do verify "$q" "$l data of $q"; done
+		done
+	done
+	for q in "${Q[@]}"; do kill "$q" 2>/dev/null; wait "$q" 2>/dev/null; done
+fi
 for dir in $DIRS; do rm -rf "${dir:?}"/cudasnap-gpumem.* "${dir:?}"/dio-ceiling.*; done
 rm -rf "$D"
 echo "$pass passed, $fail failed"

@@ -727,7 +727,9 @@ class Leases(ParkCase):
         self.assertIn(f"'cudasnap restore --pid {a.pid}'", out)
         _, obj = self.ps()
         self.assertIn({"pid": a.pid, "comm": "fakecuda-cuapp", "holder": "none (its park was committed)",
-                       "recovery": f"cudasnap restore --pid {a.pid}"}, obj["left_behind"])
+                       "recovery": f"cudasnap restore --pid {a.pid}", "files": None,
+                       "what": f"{a.pid} (fakecuda-cuapp) is running, parked, and nothing holds its park"},
+                      obj["left_behind"])
         r = self.cs("restore", "--pid", a.pid)
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(status(a.pid)["parked"], "0")

@@ -525,5 +525,43 @@ class Cet(unittest.TestCase):
         self.assertRegex(out, r"x86 feature: .*SHSTK")
 
 
+NEWER = os.environ.get("NEWER_DRIVER", "")
+NEWER_LIB = os.environ.get("NEWER_DRIVER_LIB", "")
+
+
+@unittest.skipUnless(PARK_LIB and NEWER and NEWER_LIB, "the interposer is built for x86-64 only")
+class NewerDriver(ParkCase):
+    """A library built against a newer driver, which needs a function the
+    installed one (the double) lacks: without the interposer, dlopen with
+    RTLD_NOW fails, and with lazy binding the call ends the program with
+    the dynamic linker's "symbol lookup error" (exit 127). Under the
+    interposer, with or without CUDASNAP_PARK=0, it fails that way too,
+    never a jump to address 0 (SIGSEGV); dlsym finds nothing either way."""
+
+    def newer(self, mode, **env):
+        e = dict(self.env, LD_LIBRARY_PATH=os.path.dirname(LIBCUDA), **env)
+        asan = e.get("ASAN_OPTIONS", "")
+        e["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+        return subprocess.run([NEWER, NEWER_LIB, mode], env=e, capture_output=True, text=True, timeout=30)
+
+    def test_a_function_the_driver_lacks_fails_as_the_dynamic_linker_fails_it(self):
+        r = self.newer("now")
+        self.assertEqual((r.returncode, r.stdout.strip()),
+                         (3, f"dlopen: {NEWER_LIB}: undefined symbol: cuArrayCreate_v2"), r)
+        r = self.newer("lazy")
+        self.assertEqual(r.returncode, 127, r)
+        self.assertIn("symbol lookup error", r.stderr)
+        self.assertEqual(self.newer("sym").stdout.strip(), "dlsym: null")
+        for env in ({"LD_PRELOAD": PARK_LIB}, {"LD_PRELOAD": PARK_LIB, "CUDASNAP_PARK": "0"}):
+            for mode in ("now", "lazy"):
+                with self.subTest(env=env, mode=mode):
+                    r = self.newer(mode, **env)
+                    self.assertEqual(r.returncode, 127, r)  # not -11: SIGSEGV
+                    self.assertIn("symbol lookup error: undefined symbol: cuArrayCreate_v2", r.stderr)
+                    self.assertNotIn("returned", r.stdout)
+            with self.subTest(env=env, mode="sym"):
+                self.assertEqual(self.newer("sym", **env).stdout.strip(), "dlsym: null")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
