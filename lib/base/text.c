@@ -76,3 +76,40 @@ void cs_sanitize(char *dst, size_t dstsize, const char *s, size_t len)
 	}
 	dst[o] = '\0';
 }
+
+/* The quoted form: '...' with each ' written '\''. */
+static size_t quoted(const char *s, char *out, size_t size)
+{
+	size_t o = 0;
+	out[o++] = '\'';
+	for (const char *p = s; *p; p++) {
+		size_t n = *p == '\'' ? 4 : 1;
+		if (o + n + 2 > size)
+			return 0;
+		memcpy(out + o, *p == '\'' ? "'\\''" : p, n);
+		o += n;
+	}
+	out[o++] = '\'';
+	out[o] = 0;
+	return o;
+}
+
+bool cs_shell_word(const char *s, char *out, size_t size)
+{
+	size_t len = strlen(s);
+	bool plain = len && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@,") == len;
+	if (size < 3 || (plain && len >= size)) {
+		if (size)
+			out[0] = 0;
+		return false;
+	}
+	if (plain) {
+		memcpy(out, s, len + 1);
+		return true;
+	}
+	if (quoted(s, out, size) == 0) {
+		out[0] = 0;
+		return false;
+	}
+	return true;
+}

@@ -110,7 +110,7 @@ static void log_left_behind(cs_engine *e)
 				"operation on it; 'cudasnap ps' shows its state, 'cudasnap restore --pid %d%s%s' or "
 				"'cudasnap unlock --pid %d' recovers it",
 				(int)b[i].pid, b[i].comm, b[i].holder, (int)b[i].pid,
-				b[i].files[0] ? " --park-from " : "", b[i].files, (int)b[i].pid);
+				b[i].files[0] ? " --park-from " : "", b[i].files_word, (int)b[i].pid);
 	}
 }
 

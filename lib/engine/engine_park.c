@@ -282,28 +282,6 @@ int eng_park_files_open(const cs_engine *e, const char *name, unsigned n, unsign
 	return cs_park_files_open(e->images, "the images directory", name, n, bytes, 0, f, err);
 }
 
-/* path as one word of a shell's, quoted where it must be ('' where it
- * does not fit). */
-static void shell_word(const char *path, char *out, size_t size)
-{
-	if (strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@,") == strlen(path)) {
-		snprintf(out, size, "%s", path);
-		return;
-	}
-	size_t o = 0;
-	out[o++] = '\'';
-	for (const char *p = path; *p && o + 6 < size; p++) {
-		if (*p == '\'') {
-			memcpy(out + o, "'\\''", 4);
-			o += 4;
-		} else {
-			out[o++] = *p;
-		}
-	}
-	out[o++] = '\'';
-	out[o] = 0;
-}
-
 void eng_restore_cmd(const cs_engine *e, const eng_task *t, char *buf, size_t size)
 {
 	const cs_manifest_entry *me = t->entry < e->record.n ? &e->record.e[t->entry] : NULL;
@@ -319,9 +297,9 @@ void eng_restore_cmd(const cs_engine *e, const eng_task *t, char *buf, size_t si
 		char path[400], word[900];
 		dir[len] = 0;
 		snprintf(path, sizeof(path), "%s/%s", dir, me->park_name);
-		shell_word(path, word, sizeof(word));
 		/* a command cut short would name other files: none, then */
-		if ((size_t)snprintf(buf, size, "cudasnap restore --pid %d --park-from %s", (int)pid, word) < size)
+		if (cs_shell_word(path, word, sizeof(word)) &&
+		    (size_t)snprintf(buf, size, "cudasnap restore --pid %d --park-from %s", (int)pid, word) < size)
 			return;
 	}
 	snprintf(buf, size, "cudasnap restore --pid %d", (int)pid);

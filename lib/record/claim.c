@@ -471,6 +471,8 @@ static bool text_files(const char *text, cs_left_behind *e)
 	snprintf(first, sizeof(first), "%s.0", path);
 	if (path[0] != '/' || fstatat(AT_FDCWD, first, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
 		return false;
+	if (!cs_shell_word(path, e->files_word, sizeof(e->files_word)))
+		return false;
 	cs_sanitize(e->files, sizeof(e->files), path, strlen(path));
 	snprintf(e->step, sizeof(e->step), "%s", step);
 	e->nfiles = n;
@@ -529,7 +531,7 @@ void cs_left_behind_say(const cs_left_behind *b, int state, int parked, char *li
 			snprintf(fix, fsize, "cudasnap unlock --pid %d", (int)b->pid);
 		else if (state == CS_STATE_CHECKPOINTED)
 			snprintf(fix, fsize, "cudasnap restore --pid %d%s%s", (int)b->pid,
-				 files[0] ? " --park-from " : "", files[0] ? b->files : "");
+				 files[0] ? " --park-from " : "", files[0] ? b->files_word : "");
 		else
 			snprintf(fix, fsize, "%s", "");
 		return;
@@ -538,18 +540,18 @@ void cs_left_behind_say(const cs_left_behind *b, int state, int parked, char *li
 	if (b->pid == 0) {
 		snprintf(line, lsize, "the %s of process %s, which has exited, are left: %s ended in the middle of %s",
 			 files, b->comm, b->holder, during);
-		snprintf(fix, fsize, "rm %s.*", b->files);
+		snprintf(fix, fsize, "rm %s.*", b->files_word);
 	} else if (parked == 1) {
 		snprintf(line, lsize,
 			 "%d (%s) is running but parked, its GPU memory in its %s: %s ended in the middle of %s",
 			 (int)b->pid, b->comm, files, b->holder, during);
-		snprintf(fix, fsize, "cudasnap restore --pid %d --park-from %s", (int)b->pid, b->files);
+		snprintf(fix, fsize, "cudasnap restore --pid %d --park-from %s", (int)b->pid, b->files_word);
 	} else if (parked == 0) {
 		snprintf(line, lsize,
 			 "%d (%s) is running with its GPU memory, and its %s are left: %s ended in the middle of %s; "
 			 "they hold nothing it needs",
 			 (int)b->pid, b->comm, files, b->holder, during);
-		snprintf(fix, fsize, "rm %s.*", b->files);
+		snprintf(fix, fsize, "rm %s.*", b->files_word);
 	} else {
 		snprintf(line, lsize,
 			 "%d (%s) is running, and its %s are left: %s ended in the middle of %s; whether it is "

@@ -112,6 +112,7 @@ typedef struct cs_left_behind {
 	/* the files its holder parked into or unparked from (cs_claims_files),
 	 * still there: DIR/NAME ("" when none) */
 	char files[320];
+	char files_word[720]; /* files as one word of a shell's, for the commands */
 	unsigned nfiles;
 	char step[8]; /* "park" or "unpark" */
 	/* only its files are left: the process is gone, or runs */

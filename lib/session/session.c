@@ -290,7 +290,7 @@ static void name_left_behind(cs_session *s)
 			snprintf(fix, sizeof(fix),
 				 how ? "recover it with 'cudasnap %s --pid %d%s%s'" : "'cudasnap ps' shows its state",
 				 how, (int)b->pid, b->files[0] && st == CS_STATE_CHECKPOINTED ? " --park-from " : "",
-				 st == CS_STATE_CHECKPOINTED ? b->files : "");
+				 st == CS_STATE_CHECKPOINTED ? b->files_word : "");
 		cs_session_warn(s,
 				"warning: process %d (%s) was left %s by %s, which ended in the middle of an "
 				"operation; %s",

@@ -160,6 +160,16 @@ class ParkUnderCriu(CriuCase):
                 self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
         self.restored_once_gone(pid)
 
+    def end_foreground(self, p, pid):
+        """Ends a foreground criu restore p: with its tree (pid)."""
+        if os.path.exists(f"/proc/{pid}"):
+            os.kill(pid, signal.SIGKILL)
+        try:
+            p.wait(timeout=30)  # CRIU ends with its tree
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
     def test_a_restore_in_the_foreground_unparks_as_the_tree_runs(self):
         """criu restore without -d waits for the tree to end before the
         plugin's exit hook, where a restore otherwise unparks: there the
@@ -206,13 +216,7 @@ class ParkUnderCriu(CriuCase):
                     self.assertEqual(self.bookings(), [])
                     self.assertIsNone(p.poll(), "criu restore in the foreground ended with its tree running")
                 finally:
-                    if os.path.exists(f"/proc/{pid}"):
-                        os.kill(pid, signal.SIGKILL)
-                    try:
-                        p.wait(timeout=30)  # CRIU ends with its tree
-                    except subprocess.TimeoutExpired:
-                        p.kill()
-                        p.wait()
+                    self.end_foreground(p, pid)
                 self.assertIn(said, logged())
                 for name in os.listdir(self.images):
                     os.unlink(os.path.join(self.images, name))
@@ -520,13 +524,8 @@ class ParkUnderCriu(CriuCase):
             self.assertNotIn(left, self.cs("ps").out)
             self.assertEqual(self.verify(pid), "verify ok bytes=16777216")
         finally:
-            if os.path.exists(f"/proc/{pid}"):
-                os.kill(pid, signal.SIGKILL)
-            try:
-                p.wait(timeout=30)  # CRIU ends with its tree
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            self.end_foreground(p, pid)
+
 
 @unittest.skipUnless(PARK_LIB and CUAPP, "the interposer is built for x86-64 only")
 class PairUnderCriu(CriuCase):

@@ -2,6 +2,7 @@
  * reads, array growth, directory and file streams that leave no fd behind,
  * and the cleanup attributes with TAKE_PTR / TAKE_FD / TAKE_STRUCT. */
 #include "testutil.h"
+#include "text.h"
 #include "util.h"
 
 #include <errno.h>
@@ -318,6 +319,26 @@ static void cleanup_attributes(void **state)
 	}
 }
 
+/* A word a shell reads back as the path it was made of, or none. */
+static void shell_word(void **state)
+{
+	(void)state;
+	char out[64];
+	assert_true(cs_shell_word("/run/cs/cudasnap-gpumem.12.34", out, sizeof(out)));
+	assert_string_equal(out, "/run/cs/cudasnap-gpumem.12.34");
+	assert_true(cs_shell_word("/a b/it's", out, sizeof(out)));
+	assert_string_equal(out, "'/a b/it'\\''s'");
+	assert_true(cs_shell_word("", out, sizeof(out)));
+	assert_string_equal(out, "''");
+	assert_true(cs_shell_word("$(reboot)", out, sizeof(out)));
+	assert_string_equal(out, "'$(reboot)'");
+	/* cut short it would name something else: nothing */
+	assert_false(cs_shell_word("/a/very/long/path", out, 8));
+	assert_string_equal(out, "");
+	assert_false(cs_shell_word("'''", out, 12));
+	assert_string_equal(out, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -329,6 +350,7 @@ int main(void)
 		cmocka_unit_test(opendir_at),
 		cmocka_unit_test(fopen_at),
 		cmocka_unit_test(cleanup_attributes),
+		cmocka_unit_test(shell_word),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
