@@ -127,12 +127,12 @@ static void *remove_one(void *p)
 void cs_park_files_remove(int dirfd, const char *name, unsigned n)
 {
 	remove_arg r[PARK_FILES_MAX];
-	n = n < PARK_FILES_MAX ? n : PARK_FILES_MAX;
-	for (unsigned i = 0; i < n; i++) {
+	unsigned count = 0;
+	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++, count++) {
 		r[i].dirfd = dirfd;
 		snprintf(r[i].file, sizeof(r[i].file), "%s.%u", name, i);
 	}
-	each_file(n, remove_one, r, sizeof(r[0]));
+	each_file(count, remove_one, r, sizeof(r[0]));
 	fsync(dirfd);
 }
 
