@@ -164,9 +164,9 @@ void *park_dlsym_handle(void *handle, const char *name, int libc)
 	void *(*next)(void *, const char *) = NULL;
 	park_dl_init();
 	*(void **)&next = libc ? park_dlsym_libc : park_dlsym_next;
-	park_dlsym_asks = name;
+	park_dlsym_asking(name);
 	void *fn = next ? next(handle, name) : NULL;
-	park_dlsym_asks = NULL;
+	park_dlsym_asking(NULL);
 	int own = own_index(name);
 	return own >= 0 ? own_answer(own, fn) : gated(name, fn);
 }
@@ -177,9 +177,9 @@ void *park_dlvsym_handle(void *handle, const char *name, const char *version, in
 	void *(*next)(void *, const char *, const char *) = NULL;
 	park_dl_init();
 	*(void **)&next = libc ? park_dlvsym_libc : park_dlvsym_next;
-	park_dlsym_asks = name;
+	park_dlsym_asking(name);
 	void *fn = next ? next(handle, name, version) : NULL;
-	park_dlsym_asks = NULL;
+	park_dlsym_asking(NULL);
 	int own = own_index(name);
 	return own >= 0 ? own_answer(own, fn) : gated(name, fn);
 }
@@ -222,6 +222,24 @@ static int find_caller(const struct park_obj *o, void *arg)
 	return 1;
 }
 
+/* A lookup of a driver name the driver lacks that reaches this library's
+ * definition of it (RTLD_DEFAULT, or RTLD_NEXT from the program, which
+ * comes before this library): its resolver answers it nothing. Noted only
+ * then: a note the resolver never takes would answer nothing to a later
+ * binding of the name. */
+static void note_missing(void *handle, const char *name, void *caller)
+{
+	if (park_name_index(name) < 0)
+		return;
+	if (handle == RTLD_NEXT) {
+		struct caller c = { .addr = (uintptr_t)caller };
+		park_objects(find_caller, &c);
+		if (!c.main)
+			return;
+	}
+	park_dlsym_asking(name);
+}
+
 /* dlsym or dlvsym of a driver name with RTLD_DEFAULT or RTLD_NEXT, just
  * before the dynamic linker answers it for the caller. The answer is the
  * interposer's gated name (it comes first in the program's global scope),
@@ -233,8 +251,12 @@ static int find_caller(const struct park_obj *o, void *arg)
 void park_dl_lookup_note(void *handle, const char *name, const char *version, void *caller) HIDDEN;
 void park_dl_lookup_note(void *handle, const char *name, const char *version, void *caller)
 {
-	park_dlsym_asks = name;
-	if (park_passthrough || !park_driver_defines(name))
+	park_dlsym_asking(NULL);
+	if (!park_driver_defines(name)) {
+		note_missing(handle, name, caller);
+		return;
+	}
+	if (park_passthrough)
 		return;
 	struct caller c = { .addr = (uintptr_t)caller };
 	park_objects(find_caller, &c);
@@ -275,6 +297,7 @@ void park_dl_open_note(const char *file, long ns, int mode, void *caller) HIDDEN
 void park_dl_open_note(const char *file, long ns, int mode, void *caller)
 {
 	(void)file;
+	park_dlsym_asking(NULL); /* a load binds names: no dlsym is under way */
 	if (park_passthrough)
 		return;
 	if (park_gate_closed() && !park_gate_exempt_now() && !park_in_driver(caller))

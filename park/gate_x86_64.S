@@ -207,9 +207,9 @@ park_tramp_common:
 /* ---- the exported names ----
  * Each driver name is a GNU indirect function: the dynamic linker asks its
  * resolver for the address when it binds the name (a call by name, or
- * dlsym). The resolver answers the name's gated stub or wrapper, or
- * nothing when no driver that defines the name is loaded (gate.c:
- * park_ifunc), as the lookup would without the interposer. Before this
+ * dlsym). The resolver answers the name's gated stub or wrapper; where
+ * the loaded driver lacks the name, nothing to a dlsym of it and the
+ * plain stub to a binding (resolve.c: park_ifunc). Before this
  * library is relocated (an object relocated ahead of it binds a name), it
  * answers the stub or wrapper at once: park_ifunc could not run yet. */
 

@@ -102,10 +102,13 @@ bool park_syscalls_changed(void);
 extern bool park_passthrough;
 /* This library's constructor has run. */
 extern bool park_ready;
-/* The driver name a dlsym of this thread is looking up now (dl.c), which
- * the resolver of an exported name answers with nothing where the driver
- * lacks it (resolve.c: park_ifunc); NULL when none. */
-extern __thread const char *park_dlsym_asks;
+/* The driver name a dlsym of this thread is looking up now, when the
+ * driver lacks it and the lookup reaches this library's definition (dl.c):
+ * its resolver answers nothing to it (resolve.c: park_ifunc), and takes it
+ * ("" again). A copy: the caller's string may be gone by the next lookup. */
+extern __thread char park_dlsym_asks[128];
+/* Notes name (NULL: none) as the lookup under way. */
+void park_dlsym_asking(const char *name);
 
 /* What dl_x86_64.S passes the program's lookups and loads on to (resolve.c:
  * the next definitions after this library), and what its stand-ins for the

@@ -291,15 +291,22 @@ bool park_driver_versions(void)
 	return driver_elf(&e) && e.has_verdef;
 }
 
-__thread const char *park_dlsym_asks HIDDEN;
+__thread char park_dlsym_asks[128] HIDDEN;
+
+void park_dlsym_asking(const char *name)
+{
+	size_t len = name ? strlen(name) : 0;
+	park_dlsym_asks[0] = 0;
+	if (len && len < sizeof(park_dlsym_asks))
+		memcpy(park_dlsym_asks, name, len + 1);
+}
 
 /* Whether the lookup under way is this thread's dlsym of name (taken once). */
 static bool dlsym_asks(const char *name)
 {
-	const char *asks = park_dlsym_asks;
-	if (asks == NULL || name == NULL || strcmp(asks, name) != 0)
+	if (!park_dlsym_asks[0] || name == NULL || strcmp(park_dlsym_asks, name) != 0)
 		return false;
-	park_dlsym_asks = NULL;
+	park_dlsym_asks[0] = 0;
 	return true;
 }
 
@@ -321,8 +328,13 @@ PARK_EARLY void *park_ifunc(unsigned slot, void *special)
 	if (!__atomic_load_n(&park_ready, __ATOMIC_ACQUIRE))
 		return stub;
 	const char *name = park_name_at(slot);
-	if (name == NULL || !park_driver_defines(name))
-		return dlsym_asks(name) ? NULL : park_name_stub(slot);
+	struct park_elf e;
+	bool loaded = driver_elf(&e);
+	/* Where no driver is loaded yet, the one loaded later answers the
+	 * call (through the wrapper where the name has one); where the loaded
+	 * one lacks it, the plain stub fails it as the dynamic linker would. */
+	if (name == NULL || !loaded || park_elf_find(&e, name) == NULL)
+		return dlsym_asks(name) ? NULL : loaded ? park_name_stub(slot) : stub;
 	return park_passthrough ? park_next_sym(name) : stub;
 }
 

@@ -269,7 +269,7 @@ static void print_notes(const cs_ptable *t, const cs_left_behind *b, size_t nb)
 			print_ipc(p);
 	}
 	for (size_t i = 0; i < nb; i++) {
-		char line[800], fix[400];
+		char line[1024], fix[CS_LEFT_FIX_MAX];
 		say_left(t, &b[i], line, sizeof(line), fix, sizeof(fix));
 		printf("LEFT BEHIND: %s%s%s%s%s\n", line, fix[0] ? "; " : "",
 		       !fix[0]                             ? "" :
@@ -295,7 +295,7 @@ static json_object *left_entry(pid_t pid, const char *comm, const char *holder, 
 static json_object *left_behind_json(const cs_ptable *t, const cs_left_behind *b, size_t nb)
 {
 	json_object *a = json_object_new_array();
-	char line[800], fix[400];
+	char line[1024], fix[CS_LEFT_FIX_MAX];
 	for (size_t i = 0; i < t->n; i++) {
 		cs_park_info pi;
 		const cs_proc *p = &t->procs[i];

@@ -100,7 +100,8 @@ static void log_left_behind(cs_engine *e)
 	cs_claims_left_behind(e->state_fd, &t, false, &b, &n);
 	for (size_t i = 0; i < n; i++) {
 		const cs_proc *p = b[i].pid ? cs_ptable_find(&t, b[i].pid) : NULL;
-		char line[800], fix[400];
+		char line[1024], fix[CS_LEFT_FIX_MAX];
+		/* not asked: an engine may hold it stopped */
 		cs_left_behind_say(&b[i], p ? p->state : CS_STATE_UNKNOWN, -1, line, sizeof(line), fix, sizeof(fix));
 		if (b[i].files_only) /* only its park files are left */
 			eng_log(e, CS_LOG_WARN, "%s; 'cudasnap ps' says more%s%s", line, fix[0] ? ": " : "", fix);

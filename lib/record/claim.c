@@ -81,7 +81,13 @@ int cs_claims_files(cs_claims *c, pid_t pid, const char *step, const char *dir, 
 		int len = snprintf(text + head, sizeof(text) - head, "files %s %u %s/%s\n", step, n, dir, name);
 		if (len < 0 || head + (size_t)len >= RECORD_MAX)
 			return -1; /* a path this long is not noted, rather than cut */
-		if (ftruncate(cl->fd, 0) == 0 && pwrite(cl->fd, text, head + (size_t)len, 0) == (ssize_t)(head + len))
+		/* A dead holder's record that this command took over says no more:
+		 * this command now acts on the process and its files. */
+		free(cl->left);
+		cl->left = NULL;
+		/* written over, then cut: never an empty record, whenever it dies */
+		if (pwrite(cl->fd, text, head + (size_t)len, 0) == (ssize_t)(head + len) &&
+		    ftruncate(cl->fd, (off_t)(head + (size_t)len)) == 0)
 			return 0;
 		return -1;
 	}
@@ -516,8 +522,7 @@ void cs_claims_left_behind(int statefd, const cs_ptable *t, bool tidy, cs_left_b
 			look_at(dirfd(dir), de->d_name, t, tidy, out, n, &cap);
 }
 
-void cs_left_behind_say(const cs_left_behind *b, int state, int parked, char *line, size_t lsize, char *fix,
-			size_t fsize)
+static void say(const cs_left_behind *b, int state, int parked, char *line, size_t lsize, char *fix, size_t fsize)
 {
 	const char *st = cs_state_name(state) ? cs_state_name(state) : "in an unknown state";
 	char files[sizeof(b->files) + 96] = "";
@@ -529,11 +534,9 @@ void cs_left_behind_say(const cs_left_behind *b, int state, int parked, char *li
 			 b->comm, st, b->holder, files[0] ? "; its GPU memory may be in its " : "", files);
 		if (state == CS_STATE_LOCKED)
 			snprintf(fix, fsize, "cudasnap unlock --pid %d", (int)b->pid);
-		else if (state == CS_STATE_CHECKPOINTED)
+		else
 			snprintf(fix, fsize, "cudasnap restore --pid %d%s%s", (int)b->pid,
 				 files[0] ? " --park-from " : "", files[0] ? b->files_word : "");
-		else
-			snprintf(fix, fsize, "%s", "");
 		return;
 	}
 	const char *during = strcmp(b->step, "unpark") == 0 ? "an unpark from them" : "a park into them";
@@ -555,8 +558,18 @@ void cs_left_behind_say(const cs_left_behind *b, int state, int parked, char *li
 	} else {
 		snprintf(line, lsize,
 			 "%d (%s) is running, and its %s are left: %s ended in the middle of %s; whether it is "
-			 "parked in them cannot be told (its interposer does not answer): keep them",
+			 "parked in them is not known here (its interposer did not answer, or was not asked: "
+			 "'cudasnap ps' asks it): keep them until it is",
 			 (int)b->pid, b->comm, files, b->holder, during);
 		snprintf(fix, fsize, "%s", "");
 	}
+}
+
+void cs_left_behind_say(const cs_left_behind *b, int state, int parked, char *line, size_t lsize, char *fix,
+			size_t fsize)
+{
+	say(b, state, parked, line, lsize, fix, fsize);
+	/* a command cut short would name something else: none, then */
+	if (fsize && strlen(fix) + 1 >= fsize)
+		fix[0] = 0;
 }

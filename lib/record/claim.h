@@ -133,8 +133,10 @@ void cs_claims_left_behind(int statefd, const cs_ptable *t, bool tidy, cs_left_b
  * --park-from where its files are known) or removes them ("rm ..."), ""
  * when nothing should be done yet. state: p's
  * (CS_STATE_UNKNOWN without p); parked: whether its interposer says it is
- * parked in files (1), not parked (0), or cannot be asked (-1). */
+ * parked in files (1), not parked (0), or was not or could not be asked (-1). */
 void cs_left_behind_say(const cs_left_behind *b, int state, int parked, char *line, size_t lsize, char *fix,
 			size_t fsize);
+/* Room for any fix cs_left_behind_say gives (a shorter buffer gets none). */
+#define CS_LEFT_FIX_MAX 1024
 
 #endif

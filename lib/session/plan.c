@@ -8,9 +8,11 @@
 #include "pool.h"
 #include "select.h"
 #include "session_int.h"
+#include "text.h"
 #include "util.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -212,6 +214,23 @@ static void note_park_threads(pid_t pid, const cs_park_info *pi, cs_plan_entry *
 				   want, where, room);
 }
 
+/* What removes files DIR/NAME.* that hold nothing, as a command to run. */
+static const char *remove_hint(const char *dir, const char *name, char *out, size_t size)
+{
+	char path[PATH_MAX], word[720];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (cs_shell_word(path, word, sizeof(word)))
+		snprintf(out, size,
+			 "They hold nothing it needs (it is not parked): remove them (rm %s.*), or give another "
+			 "--park-to.",
+			 word);
+	else
+		snprintf(out, size,
+			 "They hold nothing it needs (it is not parked): remove them, or give another "
+			 "--park-to.");
+	return out;
+}
+
 /* Files of an earlier park of the same process in the directory: a park
  * never writes over them, and the checkpoint is refused before anything
  * changes, saying what they are. */
@@ -224,19 +243,20 @@ static void check_files_left(const cs_session *s, const cs_proc *p, const cs_par
 	_cleanup_close_ int fd = open(s->park_to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstatat(fd, first, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return;
-	if (pi->parked)
+	if (pi->parked) {
 		cs_plan_set_fix(cs_plan_add_reason(e, "park-files-left", true,
 						   "it is parked already, its memory perhaps in %s/%s.*: a second "
 						   "park into that directory would write over them",
 						   s->park_to, name),
 				"Restore it first (cudasnap restore --pid N).");
-	else
-		cs_plan_set_fix(cs_plan_add_reason(e, "park-files-left", true,
-						   "%s/%s.* are left from an earlier park of it: a cudasnap killed "
-						   "during a park or an unpark leaves them, and so does restore --keep",
-						   s->park_to, name),
-				"They hold nothing it needs (it is not parked): remove them (rm DIR/NAME.*), or "
-				"give another --park-to. 'cudasnap ps' names such files.");
+		return;
+	}
+	char fix[1024];
+	cs_plan_set_fix(cs_plan_add_reason(e, "park-files-left", true,
+					   "%s/%s.* are left from an earlier park of it: a cudasnap killed "
+					   "during a park or an unpark leaves them, and so does restore --keep",
+					   s->park_to, name),
+			remove_hint(s->park_to, name, fix, sizeof(fix)));
 }
 
 /* What the interposer makes of it: its memory parks outside the driver's

@@ -252,8 +252,8 @@ static const char *recovery_of(int state)
  * exited. */
 static void warn_files_left(cs_session *s, const cs_left_behind *b, int state)
 {
-	char line[800], fix[400];
-	cs_left_behind_say(b, state, -1, line, sizeof(line), fix, sizeof(fix));
+	char line[1024], fix[CS_LEFT_FIX_MAX];
+	cs_left_behind_say(b, state, b->pid ? cs_park_parked_now(b->pid) : -1, line, sizeof(line), fix, sizeof(fix));
 	cs_session_warn(s, "warning: LEFT BEHIND: %s%s%s%s", line, fix[0] ? "; '" : "", fix, fix[0] ? "'" : "");
 }
 
@@ -278,7 +278,7 @@ static void name_left_behind(cs_session *s)
 		const cs_left_behind *b = &s->behind[i];
 		const cs_proc *p = b->pid ? cs_ptable_find(&s->table, b->pid) : NULL;
 		int st = p ? p->state : CS_STATE_UNKNOWN;
-		char fix[400];
+		char fix[CS_LEFT_FIX_MAX];
 		if (b->files_only) {
 			warn_files_left(s, b, st);
 			continue;

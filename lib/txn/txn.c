@@ -148,7 +148,7 @@ static bool files_there(const cs_target *t, int dirfd, cs_error *e)
 	else
 		cs_error_set(e, CS_ESTATE,
 			     "They hold nothing it needs (it is not parked): remove them (rm DIR/NAME.*), or give "
-			     "another --park-to. 'cudasnap ps' names such files.",
+			     "another --park-to.",
 			     "%s/%s.* are left from an earlier park of process %d (%s): a cudasnap killed during a park "
 			     "or an unpark leaves them, and so does restore --keep",
 			     t->park_dir, t->park_name, (int)t->pid, t->comm);

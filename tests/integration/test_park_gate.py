@@ -553,7 +553,9 @@ class NewerDriver(ParkCase):
         self.assertIn("symbol lookup error", r.stderr)
         self.assertEqual(self.newer("sym").stdout.strip(), "dlsym: null")
         for env in ({"LD_PRELOAD": PARK_LIB}, {"LD_PRELOAD": PARK_LIB, "CUDASNAP_PARK": "0"}):
-            for mode in ("now", "lazy"):
+            # probe: a library looks the name up with dlsym(RTLD_NEXT)
+            # first, which never reaches the interposer's definition
+            for mode in ("now", "lazy", "probe"):
                 with self.subTest(env=env, mode=mode):
                     r = self.newer(mode, **env)
                     self.assertEqual(r.returncode, 127, r)  # not -11: SIGSEGV
