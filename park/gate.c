@@ -357,6 +357,14 @@ static void nap(unsigned us)
 	nanosleep(&ts, NULL);
 }
 
+const char *park_gate_refuses(void)
+{
+	return barrier_registered && park_syscalls_changed() ?
+		"the program installed a seccomp filter since it started, and the interposer cannot make sure "
+		"that none of its calls is under way" :
+		NULL;
+}
+
 int park_gate_close(unsigned timeout_ms, long *left, pid_t *tid, const char **why)
 {
 	*left = 0;
@@ -368,9 +376,7 @@ int park_gate_close(unsigned timeout_ms, long *left, pid_t *tid, const char **wh
 		/* A seccomp filter the program installed since it started may
 		 * forbid membarrier (and kill for it); without the barrier, a
 		 * thread's count may not be seen. */
-		*why = park_syscalls_changed() ? "the program installed a seccomp filter since it started, and the "
-						 "interposer cannot make sure that none of its calls is under way" :
-						 NULL;
+		*why = park_gate_refuses();
 		if (*why == NULL && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
 			*why = "membarrier(2) failed";
 		if (*why) {

@@ -795,6 +795,8 @@ void park_status(char *reply, size_t size)
 		exported += park_tab.a[i].exported;
 	const char *why = why_not_table();
 	why = why ? why : bound ? "" : buf;
+	const char *gate = why[0] ? NULL : park_gate_refuses();
+	why = gate ? gate : why;
 	int len =
 		snprintf(reply, size,
 			 "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "

@@ -97,6 +97,10 @@ bool park_driver_versions(void);
 /* Whether the program installed a seccomp filter since it started (or it
  * cannot be told): system calls it may forbid are then not made. */
 bool park_syscalls_changed(void);
+/* Why the gate would refuse to close now (gate.c: a seccomp filter since the
+ * program started, where its counts need membarrier), NULL if it would not:
+ * a status says it before a park meets it. */
+const char *park_gate_refuses(void);
 /* CUDASNAP_PARK=0: every name and lookup answers the driver's own function,
  * nothing is backed, no control socket. */
 extern bool park_passthrough;

@@ -57,6 +57,7 @@ static const char usage_text[] =
 	"  --attrs           prints 'attrs range_size=<n> range_start=<hex> rdma=<n>\n"
 	"                    addr_range=<n> addr_base=<hex>' for its memory\n"
 	"  --no-socket       forbids itself socket(2) (seccomp, killed) before allocating\n"
+	"  --late-filter     installs a seccomp filter (that allows everything) once ready\n"
 	"  --pool-share FILE exports a memory pool's descriptor, 'PID FD' into FILE\n"
 	"  --pool-import FILE imports that pool (--idle)\n"
 	"  --self-call       on SIGUSR2, the driver calls one of its own functions from a\n"
@@ -86,7 +87,7 @@ struct opts {
 	const char *via, *probe, *pool_share, *pool_import, *load;
 	size_t bytes;
 	unsigned interval_ms, other_ms, created_ms;
-	int idle, hold, free_test, attrs, no_socket, unwind, storm, self_call, fork_call, phdr;
+	int idle, hold, free_test, attrs, no_socket, late_filter, unwind, storm, self_call, fork_call, phdr;
 	int fork_range;
 };
 
@@ -334,7 +335,7 @@ static int parse(int argc, char **argv)
 		{ "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
 		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },
 		{ "free-test", 0, NULL, 'f' },   { "attrs", 0, NULL, 'a' },
-		{ "no-socket", 0, NULL, 'n' },   { "help", 0, NULL, 'h' },
+		{ "no-socket", 0, NULL, 'n' },   { "late-filter", 0, NULL, 'Z' },   { "help", 0, NULL, 'h' },
 		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' },
 		{ "unwind", 0, NULL, 'u' },      { "storm", 1, NULL, 'S' },
 		{ "self-call", 0, NULL, 'c' },   { "fork-call", 2, NULL, 'F' },
@@ -355,6 +356,7 @@ static int parse(int argc, char **argv)
 		case 'f': o.free_test = 1; break;
 		case 'a': o.attrs = 1; break;
 		case 'n': o.no_socket = 1; break;
+		case 'Z': o.late_filter = 1; break;
 		case 's': o.pool_share = optarg; break;
 		case 'P': o.pool_import = optarg, o.idle = 1; break;
 		case 'u': o.unwind = 1; break;
@@ -370,6 +372,22 @@ static int parse(int argc, char **argv)
 	return optind == argc && o.bytes >= PAGE ? 0 : -1;
 }
 
+static void install_filter(const struct sock_fprog *prog)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog) != 0) {
+		perror("fakecuda-named: seccomp");
+		exit(2);
+	}
+}
+
+/* A filter that forbids nothing: the program has one now, all the same. */
+static void late_filter(void)
+{
+	struct sock_filter f[] = { BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW) };
+	struct sock_fprog prog = { 1, f };
+	install_filter(&prog);
+}
+
 static void forbid_socket(void)
 {
 	struct sock_filter f[] = {
@@ -379,10 +397,7 @@ static void forbid_socket(void)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
-		perror("fakecuda-named: seccomp");
-		exit(2);
-	}
+	install_filter(&prog);
 }
 
 static CUcontext context(CUdevice dev)
@@ -629,6 +644,8 @@ int main(int argc, char **argv)
 		other_device();
 	if (o.created_ms)
 		created_context();
+	if (o.late_filter)
+		late_filter();
 	printf("ready pid=%d bytes=%zu addr=0x%llx\n", (int)getpid(), o.bytes, mem);
 	fflush(stdout);
 	pthread_t t;

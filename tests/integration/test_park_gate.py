@@ -140,6 +140,25 @@ class EntryPoints(ParkCase):
                 rc, err = a.finish()
                 self.assertEqual(rc, 0, err)
 
+    def test_a_seccomp_filter_installed_after_the_first_allocation_is_said_before_the_park(self):
+        # the gate could not make sure no call is under way (its counts need
+        # membarrier, which the filter may forbid): status, ps and the plan
+        # say so, and the checkpoint is the driver's, not a refused park
+        a = self.named("--late-filter")
+        st = status(a.pid)
+        self.assertEqual(st["parkable"], "0", st)
+        procs, _ = self.ps()
+        self.assertIn("installed a seccomp filter since it started", procs[a.pid]["park"]["why_not"])
+        r = self.cs("checkpoint", "--pid", a.pid, "--dry-run")
+        self.assertIn("driver-path", r.err)
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+        rc, err = a.finish()
+        self.assertEqual(rc, 0, err)
+
     def test_gated_calls_from_a_signal_handler_return_where_they_were_made(self):
         # a signal every few microseconds, whose handler makes a gated call,
         # lands at every point of the main thread's gated calls
