@@ -13,9 +13,12 @@
  * Each object is read in place (elfread.c), while the list of objects holds
  * still (objects.c); one found bound to no driver function is not read
  * again until an object is unloaded. */
+#include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "elfread.h"
 #include "park.h"
@@ -198,6 +201,56 @@ static int check_object(const struct park_obj *o, void *arg)
 	return c->bad;
 }
 
+/* /proc/self/maps, whole (malloc'd, NUL-terminated), or NULL. */
+static char *read_maps(void)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	size_t have = 0, cap = 1 << 16;
+	char *buf = fd < 0 ? NULL : malloc(cap);
+	for (ssize_t got = 1; buf && got > 0; have += (size_t)got) {
+		if (cap - have < 4096) {
+			char *more = cap < (64u << 20) ? realloc(buf, cap *= 2) : NULL;
+			if (more == NULL) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = more;
+		}
+		got = read(fd, buf + have, cap - have - 1);
+		if (got < 0) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	if (buf)
+		buf[have] = 0;
+	if (fd >= 0)
+		close(fd);
+	return buf;
+}
+
+/* Copies of the driver mapped in the process, whatever namespace loaded
+ * them (dl_iterate_phdr lists the caller's alone): executable mappings of
+ * a file named libcuda.so*; -1 when the maps cannot be read. */
+static int mapped_drivers(void)
+{
+	char *maps = read_maps();
+	if (maps == NULL)
+		return -1;
+	int n = 0;
+	for (char *l = maps, *nl; *l; l = nl ? nl + 1 : l + strlen(l)) {
+		nl = strchr(l, '\n');
+		if (nl)
+			*nl = 0;
+		const char *perm = strchr(l, ' '), *name = strrchr(l, '/');
+		if (perm && strncmp(perm + 1, "r-xp", 4) == 0 && name && strncmp(name + 1, "libcuda.so", 10) == 0)
+			n++;
+	}
+	free(maps);
+	return n;
+}
+
 int park_bindings_check(char *why, size_t size)
 {
 	struct world w = { 0 };
@@ -206,6 +259,12 @@ int park_bindings_check(char *why, size_t size)
 		snprintf(why, size,
 			 "the driver is loaded more than once (dlmopen), and the interposer stands in front "
 			 "of one");
+		return -1;
+	}
+	if (mapped_drivers() > w.ndrv) {
+		snprintf(why, size,
+			 "a copy of the driver is loaded in another namespace (dlmopen), where the interposer does "
+			 "not stand: its calls would go on while parked");
 		return -1;
 	}
 	struct check c = { &w, why, size, false };

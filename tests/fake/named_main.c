@@ -58,6 +58,7 @@ static const char usage_text[] =
 	"                    addr_range=<n> addr_base=<hex>' for its memory\n"
 	"  --no-socket       forbids itself socket(2) (seccomp, killed) before allocating\n"
 	"  --late-filter     installs a seccomp filter (that allows everything) once ready\n"
+	"  --dlmopen-driver  loads a second copy of the driver in a namespace of its own\n"
 	"  --pool-share FILE exports a memory pool's descriptor, 'PID FD' into FILE\n"
 	"  --pool-import FILE imports that pool (--idle)\n"
 	"  --self-call       on SIGUSR2, the driver calls one of its own functions from a\n"
@@ -87,7 +88,7 @@ struct opts {
 	const char *via, *probe, *pool_share, *pool_import, *load;
 	size_t bytes;
 	unsigned interval_ms, other_ms, created_ms;
-	int idle, hold, free_test, attrs, no_socket, late_filter, unwind, storm, self_call, fork_call, phdr;
+	int idle, hold, free_test, attrs, no_socket, late_filter, dlmopen_driver, unwind, storm, self_call, fork_call, phdr;
 	int fork_range;
 };
 
@@ -335,7 +336,7 @@ static int parse(int argc, char **argv)
 		{ "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
 		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },
 		{ "free-test", 0, NULL, 'f' },   { "attrs", 0, NULL, 'a' },
-		{ "no-socket", 0, NULL, 'n' },   { "late-filter", 0, NULL, 'Z' },   { "help", 0, NULL, 'h' },
+		{ "no-socket", 0, NULL, 'n' },   { "late-filter", 0, NULL, 'Z' }, { "dlmopen-driver", 0, NULL, 'Y' },   { "help", 0, NULL, 'h' },
 		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' },
 		{ "unwind", 0, NULL, 'u' },      { "storm", 1, NULL, 'S' },
 		{ "self-call", 0, NULL, 'c' },   { "fork-call", 2, NULL, 'F' },
@@ -357,6 +358,7 @@ static int parse(int argc, char **argv)
 		case 'a': o.attrs = 1; break;
 		case 'n': o.no_socket = 1; break;
 		case 'Z': o.late_filter = 1; break;
+		case 'Y': o.dlmopen_driver = 1; break;
 		case 's': o.pool_share = optarg; break;
 		case 'P': o.pool_import = optarg, o.idle = 1; break;
 		case 'u': o.unwind = 1; break;
@@ -646,6 +648,11 @@ int main(int argc, char **argv)
 		created_context();
 	if (o.late_filter)
 		late_filter();
+	/* a plugin linked with the driver, loaded with LM_ID_NEWLM */
+	if (o.dlmopen_driver && dlmopen(LM_ID_NEWLM, "libcuda.so.1", RTLD_NOW) == NULL) {
+		fprintf(stderr, "fakecuda-named: dlmopen: %s\n", dlerror());
+		return 2;
+	}
 	printf("ready pid=%d bytes=%zu addr=0x%llx\n", (int)getpid(), o.bytes, mem);
 	fflush(stdout);
 	pthread_t t;

@@ -159,6 +159,24 @@ class EntryPoints(ParkCase):
         rc, err = a.finish()
         self.assertEqual(rc, 0, err)
 
+    @unittest.skipIf(ASAN, "AddressSanitizer refuses dlmopen namespaces")
+    def test_a_second_driver_in_a_dlmopen_namespace_is_not_parked(self):
+        # dl_iterate_phdr lists the caller's namespace alone: the copy is
+        # found in the process's mappings, and its calls would go on while
+        # parked, so the process is the driver's to checkpoint
+        a = self.named("--dlmopen-driver")
+        st = status(a.pid)
+        self.assertEqual(st["parkable"], "0", st)
+        procs, _ = self.ps()
+        self.assertIn("a copy of the driver is loaded in another namespace", procs[a.pid]["park"]["why_not"])
+        r = self.cs("checkpoint", "--pid", a.pid, "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("park", r.obj["processes"][0]["seconds"])
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+        rc, err = a.finish()
+        self.assertEqual(rc, 0, err)
+
     def test_gated_calls_from_a_signal_handler_return_where_they_were_made(self):
         # a signal every few microseconds, whose handler makes a gated call,
         # lands at every point of the main thread's gated calls
