@@ -122,35 +122,20 @@ class EntryPoints(ParkCase):
             if "deepbind" in via and ASAN:
                 continue
             with self.subTest(via=via):
-                a = self.named("--via", via)
-                st = status(a.pid)
-                self.assertEqual(st["parkable"], "0", st)
-                procs, _ = self.ps()
-                self.assertIn(why, procs[a.pid]["park"]["why_not"])
-                self.assertIn(f"parking: {a.pid} (fakecuda-named) runs the interposer but its checkpoint is the "
-                              "driver's: ", self.cs("ps").out)
-                r = self.cs("checkpoint", "--pid", a.pid, "--dry-run")
-                self.assertIn("driver-path", r.err)
-                self.assertIn(why, r.err)
-                r = self.cs("checkpoint", "--pid", a.pid, "--json")
-                self.assertEqual(r.rc, 0, r)
-                self.assertNotIn("park", r.obj["processes"][0]["seconds"])
-                self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
-                self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
-                rc, err = a.finish()
-                self.assertEqual(rc, 0, err)
+                self.assertLeftToDriver(self.named("--via", via), why)
 
-    def test_a_seccomp_filter_installed_after_the_first_allocation_is_said_before_the_park(self):
-        # the gate could not make sure no call is under way (its counts need
-        # membarrier, which the filter may forbid): status, ps and the plan
-        # say so, and the checkpoint is the driver's, not a refused park
-        a = self.named("--late-filter")
+    def assertLeftToDriver(self, a, why):
+        """a is not parkable, for why, as its status, ps and the plan say,
+        and its checkpoint and restore are the driver's, its data kept."""
         st = status(a.pid)
         self.assertEqual(st["parkable"], "0", st)
         procs, _ = self.ps()
-        self.assertIn("installed a seccomp filter since it started", procs[a.pid]["park"]["why_not"])
+        self.assertIn(why, procs[a.pid]["park"]["why_not"])
+        self.assertIn(f"parking: {a.pid} (fakecuda-named) runs the interposer but its checkpoint is the "
+                      "driver's: ", self.cs("ps").out)
         r = self.cs("checkpoint", "--pid", a.pid, "--dry-run")
         self.assertIn("driver-path", r.err)
+        self.assertIn(why, r.err)
         r = self.cs("checkpoint", "--pid", a.pid, "--json")
         self.assertEqual(r.rc, 0, r)
         self.assertNotIn("park", r.obj["processes"][0]["seconds"])
@@ -158,24 +143,19 @@ class EntryPoints(ParkCase):
         self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
         rc, err = a.finish()
         self.assertEqual(rc, 0, err)
+
+    def test_a_seccomp_filter_installed_after_the_first_allocation_is_said_before_the_park(self):
+        # the gate could not make sure no call is under way (its counts need
+        # membarrier, which the filter may forbid): status, ps and the plan
+        # say so, and the checkpoint is the driver's, not a refused park
+        self.assertLeftToDriver(self.named("--late-filter"), "installed a seccomp filter since it started")
 
     @unittest.skipIf(ASAN, "AddressSanitizer refuses dlmopen namespaces")
     def test_a_second_driver_in_a_dlmopen_namespace_is_not_parked(self):
         # dl_iterate_phdr lists the caller's namespace alone: the copy is
         # found in the process's mappings, and its calls would go on while
         # parked, so the process is the driver's to checkpoint
-        a = self.named("--dlmopen-driver")
-        st = status(a.pid)
-        self.assertEqual(st["parkable"], "0", st)
-        procs, _ = self.ps()
-        self.assertIn("a copy of the driver is loaded in another namespace", procs[a.pid]["park"]["why_not"])
-        r = self.cs("checkpoint", "--pid", a.pid, "--json")
-        self.assertEqual(r.rc, 0, r)
-        self.assertNotIn("park", r.obj["processes"][0]["seconds"])
-        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
-        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
-        rc, err = a.finish()
-        self.assertEqual(rc, 0, err)
+        self.assertLeftToDriver(self.named("--dlmopen-driver"), "a copy of the driver is loaded in another namespace")
 
     def test_gated_calls_from_a_signal_handler_return_where_they_were_made(self):
         # a signal every few microseconds, whose handler makes a gated call,
