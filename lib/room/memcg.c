@@ -79,8 +79,8 @@ int cs_memcg_parse_key(const char *text, size_t len, const char *key, long long 
 }
 
 /* One line "ID:CONTROLLERS:PATH" of /proc/PID/cgroup: 1 for a v1 line with
- * the memory controller, 2 for the v2 line "0::PATH", else 0. */
-static int cgroup_line(const char *p, const char *le, const char **path, size_t *plen)
+ * the controller, 2 for the v2 line "0::PATH", else 0. */
+static int cgroup_line(const char *p, const char *le, const char *controller, const char **path, size_t *plen)
 {
 	const char *c1 = memchr(p, ':', (size_t)(le - p));
 	const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(le - c1 - 1)) : NULL;
@@ -90,10 +90,15 @@ static int cgroup_line(const char *p, const char *le, const char **path, size_t 
 	*plen = (size_t)(le - *path);
 	if (c2 == c1 + 1)
 		return c1 - p == 1 && *p == '0' ? 2 : 0;
-	return cs_cgroup_has_option(c1 + 1, (size_t)(c2 - c1 - 1), "memory") ? 1 : 0;
+	return cs_cgroup_has_option(c1 + 1, (size_t)(c2 - c1 - 1), controller) ? 1 : 0;
 }
 
 int cs_memcg_parse_proc_cgroup(const char *text, size_t len, char *buf, size_t size)
+{
+	return cs_cgroup_parse_controller(text, len, "memory", buf, size);
+}
+
+int cs_cgroup_parse_controller(const char *text, size_t len, const char *controller, char *buf, size_t size)
 {
 	const char *p = text, *end = text + len, *line, *le, *found = NULL;
 	size_t flen = 0;
@@ -101,8 +106,8 @@ int cs_memcg_parse_proc_cgroup(const char *text, size_t len, char *buf, size_t s
 	while (version != 1 && next_line(&p, end, &line, &le)) {
 		const char *path;
 		size_t plen;
-		int v = cgroup_line(line, le, &path, &plen);
-		/* On a hybrid host the v2 line names a hierarchy without the memory controller. */
+		int v = cgroup_line(line, le, controller, &path, &plen);
+		/* On a hybrid host the v2 line names a hierarchy without the v1 controller. */
 		if (v == 1 || (v == 2 && !version)) {
 			found = path;
 			flen = plen;

@@ -132,6 +132,8 @@ int cs_memcg_parse_key(const char *text, size_t len, const char *key, long long 
  * that does not fit is not cut (it would name another cgroup): it counts
  * as none. */
 int cs_memcg_parse_proc_cgroup(const char *text, size_t len, char *buf, size_t size);
+/* The same for any controller ("pids"): its v1 line wins over the v2 line. */
+int cs_cgroup_parse_controller(const char *text, size_t len, const char *controller, char *buf, size_t size);
 /* Where below a mount whose mountinfo root is root the cgroup path lies,
  * both as one cgroup namespace names them ("/../a/b" under "/../a" is
  * "/b"): the offset in path of that part ("" for the mount's top, else

@@ -14,10 +14,4 @@
  * read. where gets the cgroup whose limit decides ("" for -1). */
 long long cs_pids_room(pid_t pid, char *where, size_t size);
 
-/* The pids cgroup path in the text of a /proc/PID/cgroup file: the v1 line
- * whose controllers include "pids" wins over the v2 line "0::/path". Its
- * offset in text and length in *len; -1 when none. Exposed for the
- * fuzzer. */
-long long cs_pids_parse_proc_cgroup(const char *text, size_t tlen, size_t *len, int *version);
-
 #endif
