@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 typedef struct run {
 	cs_driver *d;
@@ -131,30 +130,6 @@ static unsigned long long rss_bytes(pid_t pid)
 	return (unsigned long long)kb * 1024;
 }
 
-/* Whether files of an earlier park of t are in the directory (true, with
- * e saying what they are): a park never writes over them. */
-static bool files_there(const cs_target *t, int dirfd, cs_error *e)
-{
-	char first[sizeof(t->park_name) + 8];
-	struct stat st;
-	snprintf(first, sizeof(first), "%s.0", t->park_name);
-	if (fstatat(dirfd, first, &st, AT_SYMLINK_NOFOLLOW) != 0)
-		return false;
-	if (t->was_parked)
-		cs_error_set(e, CS_ESTATE, "Restore it first (cudasnap restore --pid N).",
-			     "process %d (%s) is parked already, its memory perhaps in %s/%s.*: a second park into "
-			     "that directory would write over them",
-			     (int)t->pid, t->comm, t->park_dir, t->park_name);
-	else
-		cs_error_set(e, CS_ESTATE,
-			     "They hold nothing it needs (it is not parked): remove them (rm DIR/NAME.*), or give "
-			     "another --park-to.",
-			     "%s/%s.* are left from an earlier park of process %d (%s): a cudasnap killed during a park "
-			     "or an unpark leaves them, and so does restore --keep",
-			     t->park_dir, t->park_name, (int)t->pid, t->comm);
-	return true;
-}
-
 /* The files of t's park into files (cs_txn_opts.park_to), made for a park
  * (named after it, sized by what it said it holds) or opened for its
  * unpark: 0, or -1 with t->error and nothing left behind. *dirfd: the
@@ -177,10 +152,11 @@ static int park_files(run *r, cs_target *t, bool park, int *dirfd, cs_park_files
 		cs_park_files_name(t->pid, t->start_time, t->park_name, sizeof(t->park_name));
 		t->park_nfiles = cs_park_files_count(t->park_bytes);
 	}
-	bool left = *dirfd >= 0 && park && !back && files_there(t, *dirfd, &e);
-	if (r->o->park_files_at && !left)
+	/* Files of an earlier park in the way: the caller's plan refused the
+	 * command, and the make's O_EXCL refuses what came since. */
+	if (r->o->park_files_at)
 		r->o->park_files_at(r->o->restore_ctx, t, park);
-	int rc = *dirfd < 0 || left ?
+	int rc = *dirfd < 0 ?
 		-1 :
 		park ?
 		cs_park_files_make(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, f, &e) :
