@@ -232,15 +232,6 @@ static void print_ipc(const cs_proc *p)
 		       (int)p->pid, p->comm, p->ipc_import);
 }
 
-/* A left-behind entry in words (cs_left_behind_say), its process's park
- * asked where only its files are left. */
-static void say_left(const cs_ptable *t, const cs_left_behind *b, char *line, size_t lsize, char *fix, size_t fsize)
-{
-	const cs_proc *p = b->pid ? cs_ptable_find(t, b->pid) : NULL;
-	int parked = p && b->files_only && b->files[0] ? cs_park_parked_now(p->pid) : -1;
-	cs_left_behind_say(b, p ? p->state : CS_STATE_UNKNOWN, parked, line, lsize, fix, fsize);
-}
-
 /* Whether an entry of b names pid's files: the park line gives way to it. */
 static bool behind_names(const cs_left_behind *b, size_t nb, pid_t pid)
 {
@@ -270,7 +261,7 @@ static void print_notes(const cs_ptable *t, const cs_left_behind *b, size_t nb)
 	}
 	for (size_t i = 0; i < nb; i++) {
 		char line[1024], fix[CS_LEFT_FIX_MAX];
-		say_left(t, &b[i], line, sizeof(line), fix, sizeof(fix));
+		cs_park_left_say(&b[i], t, line, sizeof(line), fix, sizeof(fix));
 		printf("LEFT BEHIND: %s%s%s%s%s\n", line, fix[0] ? "; " : "",
 		       !fix[0]                             ? "" :
 			       strncmp(fix, "rm ", 3) == 0 ? "remove them with '" :
@@ -309,7 +300,7 @@ static json_object *left_behind_json(const cs_ptable *t, const cs_left_behind *b
 		}
 	}
 	for (size_t i = 0; i < nb; i++) {
-		say_left(t, &b[i], line, sizeof(line), fix, sizeof(fix));
+		cs_park_left_say(&b[i], t, line, sizeof(line), fix, sizeof(fix));
 		json_object_array_add(a, left_entry(b[i].pid, b[i].comm, b[i].holder, fix, b[i].files, line));
 	}
 	return a;

@@ -378,11 +378,8 @@ static void check_left_behind(cs_doctor_report *r, const cs_ptable *t)
 	size_t n = 0;
 	cs_claims_left_behind(statefd, t, false, &b, &n);
 	for (size_t i = 0; i < n; i++) {
-		const cs_proc *p = b[i].pid ? cs_ptable_find(t, b[i].pid) : NULL;
-		int parked = p && b[i].files_only && b[i].files[0] ? cs_park_parked_now(p->pid) : -1;
 		char line[1024], fix[CS_LEFT_FIX_MAX];
-		cs_left_behind_say(&b[i], p ? p->state : CS_STATE_UNKNOWN, parked, line, sizeof(line), fix,
-				   sizeof(fix));
+		cs_park_left_say(&b[i], t, line, sizeof(line), fix, sizeof(fix));
 		cs_doctor_add(r, "left-behind", WARN, b[i].pid, fix[0] ? fix : NULL, "%s", line);
 	}
 }

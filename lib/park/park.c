@@ -509,3 +509,10 @@ int cs_park_parked_now(pid_t pid)
 	cs_park_status(pid, 1000, &info);
 	return info.seen && !info.unreachable ? info.parked : -1;
 }
+
+void cs_park_left_say(const cs_left_behind *b, const cs_ptable *t, char *line, size_t lsize, char *fix, size_t fsize)
+{
+	const cs_proc *p = b->pid ? cs_ptable_find(t, b->pid) : NULL;
+	int parked = p && b->files_only && b->files[0] ? cs_park_parked_now(p->pid) : -1;
+	cs_left_behind_say(b, p ? p->state : CS_STATE_UNKNOWN, parked, line, lsize, fix, fsize);
+}

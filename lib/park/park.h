@@ -6,6 +6,7 @@
 #define CS_PARK_CLIENT_H
 
 #include "cudasnap.h"
+#include "claim.h"
 
 /* What a process's control socket says of it. */
 typedef struct cs_park_info {
@@ -55,6 +56,11 @@ void cs_park_status(pid_t pid, unsigned timeout_ms, cs_park_info *info);
  * or cannot tell within a second (<0): the judge of UNPARK orphans
  * (gpuorphan.h). */
 int cs_park_parked_now(pid_t pid);
+
+/* cs_left_behind_say (claim.h) of b, its process found in t and, where
+ * only its park files are left beside it, its interposer asked whether it
+ * is parked in them: what ps, doctor and the commands' warnings say. */
+void cs_park_left_say(const cs_left_behind *b, const cs_ptable *t, char *line, size_t lsize, char *fix, size_t fsize);
 
 /* Why a process whose interposer cannot be reached (info->unreachable) is
  * refused, and what to do about it. */

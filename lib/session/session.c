@@ -250,10 +250,10 @@ static const char *recovery_of(int state)
 
 /* Park files a holder that died left beside a process that runs, or has
  * exited. */
-static void warn_files_left(cs_session *s, const cs_left_behind *b, int state)
+static void warn_files_left(cs_session *s, const cs_left_behind *b)
 {
 	char line[1024], fix[CS_LEFT_FIX_MAX];
-	cs_left_behind_say(b, state, b->pid ? cs_park_parked_now(b->pid) : -1, line, sizeof(line), fix, sizeof(fix));
+	cs_park_left_say(b, &s->table, line, sizeof(line), fix, sizeof(fix));
 	cs_session_warn(s, "warning: LEFT BEHIND: %s%s%s%s", line, fix[0] ? "; '" : "", fix, fix[0] ? "'" : "");
 }
 
@@ -280,7 +280,7 @@ static void name_left_behind(cs_session *s)
 		int st = p ? p->state : CS_STATE_UNKNOWN;
 		char fix[CS_LEFT_FIX_MAX];
 		if (b->files_only) {
-			warn_files_left(s, b, st);
+			warn_files_left(s, b);
 			continue;
 		}
 		const char *how = recovery_of(st);
