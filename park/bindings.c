@@ -13,15 +13,14 @@
  * Each object is read in place (elfread.c), while the list of objects holds
  * still (objects.c); one found bound to no driver function is not read
  * again until an object is unloaded. */
-#include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "elfread.h"
 #include "park.h"
+#include "park_find.h"
 
 #define MAX_DRIVERS 8
 #define MAX_CLEAN 4096
@@ -201,41 +200,12 @@ static int check_object(const struct park_obj *o, void *arg)
 	return c->bad;
 }
 
-/* /proc/self/maps, whole (malloc'd, NUL-terminated), or NULL. */
-static char *read_maps(void)
-{
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	size_t have = 0, cap = 1 << 16;
-	char *buf = fd < 0 ? NULL : malloc(cap);
-	for (ssize_t got = 1; buf && got > 0; have += (size_t)got) {
-		if (cap - have < 4096) {
-			char *more = cap < (64u << 20) ? realloc(buf, cap *= 2) : NULL;
-			if (more == NULL) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = more;
-		}
-		got = read(fd, buf + have, cap - have - 1);
-		if (got < 0) {
-			free(buf);
-			buf = NULL;
-		}
-	}
-	if (buf)
-		buf[have] = 0;
-	if (fd >= 0)
-		close(fd);
-	return buf;
-}
-
 /* Copies of the driver mapped in the process, whatever namespace loaded
  * them (dl_iterate_phdr lists the caller's alone): executable mappings of
  * a file named libcuda.so*; -1 when the maps cannot be read. */
 static int mapped_drivers(void)
 {
-	char *maps = read_maps();
+	char *maps = park_find_read_text("/proc/self/maps", 64u << 20);
 	if (maps == NULL)
 		return -1;
 	int n = 0;

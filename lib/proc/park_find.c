@@ -100,7 +100,7 @@ int park_find_in_unix(const char *text, const unsigned long *inodes, size_t n, c
 	return -1;
 }
 
-static char *read_text(const char *file)
+char *park_find_read_text(const char *file, size_t max)
 {
 	int fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -113,7 +113,7 @@ static char *read_text(const char *file)
 	}
 	for (;;) {
 		if (len + 1 >= cap) {
-			char *nb = cap < UNIX_TEXT_MAX ? realloc(buf, cap * 2) : NULL;
+			char *nb = cap < max ? realloc(buf, cap * 2) : NULL;
 			if (nb == NULL)
 				break;
 			buf = nb;
@@ -174,7 +174,7 @@ int park_find_path(pid_t pid, const char *proc, char *path, size_t size)
 	if (n) {
 		char file[64];
 		snprintf(file, sizeof(file), "%s/%d/net/unix", proc, (int)pid);
-		char *text = read_text(file);
+		char *text = park_find_read_text(file, UNIX_TEXT_MAX);
 		if (text)
 			rc = park_find_in_unix(text, inodes, n, path, size);
 		free(text);

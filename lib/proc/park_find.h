@@ -13,6 +13,9 @@
 bool park_find_is_lib(const char *path, size_t len);
 /* Whether pid maps it (its /proc/PID/maps under proc). */
 bool park_find_mapped(pid_t pid, const char *proc);
+/* The text of file (a /proc file), malloc'd and NUL-terminated, cut at
+ * about max bytes; NULL when it cannot be opened or memory cannot be had. */
+char *park_find_read_text(const char *file, size_t max);
 /* The path the process pid bound its control socket to (in its own mount
  * namespace), looked up among the process's own listening sockets under
  * proc (a /proc): 0, or -1 when it has none. */
