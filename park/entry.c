@@ -132,7 +132,7 @@ void *park_hand_out(const char *name, void *real, bool base, int version)
 	if (real == NULL || park_passthrough)
 		return real;
 	const struct special *s = special_named(name, base, version);
-	return s ? s->fn : park_gate_wrap(real);
+	return s ? s->fn : park_gate_wrap(real, name);
 }
 
 static CUresult w_get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,

@@ -49,6 +49,7 @@ __thread struct gate_rec *park_gate_rec HIDDEN __attribute__((tls_model("initial
 extern char park_name_stubs[] HIDDEN;
 extern char park_dyn_stubs[] HIDDEN;
 extern void *park_slot_real[] HIDDEN;
+extern unsigned char park_slot_stack[] HIDDEN;
 extern const char park_name_strs[] HIDDEN;
 extern const unsigned park_name_offs[] HIDDEN;
 extern const unsigned park_name_count HIDDEN;
@@ -310,16 +311,32 @@ void *park_gate_resolve(unsigned slot)
 	return fn;
 }
 
-void *park_gate_wrap(void *real)
+/* The bytes of stack arguments a function of this name (or family, for
+ * cuGetProcAddress's names) takes; all the trampoline may copy where the
+ * name is not one of driver_api.inc's. */
+static unsigned stack_bytes(const char *name)
+{
+	int i = name ? park_name_index(name) : -1;
+	return i >= 0 ? park_slot_stack[i] : GATE_STACK_ARGS;
+}
+
+void *park_gate_wrap(void *real, const char *name)
 {
 	if (real == NULL || park_gate_stub(real))
 		return real;
 	void *stub = NULL;
+	unsigned bytes = stack_bytes(name);
 	pthread_mutex_lock(&dyn_mu);
 	for (unsigned i = 0; i < dyn_used && stub == NULL; i++)
-		if (park_slot_real[park_name_count + i] == real)
+		if (park_slot_real[park_name_count + i] == real) {
 			stub = park_dyn_stubs + GATE_STUB_SIZE * (size_t)i;
+			/* one function under two names: the larger is its own */
+			if (bytes > park_slot_stack[park_name_count + i])
+				park_slot_stack[park_name_count + i] = (unsigned char)bytes;
+		}
 	if (stub == NULL && dyn_used < GATE_DYN_SLOTS) {
+		/* the bytes are set before the function the stub is handed out with */
+		park_slot_stack[park_name_count + dyn_used] = (unsigned char)bytes;
 		__atomic_store_n(&park_slot_real[park_name_count + dyn_used], real, __ATOMIC_RELEASE);
 		stub = park_dyn_stubs + GATE_STUB_SIZE * (size_t)dyn_used++;
 	}

@@ -8,9 +8,10 @@
 /* Stubs made at run time for entry points obtained by dlsym or
  * cuGetProcAddress; the named ones (driver_api.inc) come first. */
 #define GATE_DYN_SLOTS 4096
-/* The caller's stack arguments copied for the driver's function: 16 words,
- * room for 22 integer arguments; the driver's largest function
- * (cuTensorMapEncodeIm2colWide) takes 16. */
+/* The most bytes of the caller's stack arguments copied for the driver's
+ * function, and what is copied for a function whose arguments are not
+ * known (driver_stack.inc): 16 words, room for 22 integer arguments; the
+ * driver's largest function (cuTensorMapEncodeIm2colWide) takes 16. */
 #define GATE_STACK_ARGS 128
 
 /* struct gate_rec (gate.c): offsets of its counters */

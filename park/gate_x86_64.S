@@ -5,7 +5,9 @@
  *
  * A stub puts its number in %r11 and jumps to park_tramp_common, which
  * counts the call in the calling thread's record (gate.c), copies the
- * caller's stack arguments, and calls the real function: an ordinary
+ * caller's stack arguments (as many bytes as the function takes,
+ * park_slot_stack: a copy past them could cross the end of a makecontext
+ * stack into its guard page), and calls the real function: an ordinary
  * call and return, so that the shadow stack (CET) and the unwinder (the
  * CFI below) see an ordinary frame. While a park holds the gate, a call
  * that is not already inside it waits in gate.c.
@@ -57,9 +59,10 @@ park_dyn_stubs:
 /* ---- the common part ---- */
 
 /* Frame below %rbp: -8 the real function, -16 the thread's record (0: the
- * shared one), then 192 bytes at %rsp: the argument registers while C
- * runs, later the stack arguments passed on (GATE_STACK_ARGS bytes). */
-#define FRAME 208
+ * shared one), -24 how many bytes of stack arguments it takes, then 192
+ * bytes at %rsp: the argument registers while C runs, later the stack
+ * arguments passed on (at most GATE_STACK_ARGS bytes). */
+#define FRAME 224
 
 #define SAVE_ARGS \
 	movq %rdi, 0(%rsp); movq %rsi, 8(%rsp); movq %rdx, 16(%rsp); \
@@ -75,10 +78,6 @@ park_dyn_stubs:
 	movdqa 96(%rsp), %xmm2; movdqa 112(%rsp), %xmm3; movdqa 128(%rsp), %xmm4; \
 	movdqa 144(%rsp), %xmm5; movdqa 160(%rsp), %xmm6; movdqa 176(%rsp), %xmm7
 
-#define COPY2(k) \
-	movq 16 + k(%rbp), %r10; movq 24 + k(%rbp), %r11; \
-	movq %r10, k(%rsp); movq %r11, 8 + k(%rsp)
-
 	.globl park_tramp_common
 	.hidden park_tramp_common
 	.type park_tramp_common, @function
@@ -92,6 +91,9 @@ park_tramp_common:
 	movq %rsp, %rbp
 	.cfi_def_cfa_register %rbp
 	subq $FRAME, %rsp
+	leaq park_slot_stack(%rip), %r10
+	movzbl (%r10,%r11), %r10d
+	movq %r10, -24(%rbp)
 	leaq park_slot_real(%rip), %r10
 	movq (%r10,%r11,8), %r10
 	testq %r10, %r10
@@ -113,9 +115,15 @@ park_tramp_common:
 	incq GATE_REC_HELD(%r10)
 	movq %r10, -16(%rbp)
 .Lcall:
-	COPY2(0); COPY2(16); COPY2(32); COPY2(48)
-	COPY2(64); COPY2(80); COPY2(96); COPY2(112)
-	call *-8(%rbp)
+	/* the stack arguments, last word first: only %r10 and %r11 are free */
+	movq -24(%rbp), %r11
+1:	testq %r11, %r11
+	jz 2f
+	subq $8, %r11
+	movq 16(%rbp,%r11), %r10
+	movq %r10, (%rsp,%r11)
+	jmp 1b
+2:	call *-8(%rbp)
 	movq -16(%rbp), %r10
 	testq %r10, %r10
 	jz .Lleave_shared
@@ -294,6 +302,33 @@ park_name_offs:
 	.hidden park_name_count
 park_name_count:
 	.long park_nnames
+
+/* Bytes of stack arguments each stub's function takes: a named stub's from
+ * driver_stack.inc (0 where it lists nothing, GATE_STACK_ARGS where it
+ * does not know the name), a dynamic stub's set with its function. */
+#undef N
+#undef S
+#define K(name, bytes) .set park_stk_##name, bytes;
+#define U(name) .set park_stk_##name, GATE_STACK_ARGS;
+#include "driver_stack.inc"
+#define N(name) gate_stack name
+#define S(name) gate_stack name
+	.macro gate_stack name
+	.ifdef park_stk_\name
+	.byte park_stk_\name
+	.else
+	.byte 0
+	.endif
+	.endm
+
+	.data
+	.globl park_slot_stack
+	.hidden park_slot_stack
+park_slot_stack:
+#include "driver_api.inc"
+	.rept GATE_DYN_SLOTS
+	.byte GATE_STACK_ARGS
+	.endr
 
 /* Whether this library has been relocated: the word holds its own address
  * once the dynamic linker has applied its relocations. */

@@ -174,7 +174,7 @@ void *park_hand_out(const char *name, void *real, bool base, int version);
  * with *inside calls still in (*tid one of their threads), or why it could
  * not tell. */
 void park_gate_init(bool barriers);
-void *park_gate_wrap(void *real); /* a gated entry point, or real when none is left */
+void *park_gate_wrap(void *real, const char *name); /* a gated entry point, or real when none is left */
 bool park_gate_stub(const void *fn);
 int park_gate_close(unsigned timeout_ms, long *inside, pid_t *tid, const char **why);
 void park_gate_open(void);

@@ -193,6 +193,10 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
 		return rc;
 	if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* the driver's refusals of parameters and of more shared memory than a
+	 * block may have without opting in (48 KiB) */
+	if ((params != NULL && extra != NULL) || shmem > (48u << 10))
+		return CUDA_ERROR_INVALID_VALUE;
 	if (params != NULL && params[0] != NULL)
 		ms = *(const unsigned int *)params[0];
 	return fc_kernel_on(dev, ms);

@@ -36,4 +36,7 @@ int named_via(const char *via, void *handle, cu_get_proc_fn get, const char *pro
 int named_pool_share(void *(*rt)(const char *), const char *path);
 int named_pool_import(void *(*rt)(const char *), const char *path);
 
+/* named_fiber.c: --fiber; 0 when every call from the fibre passed. */
+int named_fiber(void *(*rt)(const char *));
+
 #endif

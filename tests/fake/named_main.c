@@ -59,6 +59,9 @@ static const char usage_text[] =
 	"  --no-socket       forbids itself socket(2) (seccomp, killed) before allocating\n"
 	"  --late-filter     installs a seccomp filter (that allows everything) once ready\n"
 	"  --dlmopen-driver  loads a second copy of the driver in a namespace of its own\n"
+	"  --fiber           calls the driver from the first frame of a makecontext stack\n"
+	"                    with a guard page above it (by name and from\n"
+	"                    cuGetProcAddress); prints 'fiber ok' or 'fiber FAILED <why>', exits\n"
 	"  --pool-share FILE exports a memory pool's descriptor, 'PID FD' into FILE\n"
 	"  --pool-import FILE imports that pool (--idle)\n"
 	"  --self-call       on SIGUSR2, the driver calls one of its own functions from a\n"
@@ -89,6 +92,7 @@ struct opts {
 	size_t bytes;
 	unsigned interval_ms, other_ms, created_ms;
 	int idle, hold, free_test, attrs, no_socket, late_filter, dlmopen_driver, unwind, storm, self_call, fork_call, phdr;
+	int fiber;
 	int fork_range;
 };
 
@@ -336,7 +340,7 @@ static int parse(int argc, char **argv)
 		{ "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
 		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },
 		{ "free-test", 0, NULL, 'f' },   { "attrs", 0, NULL, 'a' },
-		{ "no-socket", 0, NULL, 'n' },   { "late-filter", 0, NULL, 'Z' }, { "dlmopen-driver", 0, NULL, 'Y' },   { "help", 0, NULL, 'h' },
+		{ "no-socket", 0, NULL, 'n' },   { "late-filter", 0, NULL, 'Z' }, { "dlmopen-driver", 0, NULL, 'Y' }, { "fiber", 0, NULL, 'B' },   { "help", 0, NULL, 'h' },
 		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' },
 		{ "unwind", 0, NULL, 'u' },      { "storm", 1, NULL, 'S' },
 		{ "self-call", 0, NULL, 'c' },   { "fork-call", 2, NULL, 'F' },
@@ -358,6 +362,7 @@ static int parse(int argc, char **argv)
 		case 'a': o.attrs = 1; break;
 		case 'n': o.no_socket = 1; break;
 		case 'Z': o.late_filter = 1; break;
+		case 'B': o.fiber = 1; break;
 		case 'Y': o.dlmopen_driver = 1; break;
 		case 's': o.pool_share = optarg; break;
 		case 'P': o.pool_import = optarg, o.idle = 1; break;
@@ -633,6 +638,8 @@ int main(int argc, char **argv)
 		return free_test();
 	if (o.unwind)
 		return unwind();
+	if (o.fiber)
+		return named_fiber(rt);
 	if (o.storm)
 		return storm();
 	if ((o.pool_share && named_pool_share(rt, o.pool_share) != 0) ||

@@ -166,6 +166,17 @@ class EntryPoints(ParkCase):
         self.assertTrue(ln.startswith("storm ok"), ln)
         self.assertEqual(a.p.wait(20), 0)
 
+    def test_calls_from_the_first_frame_of_a_makecontext_stack_get_their_arguments_and_nothing_above(self):
+        # a fibre's stack ends at a guard page: the trampoline copies the
+        # stack arguments a function takes (cuLaunchKernel's last five),
+        # not a fixed block that would run into the guard page
+        for park in (True, False):
+            a = Named(self, ["--fiber"], park=park)
+            ln = a.line("fiber", timeout=30)
+            self.assertIsNotNone(ln, f"exit {a.p.wait(20)}: {a.p.stderr.read()}")
+            self.assertEqual(ln, "fiber ok")
+            self.assertEqual(a.p.wait(20), 0)
+
     def test_the_drivers_calls_to_its_own_names_pass_a_closed_gate(self):
         # a thread of the driver's own calls one of its exported functions
         # through the lookup, where the interposer's name stands first:
