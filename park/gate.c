@@ -15,6 +15,7 @@
  * thread. Where membarrier cannot be used, the increments are locked
  * instead (park_gate_plain 0). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
@@ -28,6 +29,7 @@
 
 #include "gate_abi.h"
 #include "park.h"
+#include "park_find.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
 #define GATE_RECS 4096
@@ -36,6 +38,7 @@ struct gate_rec {
 	long count; /* GATE_REC_COUNT */
 	long held; /* GATE_REC_HELD */
 	_Atomic pid_t owner; /* the thread (its tid), 0 when free */
+	unsigned long long start; /* its start time (/proc), 0 when unknown */
 } __attribute__((aligned(64)));
 _Static_assert(offsetof(struct gate_rec, count) == GATE_REC_COUNT, "as gate_x86_64.S");
 _Static_assert(offsetof(struct gate_rec, held) == GATE_REC_HELD, "as gate_x86_64.S");
@@ -109,6 +112,26 @@ static bool alive(pid_t tid)
 	return syscall(SYS_tgkill, getpid(), tid, 0) == 0 || errno != ESRCH;
 }
 
+/* When thread TID of this process started (its stat's field 22), 0 when
+ * /proc cannot say. Async-signal-safe: a thread's first call may be a
+ * signal handler's. */
+static unsigned long long task_start(pid_t tid)
+{
+	char path[48] = "/proc/self/task/", digits[12], buf[512];
+	size_t n = 0, at = strlen(path);
+	for (unsigned v = (unsigned)tid; n == 0 || v; v /= 10)
+		digits[n++] = (char)('0' + v % 10);
+	while (n)
+		path[at++] = digits[--n];
+	memcpy(path + at, "/stat", sizeof("/stat"));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t got = read(fd, buf, sizeof(buf));
+	close(fd);
+	return got > 0 ? park_stat_start(buf, (size_t)got) : 0;
+}
+
 static struct gate_rec *take(struct gate_rec *r, pid_t expect, pid_t tid)
 {
 	if (!atomic_compare_exchange_strong(&r->owner, &expect, tid))
@@ -116,6 +139,7 @@ static struct gate_rec *take(struct gate_rec *r, pid_t expect, pid_t tid)
 	/* a thread that died inside a call (cancelled) left its count */
 	r->count = 0;
 	r->held = 0;
+	r->start = task_start(tid);
 	unsigned i = (unsigned)(r - recs) + 1, seen = atomic_load(&recs_used);
 	while (seen < i && !atomic_compare_exchange_weak(&recs_used, &seen, i))
 		;
@@ -123,14 +147,20 @@ static struct gate_rec *take(struct gate_rec *r, pid_t expect, pid_t tid)
 	return r;
 }
 
-/* The calling thread's record: a free one, else one whose thread is gone.
- * Async-signal-safe (a signal handler may make a thread's first call). */
+/* The calling thread's record: one its id owns, left by an earlier thread
+ * under that id that ended inside a call; else a free one, else one whose
+ * thread is gone. Async-signal-safe (a signal handler may make a thread's
+ * first call). */
 struct gate_rec *park_gate_claim(void) HIDDEN;
 struct gate_rec *park_gate_claim(void)
 {
 	int saved = errno;
 	pid_t tid = (pid_t)syscall(SYS_gettid);
 	struct gate_rec *r = NULL;
+	unsigned used = atomic_load(&recs_used);
+	for (unsigned i = 0; r == NULL && i < used; i++)
+		if (atomic_load(&recs[i].owner) == tid)
+			r = take(&recs[i], tid, tid);
 	for (unsigned i = 0; r == NULL && i < GATE_RECS; i++)
 		if (atomic_load(&recs[i].owner) == 0)
 			r = take(&recs[i], 0, tid);
@@ -149,8 +179,11 @@ struct gate_rec *park_gate_claim(void)
 static void child_owns(void)
 {
 	dyn_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
-	if (park_gate_rec)
-		atomic_store(&park_gate_rec->owner, (pid_t)syscall(SYS_gettid));
+	if (park_gate_rec) {
+		pid_t tid = (pid_t)syscall(SYS_gettid);
+		park_gate_rec->start = task_start(tid);
+		atomic_store(&park_gate_rec->owner, tid);
+	}
 	__atomic_store_n(&park_gate_shut, 0, __ATOMIC_SEQ_CST);
 }
 
@@ -361,6 +394,9 @@ static long inside(pid_t *tid)
 		if (c == 0 || o == 0)
 			continue;
 		if (!alive(o))
+			continue;
+		/* its thread ended inside a call, and another has its id now */
+		if (recs[i].start && task_start(o) != recs[i].start)
 			continue;
 		n += c;
 		*tid = o;

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,6 +457,32 @@ unsigned long long park_tag_in_fdinfo(const char *text)
 		p += len + (p[len] == '\n');
 	}
 	return 0;
+}
+
+unsigned long long park_stat_start(const char *text, size_t len)
+{
+	const char *end = text + len, *p = NULL;
+	for (const char *c = text; c < end; c++)
+		if (*c == ')')
+			p = c + 1; /* the last ')': the name may hold any byte */
+	/* fields after the name: 3 state ... 22 starttime */
+	for (int field = 3; p && field < 22; field++) {
+		while (p < end && *p == ' ')
+			p++;
+		while (p < end && *p != ' ' && *p != '\n')
+			p++;
+		if (p >= end || *p != ' ')
+			return 0;
+	}
+	if (p == NULL)
+		return 0;
+	p++;
+	unsigned long long v = 0;
+	const char *digits = p;
+	for (; p < end && *p >= '0' && *p <= '9' && v <= (ULLONG_MAX - 9) / 10; p++)
+		v = v * 10 + (unsigned long long)(*p - '0');
+	/* a number cut by the end of what was read, or none, says nothing */
+	return p > digits && p < end && (*p == ' ' || *p == '\n') ? v : 0;
 }
 
 int park_send_fd(int conn, const void *msg, size_t len, int fd, int flags)

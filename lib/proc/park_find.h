@@ -70,6 +70,10 @@ int park_find_in_unix(const char *text, const unsigned long *inodes, size_t n, c
 #define PARK_PROBE_BASE 0x4350000000000000ULL
 unsigned long long park_tag_in_fdinfo(const char *text);
 
+/* The start time (field 22) in LEN bytes of a /proc/.../stat line, 0 when
+ * they hold none (cut, odd). Async-signal-safe: no allocation, no locale. */
+unsigned long long park_stat_start(const char *text, size_t len);
+
 /* A message of len bytes over conn and, when fd >= 0, a descriptor with it
  * (SCM_RIGHTS), sent with MSG_NOSIGNAL | flags: 0 or -1. Both ends use it:
  * cudasnap passes files to the interposer, and interposed processes pass

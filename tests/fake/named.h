@@ -39,4 +39,8 @@ int named_pool_import(void *(*rt)(const char *), const char *path);
 /* named_fiber.c: --fiber; 0 when every call from the fibre passed. */
 int named_fiber(void *(*rt)(const char *));
 
+/* named_reuse.c: --reuse-tid, once SIGUSR2 comes; prints 'reuse tid=<n>
+ * again=<0|1> set=<0|1>'; 0, or -1. */
+int named_reuse_tid(void *(*rt)(const char *));
+
 #endif

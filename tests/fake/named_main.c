@@ -59,6 +59,10 @@ static const char usage_text[] =
 	"  --no-socket       forbids itself socket(2) (seccomp, killed) before allocating\n"
 	"  --late-filter     installs a seccomp filter (that allows everything) once ready\n"
 	"  --dlmopen-driver  loads a second copy of the driver in a namespace of its own\n"
+	"  --reuse-tid       once SIGUSR2 comes, a thread is cancelled inside\n"
+	"                    cuCtxSynchronize (make it last with the fault 'sync delay=...')\n"
+	"                    and a thread that never calls the driver gets its id; prints\n"
+	"                    'reuse tid=<n> again=<0|1> set=<0|1>' (--idle)\n"
 	"  --fiber           calls the driver from the first frame of a makecontext stack\n"
 	"                    with a guard page above it (by name and from\n"
 	"                    cuGetProcAddress); prints 'fiber ok' or 'fiber FAILED <why>', exits\n"
@@ -92,7 +96,7 @@ struct opts {
 	size_t bytes;
 	unsigned interval_ms, other_ms, created_ms;
 	int idle, hold, free_test, attrs, no_socket, late_filter, dlmopen_driver, unwind, storm, self_call, fork_call, phdr;
-	int fiber;
+	int fiber, reuse_tid;
 	int fork_range;
 };
 
@@ -340,7 +344,7 @@ static int parse(int argc, char **argv)
 		{ "probe", 1, NULL, 'p' },       { "idle", 0, NULL, 'I' },
 		{ "hold", 0, NULL, 'H' },        { "other-ms", 1, NULL, 'o' },
 		{ "free-test", 0, NULL, 'f' },   { "attrs", 0, NULL, 'a' },
-		{ "no-socket", 0, NULL, 'n' },   { "late-filter", 0, NULL, 'Z' }, { "dlmopen-driver", 0, NULL, 'Y' }, { "fiber", 0, NULL, 'B' },   { "help", 0, NULL, 'h' },
+		{ "no-socket", 0, NULL, 'n' },   { "late-filter", 0, NULL, 'Z' }, { "dlmopen-driver", 0, NULL, 'Y' }, { "fiber", 0, NULL, 'B' }, { "reuse-tid", 0, NULL, 'R' },   { "help", 0, NULL, 'h' },
 		{ "pool-share", 1, NULL, 's' },  { "pool-import", 1, NULL, 'P' },
 		{ "unwind", 0, NULL, 'u' },      { "storm", 1, NULL, 'S' },
 		{ "self-call", 0, NULL, 'c' },   { "fork-call", 2, NULL, 'F' },
@@ -363,6 +367,7 @@ static int parse(int argc, char **argv)
 		case 'n': o.no_socket = 1; break;
 		case 'Z': o.late_filter = 1; break;
 		case 'B': o.fiber = 1; break;
+		case 'R': o.reuse_tid = o.idle = 1; break;
 		case 'Y': o.dlmopen_driver = 1; break;
 		case 's': o.pool_share = optarg; break;
 		case 'P': o.pool_import = optarg, o.idle = 1; break;
@@ -680,6 +685,11 @@ int main(int argc, char **argv)
 		if (sig == SIGUSR2 && o.fork_call) {
 			printf("forkcall rc=%d\n", fork_call());
 			fflush(stdout);
+			continue;
+		}
+		if (sig == SIGUSR2 && o.reuse_tid) {
+			if (named_reuse_tid(rt) != 0)
+				return 2;
 			continue;
 		}
 		if (sig == SIGUSR2 && o.self_call) {

@@ -1,7 +1,8 @@
 /* What cudasnap reads about parking, all of it written by the process it
  * asks or by the kernel on its behalf: the interposer's answer line
  * (cs_park_parse), /proc/PID/net/unix (park_find_in_unix) and the
- * interposer's own /proc/self/fdinfo/FD (park_tag_in_fdinfo). Checks: an
+ * interposer's own /proc/self/fdinfo/FD (park_tag_in_fdinfo), a thread's
+ * /proc stat line (park_stat_start). Checks: an
  * answer is ok exactly when it says "ok"; the strings end inside their
  * buffers and the reason has no control characters; a socket found is a
  * listening one named like a control socket, with one of the inodes asked
@@ -54,6 +55,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		char spelled[32];
 		snprintf(spelled, sizeof(spelled), "%llu", PARK_TAG_BASE | serial);
 		FUZZ_CHECK(strstr(text, spelled) != NULL);
+	}
+	/* a start time read from the raw bytes (no NUL) is spelled there,
+	 * after the last ')' */
+	unsigned long long start = park_stat_start((const char *)data, size);
+	if (start) {
+		char spelled[32];
+		int len = snprintf(spelled, sizeof(spelled), " %llu", start);
+		const uint8_t *paren = memrchr(data, ')', size);
+		FUZZ_CHECK(paren != NULL);
+		FUZZ_CHECK(memmem(paren, size - (size_t)(paren - data), spelled, (size_t)len) != NULL);
 	}
 	free(text);
 	return 0;

@@ -177,6 +177,24 @@ class EntryPoints(ParkCase):
             self.assertEqual(ln, "fiber ok")
             self.assertEqual(a.p.wait(20), 0)
 
+    def test_a_thread_that_ended_inside_a_call_does_not_hold_back_a_park_once_its_id_is_reused(self):
+        # its count stays in its record; the thread given its id later
+        # (which never calls the driver) is another thread: the record's
+        # start time says so, and the park does not wait for it
+        self.fault("* sync delay=20000 1")
+        a = Named(self, ["--reuse-tid"]).ready()
+        os.kill(a.pid, signal.SIGUSR2)
+        ln = a.line("reuse", timeout=10)
+        self.assertIsNotNone(ln, a.p.stderr.read1(4096) if a.p.poll() is not None else "")
+        if "again=1" not in ln:
+            self.skipTest(f"the thread id could not be given again ({ln})")
+        self.fault()  # the park's own waits are not to be held
+        r = self.cs("checkpoint", "--pid", a.pid, "--timeout", "3000", "--json", timeout=30)
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("park", r.obj["processes"][0]["seconds"], r.obj)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertEqual(a.verify(), f"verify ok bytes={8 << 20}")
+
     def test_the_drivers_calls_to_its_own_names_pass_a_closed_gate(self):
         # a thread of the driver's own calls one of its exported functions
         # through the lookup, where the interposer's name stands first:

@@ -5,6 +5,7 @@
  * Real processes listen on real sockets here: a target, a victim (another
  * process), and a target that changed its uid after it began to listen. */
 #include "park_find.h"
+#include "proc.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -149,6 +150,28 @@ static void test_the_files_of_a_park_are_exactly_their_parts(void **state)
 	assert_int_equal(park_file_size(3 * PARK_PIECE - 512, 3, 2), PARK_PIECE - 512);
 }
 
+/* A thread's start time from its stat line, whatever its name holds; a
+ * line cut inside the field, or too short, says none. */
+static void test_a_start_time_is_read_past_any_name(void **state)
+{
+	(void)state;
+	char self[512];
+	FILE *f = fopen("/proc/self/stat", "r");
+	assert_non_null(f);
+	size_t n = fread(self, 1, sizeof(self), f);
+	fclose(f);
+	unsigned long long mine = 0;
+	assert_int_equal(cs_proc_start_time("/proc", getpid(), &mine), 0);
+	assert_int_equal(park_stat_start(self, n), mine);
+	const char odd[] = "7 (a) b ) 1 2 3 4) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 98765 1 2\n";
+	assert_int_equal(park_stat_start(odd, strlen(odd)), 98765);
+	const char *cut = strstr(odd, "98765");
+	assert_int_equal(park_stat_start(odd, (size_t)(cut - odd) + 3), 0);
+	assert_int_equal(park_stat_start(odd, (size_t)(cut - odd)), 0);
+	assert_int_equal(park_stat_start("7 (x) S 1", 9), 0);
+	assert_int_equal(park_stat_start("no name", 7), 0);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -174,6 +197,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_link_to_another_process_socket_is_not_followed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_listener_under_another_uid_is_not_the_process, setup, teardown),
 		cmocka_unit_test(test_the_files_of_a_park_are_exactly_their_parts),
+		cmocka_unit_test(test_a_start_time_is_read_past_any_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
