@@ -57,7 +57,7 @@ void park_backed_exported(CUmemGenericAllocationHandle h)
 	pthread_mutex_unlock(&park_tab.mu);
 }
 
-void park_backed_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size)
+bool park_backed_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size)
 {
 	pthread_mutex_lock(&park_tab.mu);
 	struct park_alloc *a = by_handle(h);
@@ -68,6 +68,7 @@ void park_backed_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t s
 		a->shared = true; /* a mapping it could not note: never parked */
 	}
 	pthread_mutex_unlock(&park_tab.mu);
+	return a != NULL;
 }
 
 void park_backed_unmapped(CUdeviceptr va, size_t size)

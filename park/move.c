@@ -797,15 +797,17 @@ void park_status(char *reply, size_t size)
 	why = why ? why : bound ? "" : buf;
 	const char *gate = why[0] ? NULL : park_gate_refuses();
 	why = gate ? gate : why;
-	int len =
-		snprintf(reply, size,
-			 "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "
-			 "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u pool_imports=%u held=%u "
-			 "unclaimed=%u files=%u",
-			 (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes, park_tab.n,
-			 park_gate_closed() ? "closed" : "open", exported, park_ipc_attached(NULL),
-			 park_ipc_imports() + park_vmm_carried(), park_tab.legacy_imports, park_vmm_imports(),
-			 park_tab.pool_imports, park_control_held(), park_vmm_unclaimed(), in_files ? files_count : 0);
+	unsigned own_maps = 0;
+	unsigned long long own_bytes = park_vmm_own_bytes(&own_maps);
+	int len = snprintf(reply, size,
+			   "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "
+			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u pool_imports=%u held=%u "
+			   "unclaimed=%u files=%u own_vmm_bytes=%llu own_vmm_maps=%u",
+			   (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes,
+			   park_tab.n, park_gate_closed() ? "closed" : "open", exported, park_ipc_attached(NULL),
+			   park_ipc_imports() + park_vmm_carried(), park_tab.legacy_imports, park_vmm_imports(),
+			   park_tab.pool_imports, park_control_held(), park_vmm_unclaimed(), in_files ? files_count : 0,
+			   own_bytes, own_maps);
 	/* the reason last, to the end of the line */
 	if (len >= 0 && (size_t)len < size)
 		snprintf(reply + len, size - (size_t)len, "%s%s\n", why[0] ? " why=" : "", why);

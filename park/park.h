@@ -379,7 +379,7 @@ CUresult park_import_fresh(const struct park_real *r, CUmemGenericAllocationHand
 unsigned park_vmm_imports(void);
 unsigned park_vmm_carried(void);
 void park_vmm_imported(CUmemGenericAllocationHandle h, int fd);
-void park_vmm_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size, size_t offset);
+bool park_vmm_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size, size_t offset); /* an import's */
 void park_vmm_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc, size_t count);
 void park_vmm_unmapped(CUdeviceptr va, size_t size);
 bool park_vmm_release(CUmemGenericAllocationHandle h);
@@ -395,6 +395,10 @@ CUresult park_vmm_attach_all(const struct park_real *r, unsigned wait_ms);
 /* vmm_export.c: VMM memory the program makes and exports itself */
 void park_vmm_made(CUmemGenericAllocationHandle h, const CUmemAllocationProp *prop);
 void park_vmm_made_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size);
+/* vmm_wrap.c: the program's mappings of VMM memory it made itself
+ * (cuMemCreate: PyTorch's expandable segments, JAX), which a park leaves
+ * to the driver's checkpoint: their bytes and count. */
+unsigned long long park_vmm_own_bytes(unsigned *maps);
 void park_vmm_made_unmapped(CUdeviceptr va, size_t size);
 void park_vmm_made_released(CUmemGenericAllocationHandle h);
 /* Whether the export's descriptor fd was marked (vmm_export.c). */
@@ -420,7 +424,7 @@ void park_backed_retained(CUmemGenericAllocationHandle h);
  * handle of cudaMalloc memory either); the count goes down otherwise. */
 bool park_backed_release(CUmemGenericAllocationHandle h);
 void park_backed_exported(CUmemGenericAllocationHandle h);
-void park_backed_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size);
+bool park_backed_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size); /* backed memory's */
 void park_backed_unmapped(CUdeviceptr va, size_t size);
 /* Why its backed memory cannot be parked now (park_tab.mu held), NULL. */
 const char *park_backed_why(void);

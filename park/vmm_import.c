@@ -273,7 +273,7 @@ void park_vmm_imported(CUmemGenericAllocationHandle h, int fd)
 		park_mark_unparkable("out of memory tracking its imports");
 }
 
-void park_vmm_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size, size_t offset)
+bool park_vmm_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size, size_t offset)
 {
 	pthread_mutex_lock(&mu);
 	struct vimport *x = by_prog(h);
@@ -284,6 +284,7 @@ void park_vmm_mapped(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t size
 		x->lost = true; /* one of its mappings is not known */
 	}
 	pthread_mutex_unlock(&mu);
+	return x != NULL;
 }
 
 /* Access is kept per device: a later call for a device replaces what an

@@ -2,7 +2,65 @@
  * that a handle of an import the interposer carried through a park is the
  * driver's new one (vmm_import.c), and what the program makes, maps,
  * exports and imports is noted for parking. */
+#include <pthread.h>
+
 #include "park.h"
+
+/* Mappings of memory the program made itself: a park does not move it (the
+ * driver's checkpoint does), and cudasnap says how much that is. */
+struct own_map {
+	CUdeviceptr va;
+	size_t size;
+};
+static pthread_mutex_t own_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct own_map *owns;
+static size_t nowns, capowns;
+static bool own_lost; /* a mapping it could not note */
+
+static void own_forget(void)
+{
+	own_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	owns = NULL;
+	nowns = capowns = 0;
+	own_lost = false;
+}
+
+__attribute__((constructor)) static void own_atfork(void)
+{
+	pthread_atfork(NULL, NULL, own_forget);
+}
+
+static void own_mapped(CUdeviceptr va, size_t size)
+{
+	pthread_mutex_lock(&own_mu);
+	if (park_grow((void **)&owns, nowns, &capowns, sizeof(*owns)))
+		owns[nowns++] = (struct own_map){ va, size };
+	else
+		own_lost = true;
+	pthread_mutex_unlock(&own_mu);
+}
+
+static void own_unmapped(CUdeviceptr va, size_t size)
+{
+	pthread_mutex_lock(&own_mu);
+	for (size_t i = 0; i < nowns;)
+		if (owns[i].va >= va && owns[i].va + owns[i].size <= va + size)
+			owns[i] = owns[--nowns];
+		else
+			i++;
+	pthread_mutex_unlock(&own_mu);
+}
+
+unsigned long long park_vmm_own_bytes(unsigned *maps)
+{
+	unsigned long long b = 0;
+	pthread_mutex_lock(&own_mu);
+	for (size_t i = 0; i < nowns; i++)
+		b += owns[i].size;
+	*maps = (unsigned)nowns + own_lost;
+	pthread_mutex_unlock(&own_mu);
+	return b;
+}
 
 CUresult park_w_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
 		       unsigned long long flags)
@@ -56,9 +114,10 @@ CUresult park_w_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllo
 	park_gate_enter();
 	CUresult rc = r->mem_map(va, size, offset, park_vmm_real(h), flags);
 	if (rc == CU_OK) {
-		park_vmm_mapped(h, va, size, offset);
+		bool imported = park_vmm_mapped(h, va, size, offset);
 		park_vmm_made_mapped(h, va, size);
-		park_backed_mapped(h, va, size);
+		if (!park_backed_mapped(h, va, size) && !imported)
+			own_mapped(va, size);
 	}
 	park_gate_leave();
 	return rc;
@@ -75,6 +134,7 @@ CUresult park_w_unmap(CUdeviceptr va, size_t size)
 		park_vmm_unmapped(va, size);
 		park_vmm_made_unmapped(va, size);
 		park_backed_unmapped(va, size);
+		own_unmapped(va, size);
 	}
 	park_gate_leave();
 	return rc;

@@ -164,7 +164,8 @@ static void print_park(const cs_proc *p, bool named)
 		return;
 	}
 	double mib = (double)pi.bytes / (1 << 20);
-	char where[64];
+	char where[64], own[256] = "";
+	cs_park_own_vmm_say(&pi, own, sizeof(own));
 	if (pi.files)
 		snprintf(where, sizeof(where), "%u files (--park-to)", pi.files);
 	else
@@ -184,15 +185,16 @@ static void print_park(const cs_proc *p, bool named)
 		       "unparks it\n",
 		       (int)p->pid, p->comm, mib, where);
 	else if (pi.parkable && pi.bytes == 0 && pi.imports == 0)
-		printf("parking: %d (%s) runs the interposer, with no memory of its own to park (its checkpoint is "
-		       "the driver's)%s\n",
+		printf("parking: %d (%s) runs the interposer, with no memory it can park (its checkpoint is "
+		       "the driver's)%s%s%s\n",
 		       (int)p->pid, p->comm,
-		       pi.attached ? "; processes that map its memory let go of it first: checkpoint them with it" :
-				     "");
+		       pi.attached ? "; processes that map its memory let go of it first: checkpoint them with it" : "",
+		       own[0] ? "; " : "", own);
 	else if (pi.parkable)
 		printf("parking: %d (%s) runs the interposer: a checkpoint parks its %.1f MiB of device memory "
-		       "first%s\n",
-		       (int)p->pid, p->comm, mib, pi.imports ? " (after the processes whose memory it maps)" : "");
+		       "first%s%s%s\n",
+		       (int)p->pid, p->comm, mib, pi.imports ? " (after the processes whose memory it maps)" : "",
+		       own[0] ? "; " : "", own);
 	else if (cs_park_import_what(&pi, true, what, sizeof(what)))
 		printf("parking: %d (%s) runs the interposer, but a checkpoint refuses it (CUDA IPC, %s: the driver "
 		       "could never restore it): %s\n",
@@ -214,6 +216,8 @@ static json_object *park_json(const cs_proc *p)
 	json_object_object_add(o, "bytes", json_object_new_uint64(pi.bytes));
 	json_object_object_add(o, "ipc_imports", json_object_new_int((int)pi.imports));
 	json_object_object_add(o, "ipc_attached", json_object_new_int((int)pi.attached));
+	json_object_object_add(o, "own_vmm_bytes", json_object_new_uint64(pi.own_vmm_bytes));
+	json_object_object_add(o, "own_vmm_maps", json_object_new_int((int)pi.own_vmm_maps));
 	cs_json_add_str_or_null(o, "why_not", pi.parkable ? NULL : pi.why);
 	return o;
 }

@@ -84,6 +84,10 @@ static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t kl
 		info->held = (unsigned)strtoul(v, &end, 10);
 	else if (key_is(k, klen, "unclaimed"))
 		info->unclaimed = (unsigned)strtoul(v, &end, 10);
+	else if (key_is(k, klen, "own_vmm_bytes"))
+		info->own_vmm_bytes = strtoull(v, &end, 10);
+	else if (key_is(k, klen, "own_vmm_maps"))
+		info->own_vmm_maps = (unsigned)strtoul(v, &end, 10);
 }
 
 int cs_park_parse(const char *line, cs_park_answer *a, cs_park_info *info)
@@ -319,6 +323,17 @@ bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, siz
 			 info->imports == 1 ? "" : "s", parking ? ", which cannot park it" : " (--no-park)");
 	else
 		return false;
+	return true;
+}
+
+bool cs_park_own_vmm_say(const cs_park_info *info, char *out, size_t size)
+{
+	if (!info->seen || info->own_vmm_maps == 0)
+		return false;
+	snprintf(out, size,
+		 "%.1f MiB of VMM memory it maps itself (%u mapping%s of cuMemCreate memory: PyTorch's "
+		 "expandable_segments, JAX, NCCL) is not parked: the driver's checkpoint moves it",
+		 (double)info->own_vmm_bytes / (1 << 20), info->own_vmm_maps, info->own_vmm_maps == 1 ? "" : "s");
 	return true;
 }
 

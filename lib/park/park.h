@@ -25,6 +25,10 @@ typedef struct cs_park_info {
 	unsigned held; /* connections that hold its park (0: a committed park, or none) */
 	unsigned unclaimed; /* VMM exports whose descriptor its interposer keeps until a park */
 	unsigned files; /* parked into this many files (0: into host memory, or not parked) */
+	/* VMM memory the program maps itself (cuMemCreate, cuMemMap), which a
+	 * park leaves to the driver's checkpoint: bytes, mappings */
+	unsigned long long own_vmm_bytes;
+	unsigned own_vmm_maps;
 	char why[160]; /* when not parkable */
 } cs_park_info;
 
@@ -88,6 +92,10 @@ bool cs_park_shm_is_events(const cs_park_info *info);
  * import when it will not be parked (parking false). What to call it goes
  * into what. */
 bool cs_park_import_what(const cs_park_info *info, bool parking, char *what, size_t size);
+
+/* What of its memory a park leaves to the driver: the VMM memory the
+ * program maps itself, in words; false when there is none. */
+bool cs_park_own_vmm_say(const cs_park_info *info, char *out, size_t size);
 /* Whether the driver could never give back a process: proc_file, the CUDA
  * IPC file /proc shows it mapping without holding it (cs_proc.ipc_import,
  * "" none), when its interposer did not answer (info->seen false); else

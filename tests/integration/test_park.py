@@ -370,6 +370,26 @@ class Park(ParkCase):
         procs, _ = self.ps()
         self.assertEqual(procs[a.pid]["park"]["parked"], False)
 
+    def test_vmm_memory_the_program_maps_itself_is_named_as_left_to_the_driver(self):
+        # PyTorch's expandable segments, JAX: cuMemCreate and cuMemMap of its
+        # own; the park moves the rest, and ps and the plan say how much the
+        # driver's checkpoint moves instead
+        a = self.app("--vmm-mib", "4")
+        st = status(a.pid)
+        self.assertEqual((st["own_vmm_bytes"], st["own_vmm_maps"]), (str(4 << 20), "1"))
+        procs, _ = self.ps()
+        self.assertEqual((procs[a.pid]["park"]["own_vmm_bytes"], procs[a.pid]["park"]["own_vmm_maps"]), (4 << 20, 1))
+        said = ("4.0 MiB of VMM memory it maps itself (1 mapping of cuMemCreate memory: PyTorch's "
+                "expandable_segments, JAX, NCCL) is not parked: the driver's checkpoint moves it")
+        self.assertIn(f"parking: {a.pid} (fakecuda-cuapp) runs the interposer: a checkpoint parks its 24.0 MiB of "
+                      f"device memory first; {said}", self.cs("ps").out)
+        r = self.cs("checkpoint", "--pid", a.pid, "--dry-run")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn(said, r.err)
+        self.assertParkedCycle(a)
+        procs, _ = self.ps()
+        self.assertEqual(procs[a.pid]["park"]["own_vmm_bytes"], 4 << 20)
+
     def test_a_stopped_process_is_not_asked(self):
         # it could not accept: the question would wait in its socket's queue
         a = self.app()
@@ -541,7 +561,7 @@ class IpcPairs(ParkCase):
         self.assertEqual(status(e.pid)["ipc_attached"], "1")
         procs, _ = self.ps()
         self.assertTrue(procs[i.pid]["park"]["parkable"], procs[i.pid])
-        self.assertIn(f"parking: {e.pid} (fakecuda-cuapp) runs the interposer, with no memory of its own to park "
+        self.assertIn(f"parking: {e.pid} (fakecuda-cuapp) runs the interposer, with no memory it can park "
                       "(its checkpoint is the driver's); processes that map its memory let go of it first",
                       self.cs("ps").out)
         for _ in range(2):
