@@ -4,7 +4,7 @@
 # "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
-scripts/deps.sh || exit 2
+tests/deps.sh || exit 2
 
 passed=0 failed=0
 run_build() { # dir, meson options...
@@ -32,9 +32,9 @@ run_build() { # dir, meson options...
 }
 
 MESON_TEST_ARGS=("$@")
-run_build build
+run_build build -Dtests=true
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-	run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false
+	run_build build-asan -Dtests=true -Db_sanitize=address,undefined -Db_lundef=false
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

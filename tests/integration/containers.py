@@ -461,7 +461,7 @@ class Engine:
     def missing(self):
         """Why this engine cannot run here, or None."""
         gone = [p for p in self.needs if not shutil.which(p, path=PATH)]
-        return f"{' and '.join(gone)} not installed (scripts/deps.sh installs it)" if gone else None
+        return f"{' and '.join(gone)} not installed (tests/deps.sh installs it where no other engine is)" if gone else None
 
     def checkpoint(self, c, *extra):
         """The engine's checkpoint of c; an Outcome with CRIU's dump.log."""

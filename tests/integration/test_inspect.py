@@ -42,7 +42,7 @@ def have_libarchive():
 
 
 NO_LIBARCHIVE = None if have_libarchive() else \
-    "libarchive.so.13 is not installed here (scripts/deps.sh installs libarchive13): archives cannot be read"
+    "libarchive.so.13 is not installed here (tests/deps.sh installs libarchive13): archives cannot be read"
 MIB = 1 << 20
 VERSION = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout.split()[-1] if BIN else ""
 

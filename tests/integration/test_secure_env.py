@@ -44,7 +44,7 @@ def nobody():
 def setcap(*args):
     tool = shutil.which("setcap", path=os.environ.get("PATH", "") + ":" + SBIN_PATH)
     if not tool:
-        return None, "setcap not found (Debian: libcap2-bin, installed by scripts/deps.sh)"
+        return None, "setcap not found (Debian: libcap2-bin, installed by tests/deps.sh)"
     p = subprocess.run([tool, *args], capture_output=True, text=True)
     return p.returncode, (p.stderr or p.stdout).strip()
 

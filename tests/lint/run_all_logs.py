@@ -2,7 +2,7 @@
 ends with "N passed, N failed"; git ignores logs at the top of the tree.
 
 Runs a copy of the script in a scratch tree, with stand-ins for meson, ninja
-and scripts/deps.sh that print what the real ones would.
+and tests/deps.sh that print what the real ones would.
 
     run_all_logs.py SOURCE_ROOT
 """
@@ -41,7 +41,7 @@ def scratch_tree(root, tmp):
     tree = os.path.join(tmp, "tree")
     os.makedirs(os.path.join(tree, "tests"))
     shutil.copy(os.path.join(root, "tests", "run-all.sh"), os.path.join(tree, "tests", "run-all.sh"))
-    write_exe(os.path.join(tree, "scripts", "deps.sh"), "#!/bin/sh\nexit 0\n")
+    write_exe(os.path.join(tree, "tests", "deps.sh"), "#!/bin/sh\nexit 0\n")
     write_exe(os.path.join(tmp, "bin", "meson"), FAKE_MESON)
     write_exe(os.path.join(tmp, "bin", "ninja"), FAKE_NINJA)
     return tree
@@ -63,7 +63,7 @@ def check_run(tree, tmp, fail_setup, want_last, want_logs):
     if p.returncode != 1:
         bad.append(f"exit status {p.returncode}, want 1")
     top = sorted(os.listdir(tree))
-    if top != sorted(["tests", "scripts", "build", "build-asan"]):
+    if top != sorted(["tests", "build", "build-asan"]):
         bad.append(f"top of the tree holds {top}")
     for log in want_logs:
         if not os.path.isfile(os.path.join(tree, log)):
