@@ -116,9 +116,12 @@ void txn_cli_park_help(FILE *f, cs_op op)
 	fprintf(f,
 		"\nA process started with 'cudasnap run' (or LD_PRELOAD=libcudasnap-park.so) has\n"
 		"its device memory %s,\noutside the driver's lock, at the speed of host memory and PCIe; the driver\n"
-		"moves only its context. A process whose interposer cannot park it (memory\n"
-		"imported through the driver's own CUDA IPC, a program linked with -lcuda) goes\n"
-		"the driver's way.%s\n",
+		"moves the rest: its context, allocations under 2 MiB and the VMM memory a\n"
+		"program maps itself (cuMemCreate: PyTorch's expandable_segments, JAX). A\n"
+		"process whose interposer cannot park it\n"
+		"(memory imported through the driver's own CUDA IPC, a library that reaches a\n"
+		"driver function past the interposer: 'cudasnap ps' says) goes the driver's\n"
+		"way.%s\n",
 		op == CS_OP_CHECKPOINT ? "copied to host memory and released (parked) before the lock" :
 					 "put back (unparked) after the unlock",
 		op == CS_OP_CHECKPOINT ?
