@@ -17,6 +17,7 @@ static void usage_for(FILE *f, bool lock)
 		"      --sequential  one process at a time\n"
 		"      --json        print the result as one JSON object on stdout\n"
 		"  -h, --help        show this help\n");
+	txn_cli_checks_help(f, lock ? CS_OP_LOCK : CS_OP_UNLOCK);
 	txn_cli_deadline_help(f);
 	fprintf(f,
 		"\nExit status: 0 done; 1 failed, every process still there rolled back; 2 usage\n"

@@ -33,23 +33,28 @@ enum {
 
 void txn_cli_selection_help(FILE *f, cs_op op)
 {
-	bool all = op == CS_OP_CHECKPOINT || op == CS_OP_LOCK;
+	bool needed = op == CS_OP_CHECKPOINT || op == CS_OP_LOCK;
 	fprintf(f, "%s",
-		all ? "Selection (default: every CUDA process in this PID namespace; in the host's PID\n"
-		      "namespace one of these must be given):\n" :
-		      "Selection (default: every CUDA process in this PID namespace):\n");
+		needed ? "Selection (default: every CUDA process in this PID namespace; in the host's PID\n"
+			 "namespace one of these must be given):\n" :
+			 "Selection (default: every CUDA process in this PID namespace):\n");
 	fprintf(f,
 		"  -p, --pid PID       this process (repeatable; a thread id names its process)\n"
 		"      --tree PID      this process and all its descendants (repeatable)\n"
 		"      --cgroup PATH   the processes of this cgroup and its sub-cgroups\n"
 		"                      (as /proc/PID/cgroup shows it, or under /sys/fs/cgroup)\n");
-	if (all)
+	if (needed)
 		fprintf(f,
 			"      --all           every CUDA process of this PID namespace, said outright. In\n"
 			"                      the kernel's initial PID namespace (the host's) that is\n"
 			"                      every CUDA process of the node, every container's\n"
 			"                      included: there a command without --pid, --tree,\n"
 			"                      --cgroup or --all is refused (exit 2, nothing done)\n");
+	else
+		fprintf(f,
+			"      --all           every CUDA process of this PID namespace (the default),\n"
+			"                      said outright, as the %s before it took it\n",
+			op == CS_OP_RESTORE ? "checkpoint" : "lock");
 	fprintf(f,
 		"PIDs are those of this PID namespace, as 'cudasnap ps' shows them; PIDs from\n"
 		"nvidia-smi are host PIDs and are rejected when they do not exist here.\n");
@@ -243,9 +248,10 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 		{ "sequential", no_argument, NULL, OPT_SEQ },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "help", no_argument, NULL, 'h' },
+		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+		{ "all", no_argument, NULL, OPT_ALL },
 	}, checkpoint[] = {
 		{ "strict", no_argument, NULL, OPT_STRICT },
-		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 		{ "ignore-memory", no_argument, NULL, OPT_IGNORE_MEMORY },
 		{ "allow-unrestorable", no_argument, NULL, OPT_ALLOW_UNRESTORABLE },
 		{ "no-park", no_argument, NULL, OPT_NO_PARK },
@@ -254,24 +260,18 @@ int txn_cli_parse(txn_cli *c, int argc, char **argv)
 		{ "device-map", required_argument, NULL, OPT_MAP },
 		{ "no-init", no_argument, NULL, OPT_NOINIT },
 		{ "ignore-manifest", no_argument, NULL, OPT_NOMANIFEST },
-		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 		{ "wait-memory", required_argument, NULL, OPT_WAIT_MEMORY },
 		{ "ignore-gpu-memory", no_argument, NULL, OPT_IGNORE_GPU_MEMORY },
 		{ "keep", no_argument, NULL, OPT_KEEP },
 		{ "park-from", required_argument, NULL, OPT_PARK_FROM },
-	}, all[] = {
-		{ "all", no_argument, NULL, OPT_ALL },
 	};
-	struct option opts[CS_ARRAY_SIZE(common) + CS_ARRAY_SIZE(checkpoint) + CS_ARRAY_SIZE(restore) +
-			   CS_ARRAY_SIZE(all) + 1];
+	struct option opts[CS_ARRAY_SIZE(common) + CS_ARRAY_SIZE(checkpoint) + CS_ARRAY_SIZE(restore) + 1];
 	size_t n = CS_ARRAY_SIZE(common);
 	memcpy(opts, common, sizeof(common));
 	if (c->op == CS_OP_CHECKPOINT)
 		memcpy(opts + n, checkpoint, sizeof(checkpoint)), n += CS_ARRAY_SIZE(checkpoint);
 	if (c->op == CS_OP_RESTORE)
 		memcpy(opts + n, restore, sizeof(restore)), n += CS_ARRAY_SIZE(restore);
-	if (c->op == CS_OP_CHECKPOINT || c->op == CS_OP_LOCK)
-		memcpy(opts + n, all, sizeof(all)), n += CS_ARRAY_SIZE(all);
 	memset(&opts[n], 0, sizeof(opts[n]));
 	c->timeout_ms = 10000;
 	const char *shortopts = c->op == CS_OP_RESTORE ? "hp:t:j:d:" : "hp:t:j:";

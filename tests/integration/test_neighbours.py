@@ -579,24 +579,33 @@ class Limits(Neighbours):
         self.assertDataOk([pid])
 
     def test_all_is_what_no_selection_means_here(self):
-        """Outside the initial PID namespace --all (checkpoint, lock) means
-        what no selection means; it goes with no selection, and restore and
-        unlock do not take it."""
+        """Outside the initial PID namespace --all means what no selection
+        means, for every mutating command (a script's checkpoint --all then
+        restore --all brings everything back); each takes --dry-run; --all
+        goes with no other selection."""
         if initial_pidns():
             self.skipTest("acts on every CUDA process of its PID namespace: run it through isolate.sh")
         pids = [self.start("--mem", "1")[0] for _ in range(2)]
         monitor, = self.start("--nvml-only")
         for cmd, back, state in (("checkpoint", "restore", "checkpointed"), ("lock", "unlock", "locked")):
             with self.subTest(cmd=cmd):
+                r = self.cs(cmd, "--all", "--dry-run", "--json")
+                self.assertEqual((r.rc, r.obj["real_exit_status"]), (0, 0), r)
+                self.assertStates(pids, "running")
                 r = self.cs(cmd, "--all", "--json")
                 self.assertEqual((r.rc, sorted(p["pid"] for p in r.obj["processes"])), (0, pids), r)
                 self.assertStates(pids, state)
                 self.assertStates([monitor], "running")
-                self.assertEqual(self.cs(back).rc, 0)
+                r = self.cs(back, "--all", "--dry-run", "--json")
+                self.assertEqual((r.rc, r.obj["real_exit_status"]), (0, 0), r)
+                self.assertStates(pids, state)
+                self.assertEqual(self.cs(back, "--all").rc, 0)
+                self.assertStates(pids, "running")
         r = self.cs("checkpoint", "--all", "--dry-run", "--json")
         self.assertEqual((r.rc, sorted(p["pid"] for p in r.obj["processes"] if p["verdict"] == "ok")), (0, pids), r)
         for args in (("checkpoint", "--all", "--pid", str(pids[0])), ("lock", "--tree", str(pids[0]), "--all"),
-                     ("checkpoint", "--all", "--cgroup", "/"), ("restore", "--all"), ("unlock", "--all")):
+                     ("checkpoint", "--all", "--cgroup", "/"), ("restore", "--all", "--pid", str(pids[0])),
+                     ("unlock", "--all", "--tree", str(pids[0]))):
             with self.subTest(args=args):
                 r = self.cs(*args)
                 self.assertEqual(r.rc, 2, r)
