@@ -280,13 +280,13 @@ static void note_park(const cs_session *s, const cs_proc *p, const cs_park_info 
 		cs_plan_add_reason(e, "park", false,
 				   "runs the parking interposer: %.1f MiB of its device memory parks before the lock",
 				   mib);
-	char own[256];
-	if (s->o->op == CS_OP_CHECKPOINT && pi->parkable && cs_park_own_vmm_say(pi, own, sizeof(own)))
-		cs_plan_add_reason(e, "park-own-vmm", false, "%s", own);
 	else if (s->o->op == CS_OP_CHECKPOINT)
 		cs_plan_add_reason(e, "driver-path", false,
 				   "runs the parking interposer, but the driver checkpoints all its memory: %s",
 				   pi->why[0] ? pi->why : "it cannot be parked");
+	char own[256];
+	if (s->o->op == CS_OP_CHECKPOINT && pi->parkable && cs_park_own_vmm_say(pi, own, sizeof(own)))
+		cs_plan_add_reason(e, "park-own-vmm", false, "%s", own);
 }
 
 /* One process of the table; t is its target, NULL when it is none. */

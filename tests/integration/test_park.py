@@ -362,6 +362,8 @@ class Park(ParkCase):
         r = self.cs("checkpoint", "--pid", a.pid, "--dry-run", "--json")
         self.assertEqual(r.rc, 0, r)
         self.assertIn("24.0 MiB of its device memory parks before the lock", r.err)
+        self.assertNotIn("driver-path", r.err)  # nor that the driver takes it all
+        self.assertNotIn("park-own-vmm", r.err)
         self.assertEqual(self.cs("checkpoint", "--pid", a.pid).rc, 0)
         self.assertIn(f"parked: {a.pid} (", self.cs("ps").out)
         r = self.cs("restore", "--pid", a.pid, "--dry-run")
