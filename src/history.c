@@ -15,7 +15,7 @@
 static void history_usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: %s history [--json] [-n N]\n"
+		"Usage: %s history [--json] [-n N] [--mark-read]\n"
 		"What cudasnap did on this node, newest first: every checkpoint, restore, lock\n"
 		"and unlock that changed a process or refused to, whoever ran it (cli: the\n"
 		"command line; hook: gVisor's hook; drop-in: cuda-checkpoint; criu-dump and\n"
@@ -28,10 +28,12 @@ static void history_usage(FILE *f)
 		"Options:\n"
 		"  -n, --count N  the N newest operations (default %d)\n"
 		"  --json         print the stored entries as one JSON array on stdout\n"
+		"  --mark-read    note the alerts shown as read (history.seen)\n"
 		"  -h, --help     show this help\n\n"
-		"An operation that left a process LOST, UNRESTORABLE or LEFT BEHIND is kept\n"
-		"across the history's rotation until it is read: shown here (or named by\n"
-		"doctor), it is noted as read in history.seen.\n\n"
+		"An operation that left a process LOST, UNRESTORABLE or LEFT BEHIND is an\n"
+		"alert: kept across the history's rotation, and named by doctor, until someone\n"
+		"marks it read with --mark-read. Nothing else marks it: a monitor that runs\n"
+		"doctor or history hides nothing from people.\n\n"
 		"Files: history.jsonl, history.1.jsonl and history.seen in the state directory\n"
 		"(%s; CUDASNAP_STATE_DIR), readable by root alone.\n\n"
 		"Exit status: 0 listed (also when nothing is recorded); 2 usage error, or the\n"
@@ -39,21 +41,24 @@ static void history_usage(FILE *f)
 		cs_prog, DEFAULT_COUNT, cs_state_dir());
 }
 
-static int parse(int argc, char **argv, bool *json, size_t *count)
+static int parse(int argc, char **argv, bool *json, size_t *count, bool *mark)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "mark-read", no_argument, NULL, 'M' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	*json = false;
+	*mark = false;
 	*count = DEFAULT_COUNT;
 	for (int c; (c = getopt_long(argc, argv, "hn:", opts, NULL)) != -1;) {
 		long v;
 		switch (c) {
 		case 'h': history_usage(stdout); return EXIT_DONE;
 		case 'j': *json = true; break;
+		case 'M': *mark = true; break;
 		case 'n':
 			if (cs_parse_long(optarg, 1, INT_MAX, &v) < 0) {
 				cli_errorf(NULL, "history: -n takes a whole number from 1, not '%s'", optarg);
@@ -95,7 +100,8 @@ static int print_json(const cs_history_log *l, size_t count)
 	return cs_json_print(a);
 }
 
-/* The alerts shown are read: the history need not carry them any longer. */
+/* --mark-read: the alerts shown are read, and the history need not carry
+ * them any longer. */
 static void mark_read(const cs_history_log *l, size_t count)
 {
 	bool any = false;
@@ -109,9 +115,9 @@ static void mark_read(const cs_history_log *l, size_t count)
 
 int cmd_history(int argc, char **argv)
 {
-	bool json;
+	bool json, mark;
 	size_t count;
-	int r = parse(argc, argv, &json, &count);
+	int r = parse(argc, argv, &json, &count, &mark);
 	if (r != CLI_GO_ON)
 		return r;
 	_cleanup_(cs_history_log_freep) cs_history_log l = { 0 };
@@ -131,6 +137,7 @@ int cmd_history(int argc, char **argv)
 		rc = print_json(&l, count) < 0 ? EXIT_FAILED : EXIT_DONE;
 	else
 		print_human(&l, count);
-	mark_read(&l, count);
+	if (mark)
+		mark_read(&l, count);
 	return rc;
 }

@@ -77,8 +77,9 @@ static void report_failure(cs_doctor_report *r, json_object *e, double now)
 }
 
 /* The alerts (a process LOST, UNRESTORABLE or LEFT BEHIND) no one has
- * read, whatever their age: the history carries them across its rotation
- * until they are read. The newest is named, and so read. */
+ * marked read, whatever their age: the history carries them across its
+ * rotation until then. The newest is named; doctor marks nothing (a
+ * monitor running it must not hide them from people). */
 static void report_unread(cs_doctor_report *r, cs_history_log *l, double now)
 {
 	json_object *newest = NULL;
@@ -94,16 +95,13 @@ static void report_unread(cs_doctor_report *r, cs_history_log *l, double now)
 	age(now - cs_history_time(newest), ago, sizeof(ago));
 	cs_sanitize(safe, sizeof(safe), what, strlen(what));
 	cs_doctor_add(r, "history-unread", CS_CHECK_WARN, 0,
-		      "Read 'cudasnap history': it shows each of them, and what recovers a process left behind. The "
-		      "history keeps them across its rotation until they are read.",
-		      "%zu operation%s left a process LOST, UNRESTORABLE or LEFT BEHIND, and no one has read %s in the "
-		      "history yet; the last at %s (%s ago): %s",
+		      "Read 'cudasnap history': it shows each of them, and what recovers a process left behind; then "
+		      "'cudasnap history --mark-read' marks them read. The history keeps them across its rotation "
+		      "until then.",
+		      "%zu operation%s left a process LOST, UNRESTORABLE or LEFT BEHIND, and no one has marked %s read "
+		      "yet; the last at %s (%s ago): %s",
 		      r->history_unread, r->history_unread == 1 ? "" : "s", r->history_unread == 1 ? "it" : "them",
 		      str(newest, "time") ? str(newest, "time") : "?", ago, safe);
-	cs_error err = { 0 };
-	_cleanup_close_ int statefd = cs_state_open_existing(&err);
-	if (statefd >= 0)
-		cs_history_mark_seen(statefd, &newest, 1);
 }
 
 void cs_doctor_check_history(cs_doctor_report *r)
