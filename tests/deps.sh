@@ -9,12 +9,12 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/deps.sh"
 # libcmocka-dev: the unit tests. libcap2-bin: setcap, for the test that a
 # file-capability cudasnap ignores its environment. pyflakes3, cppcheck,
-# clang-tidy, clang-format: the lints. valgrind: a memory check.
+# clang-tidy, clang-format: the lints. clang: a second compiler's build. valgrind: a memory check.
 # libxxhash-dev: a test's forgery of an unkeyed checksum (header only).
 # libarchive13: what cudasnap inspect loads to read checkpoint archives.
 # iptables: iptables-restore, which CRIU's network lock runs in a
 # container's network namespace.
-pkgs="libcmocka-dev cppcheck clang-tidy clang-format pyflakes3 valgrind libcap2-bin libarchive13 libxxhash-dev iptables"
+pkgs="libcmocka-dev cppcheck clang clang-tidy clang-format pyflakes3 valgrind libcap2-bin libarchive13 libxxhash-dev iptables"
 # The engines: Debian's runc, podman and containerd conflict with Docker's
 # containerd.io (and with Podman's own builds): where such a package is
 # installed, the engine it conflicts with is not installed.

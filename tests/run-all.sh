@@ -1,6 +1,8 @@
 #!/bin/bash
 # Runs every test of cudasnap twice: in a normal build and in an
-# AddressSanitizer + UndefinedBehaviorSanitizer build. Ends with the line
+# AddressSanitizer + UndefinedBehaviorSanitizer build; then builds it with
+# clang too (where clang is installed; RUN_ALL_CLANG=0 leaves it out) and
+# runs the unit tests and fuzz replays there. Ends with the line
 # "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -20,7 +22,12 @@ run_build() { # dir, meson options...
 	if ! ninja -C "$dir" >"$log.build.log" 2>&1; then
 		cat "$log.build.log"; failed=$((failed + 1)); return
 	fi
-	meson test -C "$dir" --print-errorlogs --num-processes 2 "${MESON_TEST_ARGS[@]}" 2>&1 | tee "$log.test.log"
+	local args=("${MESON_TEST_ARGS[@]}")
+	# TEST_ONLY: a pattern of the test names to run here (when none are given)
+	if [ -n "${TEST_ONLY:-}" ] && [ ${#args[@]} -eq 0 ]; then
+		mapfile -t args < <(meson test -C "$dir" --list 2>/dev/null | sed 's|^.* / ||' | grep -E "$TEST_ONLY")
+	fi
+	meson test -C "$dir" --print-errorlogs --num-processes 2 "${args[@]}" 2>&1 | tee "$log.test.log"
 	local ok fail
 	ok=$(awk '/^Ok:/ {print $2}' "$log.test.log"); fail=0
 	for k in Fail: Timeout: "Unexpected Pass:"; do
@@ -36,5 +43,8 @@ run_build build -Dtests=true
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 	run_build build-asan -Dtests=true -Db_sanitize=address,undefined -Db_lundef=false
+if [ "${RUN_ALL_CLANG:-1}" != 0 ] && command -v clang >/dev/null 2>&1; then
+	CC=clang TEST_ONLY='^(unit-|fuzz-replay-)' run_build build-clang -Dtests=true
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

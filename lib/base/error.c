@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static int vset(cs_error *err, int status, int errnum, const char *hint, const char *fmt, va_list ap)
+__attribute__((format(printf, 5, 0))) static int vset(cs_error *err, int status, int errnum, const char *hint,
+						      const char *fmt, va_list ap)
 {
 	if (!err)
 		return -status;

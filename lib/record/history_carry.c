@@ -255,7 +255,7 @@ char *cs_history_carry(int statefd, size_t *len)
 	judge j = { .statefd = statefd, .old = &old };
 	seen_read(statefd, &j.seen);
 	/* cppcheck-suppress unreadVariable ; they own what j points to, freed by their cleanup */
-	_cleanup_free_ char *seen_text = j.seen.text;
+	_cleanup_free_ __attribute__((unused)) char *seen_text = j.seen.text;
 	/* The newest first, within the bounds; written back oldest first. */
 	_cleanup_free_ bool *keep = calloc(old.n + 1, sizeof(*keep));
 	size_t n = 0, bytes = 0;
