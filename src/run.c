@@ -62,7 +62,8 @@ static void usage(FILE *f)
 		"CUDASNAP_PARK_DIR, CUDASNAP_PARK_IDLE_S (see cudasnap(1)). An AddressSanitizer\n"
 		"program is started with verify_asan_link_order=0 added to ASAN_OPTIONS (the\n"
 		"interposer is loaded ahead of its runtime).\n"
-		"Exit status: the program's; 2 when it cannot be started.\n",
+		"Exit status: the program's; 127 when it is not found, 126 when it cannot be\n"
+		"executed (as a shell says), 2 on a usage error.\n",
 		cs_prog, CUDASNAP_PARK_LIB);
 }
 

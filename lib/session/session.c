@@ -363,8 +363,11 @@ static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
 		s->nleft_scope += s->o->scope || cs_selection_covers(&s->after, &s->o->sel, s->left[i].proc->pid);
 	for (size_t i = 0, used; i < s->nleft; i += used) {
 		char line[768];
+		/* an error only where --strict fails for it: in the selection's scope */
+		bool fails =
+			strict && (s->o->scope || cs_selection_covers(&s->after, &s->o->sel, s->left[i].proc->pid));
 		cs_verify_line(s->left + i, s->nleft - i, &used, line, sizeof(line));
-		cs_session_warn(s, "%s: %s", strict ? "error" : "warning", line);
+		cs_session_warn(s, "%s: %s", fails ? "error" : "warning", line);
 	}
 	if (s->nleft_scope && strict)
 		return cs_error_set(err, CS_EPROC,

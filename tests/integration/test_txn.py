@@ -377,6 +377,17 @@ class Transaction(Case):
         self.assertIn("--strict", r.err)
         self.assertStates([pid], "running")
 
+    def test_a_cuda_process_left_out_is_named_so_and_strict_does_not_call_it_an_error(self):
+        # --strict fails on references in the selection's scope; a CUDA
+        # process the selection leaves out is a warning, and a CUDA one
+        pid, other = self.start()[0], self.start()[0]
+        r = self.cs("checkpoint", "--pid", str(pid), "--strict")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn(f"warning: {other} (fakecuda-app, cuda, not selected) holds", r.err)
+        self.assertNotIn("error:", r.err)
+        self.assertNotIn("device-holder", r.err)
+        self.assertEqual(self.cs("restore", "--pid", str(pid)).rc, 0)
+
     def test_restore_without_persistence_mode_calls_cuinit(self):
         pid, = self.start()
         self.assertEqual(self.cs("checkpoint").rc, 0)
