@@ -117,9 +117,11 @@ void cs_verify_line(const cs_leftover *l, size_t n, size_t *used, char *buf, siz
 	char without[48] = "";
 	if (bare)
 		snprintf(without, sizeof(without), " (%d without an open fd)", bare);
-	/* one the driver was not asked about, that maps the driver: a CUDA
-	 * process the selection left out, not a device holder */
-	bool unasked_cuda = p->cls == CS_CLASS_DEVICE_HOLDER && p->cu_result == -1 && p->maps_libcuda;
+	/* one the driver was not asked about, that maps the driver and was not
+	 * forked from a CUDA process: a CUDA process the selection left out,
+	 * not a device holder */
+	bool unasked_cuda =
+		p->cls == CS_CLASS_DEVICE_HOLDER && p->cu_result == -1 && p->maps_libcuda && !l[0].cuda_ancestor;
 	snprintf(buf, size, "%d (%s, %s) holds %d fd%s and %d mapping%s%s of %s: %s", (int)p->pid, p->comm,
 		 unasked_cuda ? "cuda, not selected" : cs_class_name(p->cls), fds, fds == 1 ? "" : "s", maps,
 		 maps == 1 ? "" : "s", without, files, l[0].reason);
