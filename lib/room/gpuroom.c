@@ -231,6 +231,33 @@ static void unknown(cs_gpu_room *r, const char *fmt, ...)
 	snprintf(r->fix, sizeof(r->fix), "%s", CS_ROOM_UNKNOWN_FIX);
 }
 
+/* A GPU it restores onto is not here. The map's old side is a GPU it used
+ * (its record's): where the GPU not here is one of those, the fix maps it;
+ * where a device map sent it there, the fix maps the GPUs it used again. */
+static void absent(const cs_target *x, const char *uuid, cs_gpu_room *r)
+{
+	r->verdict = CS_GPU_ABSENT;
+	snprintf(r->why, sizeof(r->why), "it restores onto %s, which is not a GPU of this machine", uuid);
+	bool used = false;
+	char list[CS_TARGET_GPUS * 50] = "";
+	for (unsigned i = 0; i < x->nuse; i++) {
+		used = used || strcmp(x->use[i].uuid, uuid) == 0;
+		size_t len = strlen(list);
+		snprintf(list + len, sizeof(list) - len, "%s%s", len ? ", " : "", x->use[i].uuid);
+	}
+	if (used || !list[0])
+		snprintf(r->fix, sizeof(r->fix),
+			 "Restore it onto a GPU of this machine: --device-map %s=INDEX-or-UUID (CUDASNAP_DEVICE_MAP "
+			 "for the CRIU plugin); 'cudasnap doctor' lists the GPUs.",
+			 uuid);
+	else
+		snprintf(r->fix, sizeof(r->fix),
+			 "The device map sends it there: map each GPU it used (%s) onto a GPU of this machine, "
+			 "--device-map OLD=INDEX-or-UUID (CUDASNAP_DEVICE_MAP for the CRIU plugin); 'cudasnap doctor' "
+			 "lists the GPUs.",
+			 list);
+}
+
 /* Marks what cannot be judged: no GPU list, a GPU not here, no size. */
 static void judge_one(const cs_target *x, const cs_nvml_gpu *gpus, size_t ngpus, cs_gpu_room *r)
 {
@@ -250,13 +277,7 @@ static void judge_one(const cs_target *x, const cs_nvml_gpu *gpus, size_t ngpus,
 			return;
 		}
 		if (!g) {
-			r->verdict = CS_GPU_ABSENT;
-			snprintf(r->why, sizeof(r->why), "it restores onto %s, which is not a GPU of this machine",
-				 x->need[k].uuid);
-			snprintf(r->fix, sizeof(r->fix),
-				 "Restore it onto a GPU of this machine: --device-map %s=INDEX-or-UUID (CUDASNAP_DEVICE_MAP "
-				 "for the CRIU plugin); 'cudasnap doctor' lists the GPUs.",
-				 x->need[k].uuid);
+			absent(x, x->need[k].uuid, r);
 			return;
 		}
 		if (g->mig == 1) {

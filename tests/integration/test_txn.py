@@ -447,6 +447,9 @@ class DeviceMap(Case):
         self.assertEqual(r.rc, 2, r)
         self.assertIn(f"{ghost}, which is not a GPU of this machine", r.err)
         self.assertNotIn("CUDA_ERROR", r.err)
+        # the fix maps the GPU it used (the OLD side) onto one that is here
+        self.assertNotIn(f"--device-map {ghost}=", r.err)
+        self.assertIn(f"map each GPU it used ({GPU0}", r.err)
         self.assertStates([self.pid], "checkpointed")
         self.assertEqual(self.cs("restore").rc, 0)
 
