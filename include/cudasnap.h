@@ -605,6 +605,13 @@ typedef struct cs_session_opts {
 
 typedef struct cs_session cs_session;
 
+/* The options' own checks, which need no driver: the selection, the device
+ * map, the memory wait, the park directories. CS_EUSAGE and the reason in
+ * err where one is wrong; cs_session_open makes them too. A front-end calls
+ * it before it loads the driver, so that an argument's error is not hidden
+ * behind the driver's. */
+CS_PUBLIC int cs_session_check_opts(const cs_session_opts *opts, cs_error *err);
+
 /* Checks the selection's cgroup and, for restore, the device map (CS_EUSAGE
  * before anything is done), then opens the state directory. Keeps a pointer
  * to opts (and to what it points to) until freed. Fills err and returns <0

@@ -121,13 +121,6 @@ int txn_cli_execute(txn_cli *c)
 	int r = refuse_whole_node(&x);
 	if (r != CLI_GO_ON)
 		return r;
-	catch_signals();
-	if (cs_driver_open(&x.d, &err) < 0)
-		return txn_early_error(&x, &err);
-	cs_limits lim = *cs_driver_limits(x.d);
-	lim.interrupted = &interrupted;
-	lim.move_s = c->step_timeout_s;
-	cs_driver_set_limits(x.d, &lim);
 	cs_session_opts o = {
 		.op = c->op,
 		.command = c->cmd,
@@ -157,5 +150,15 @@ int txn_cli_execute(txn_cli *c)
 		.watch_ctx = &x.watch,
 		.warn = warn_line,
 	};
+	/* an argument's error first, not hidden behind the driver's */
+	if (cs_session_check_opts(&o, &err) < 0)
+		return txn_early_error(&x, &err);
+	catch_signals();
+	if (cs_driver_open(&x.d, &err) < 0)
+		return txn_early_error(&x, &err);
+	cs_limits lim = *cs_driver_limits(x.d);
+	lim.interrupted = &interrupted;
+	lim.move_s = c->step_timeout_s;
+	cs_driver_set_limits(x.d, &lim);
 	return run_session(&x, &o);
 }

@@ -183,8 +183,26 @@ static bool cgroup_exists(const char *cg)
 	return false;
 }
 
+static int check_visible(pid_t pid, const char *opt, pid_t *tgid, cs_error *err)
+{
+	if (cs_tid_to_tgid(cs_proc_dir(), pid, tgid) < 0)
+		return cs_error_set(err, CS_EUSAGE, HINT_HOST_PID, "%s %d: no such process in this PID namespace", opt,
+				    (int)pid);
+	return 0;
+}
+
 int cs_selection_check(const cs_selection *sel, cs_error *err)
 {
+	/* a PID that is not here (a host PID from nvidia-smi) is an argument's
+	 * error, said before anything else is done */
+	for (size_t i = 0; sel && i < sel->npids + sel->ntrees; i++) {
+		pid_t tg;
+		bool tree = i >= sel->npids;
+		int r = check_visible(tree ? sel->trees[i - sel->npids] : sel->pids[i], tree ? "--tree" : "--pid", &tg,
+				      err);
+		if (r < 0)
+			return r;
+	}
 	const char *cg = sel ? sel->cgroup : NULL;
 	if (!cg)
 		return 0;
@@ -208,14 +226,6 @@ int cs_selection_check(const cs_selection *sel, cs_error *err)
 bool cs_selection_covers(const cs_ptable *t, const cs_selection *sel, pid_t pid)
 {
 	return takes_in(t, sel, pid, true);
-}
-
-static int check_visible(pid_t pid, const char *opt, pid_t *tgid, cs_error *err)
-{
-	if (cs_tid_to_tgid(cs_proc_dir(), pid, tgid) < 0)
-		return cs_error_set(err, CS_EUSAGE, HINT_HOST_PID, "%s %d: no such process in this PID namespace", opt,
-				    (int)pid);
-	return 0;
 }
 
 static const char *why_not_cuda(const cs_proc *p)

@@ -24,11 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs_error *err)
+/* The options' own checks; *wait_s and *park_to what they come to. */
+static int check_opts(const cs_session_opts *o, double *wait_s_out, const char **park_to_out, cs_error *err)
 {
-	*out = NULL;
-	/* Options that could only select nothing, or the wrong thing, fail
-	 * before anything is done, the state directory's creation included. */
 	int r = cs_selection_check(&o->sel, err);
 	if (r == 0 && o->device_map && o->op == CS_OP_RESTORE)
 		r = cs_devmap_check(o->device_map, err);
@@ -52,6 +50,26 @@ int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs
 		if (fd >= 0)
 			close(fd);
 	}
+	*wait_s_out = wait_s;
+	*park_to_out = park_to;
+	return r;
+}
+
+int cs_session_check_opts(const cs_session_opts *o, cs_error *err)
+{
+	double wait_s;
+	const char *park_to;
+	return check_opts(o, &wait_s, &park_to, err);
+}
+
+int cs_session_open(cs_session **out, cs_driver *d, const cs_session_opts *o, cs_error *err)
+{
+	*out = NULL;
+	/* Options that could only select nothing, or the wrong thing, fail
+	 * before anything is done, the state directory's creation included. */
+	double wait_s;
+	const char *park_to;
+	int r = check_opts(o, &wait_s, &park_to, err);
 	if (r < 0)
 		return r;
 	_cleanup_(cs_session_freep) cs_session *s = calloc(1, sizeof(*s));

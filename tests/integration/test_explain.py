@@ -92,6 +92,23 @@ class PublicReports(Case):
             self.assertIn("nvidia-smi", r.err)
             self.assertNotIn("304", r.err)
 
+    def test_without_a_driver_an_arguments_error_is_said_first(self):
+        """On a machine without the driver, a wrong argument is named, not
+        hidden behind 'cannot load the NVIDIA driver library'."""
+        env = {"CUDASNAP_LIBCUDA": "/nonexistent/libcuda.so.1"}
+        for args, said in ((("checkpoint", "--pid", "4000000"), "no such process in this PID namespace"),
+                           (("lock", "--tree", "4000000"), "no such process in this PID namespace"),
+                           (("restore", "--device-map", "GPU-1"), "is not OLD=NEW"),
+                           (("checkpoint", "--cgroup", "/cudasnap-no-such-cgroup"), "no such cgroup")):
+            with self.subTest(args=args):
+                r = self.cs(*args, env=env)
+                self.assertEqual(r.rc, 2, r)
+                self.assertIn(said, r.err)
+                self.assertNotIn("cannot load the NVIDIA driver", r.err)
+        r = self.cs("checkpoint", "--pid", str(os.getpid()), env=env)  # arguments right: the driver's error
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("cannot load the NVIDIA driver", r.err)
+
     def test_children_left_with_device_files_are_named_by_verify(self):
         """Only the parent was checkpointed; its children kept device files and one
         kept a mapping without an fd: the sandbox snapshot then failed."""
