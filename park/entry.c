@@ -132,7 +132,9 @@ void *park_hand_out(const char *name, void *real, bool base, int version)
 	if (real == NULL || park_passthrough)
 		return real;
 	const struct special *s = special_named(name, base, version);
-	return s ? s->fn : park_gate_wrap(real, name);
+	/* a version past the drivers driver_api.inc knows may take other
+	 * arguments: all the trampoline may copy */
+	return s ? s->fn : park_gate_wrap(real, base && version > PARK_API_KNOWN ? NULL : name, base);
 }
 
 static CUresult w_get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,

@@ -38,7 +38,10 @@ struct gate_rec {
 	long count; /* GATE_REC_COUNT */
 	long held; /* GATE_REC_HELD */
 	_Atomic pid_t owner; /* the thread (its tid), 0 when free */
-	unsigned long long start; /* its start time (/proc), 0 when unknown */
+	/* When it was taken, and by which id: the id in the high bits, the
+	 * time (CLOCK_BOOTTIME, ms) in the low ones. A thread under that id
+	 * that started later is another one (claim_says_gone). */
+	_Atomic unsigned long long claim;
 } __attribute__((aligned(64)));
 _Static_assert(offsetof(struct gate_rec, count) == GATE_REC_COUNT, "as gate_x86_64.S");
 _Static_assert(offsetof(struct gate_rec, held) == GATE_REC_HELD, "as gate_x86_64.S");
@@ -112,9 +115,22 @@ static bool alive(pid_t tid)
 	return syscall(SYS_tgkill, getpid(), tid, 0) == 0 || errno != ESRCH;
 }
 
-/* When thread TID of this process started (its stat's field 22), 0 when
- * /proc cannot say. Async-signal-safe: a thread's first call may be a
- * signal handler's. */
+#define CLAIM_MS_BITS 40 /* ms since boot: 34 years */
+#define CLAIM_MS ((1ULL << CLAIM_MS_BITS) - 1)
+
+/* The record is tid's from now: noted with the time, read without a system
+ * call a filter might forbid or a cancellation could end (the vDSO), or a
+ * file (the thread's start time is read by the park's thread alone). */
+static void note_claim(struct gate_rec *r, pid_t tid)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	unsigned long long ms = (unsigned long long)ts.tv_sec * 1000ULL + (unsigned long long)ts.tv_nsec / 1000000ULL;
+	atomic_store(&r->claim, ((unsigned long long)(unsigned)tid << CLAIM_MS_BITS) | (ms & CLAIM_MS));
+}
+
+/* When thread TID of this process started (its stat's field 22, clock
+ * ticks since boot), 0 when /proc cannot say. For the park's thread only. */
 static unsigned long long task_start(pid_t tid)
 {
 	char path[48] = "/proc/self/task/", digits[12], buf[512];
@@ -139,7 +155,7 @@ static struct gate_rec *take(struct gate_rec *r, pid_t expect, pid_t tid)
 	/* a thread that died inside a call (cancelled) left its count */
 	r->count = 0;
 	r->held = 0;
-	r->start = task_start(tid);
+	note_claim(r, tid);
 	unsigned i = (unsigned)(r - recs) + 1, seen = atomic_load(&recs_used);
 	while (seen < i && !atomic_compare_exchange_weak(&recs_used, &seen, i))
 		;
@@ -181,7 +197,7 @@ static void child_owns(void)
 	dyn_mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	if (park_gate_rec) {
 		pid_t tid = (pid_t)syscall(SYS_gettid);
-		park_gate_rec->start = task_start(tid);
+		note_claim(park_gate_rec, tid);
 		atomic_store(&park_gate_rec->owner, tid);
 	}
 	__atomic_store_n(&park_gate_shut, 0, __ATOMIC_SEQ_CST);
@@ -344,21 +360,52 @@ void *park_gate_resolve(unsigned slot)
 	return fn;
 }
 
-/* The bytes of stack arguments a function of this name (or family, for
- * cuGetProcAddress's names) takes; all the trampoline may copy where the
- * name is not one of driver_api.inc's. */
-static unsigned stack_bytes(const char *name)
+/* Whether name is base with a version and per-thread-stream suffix, as
+ * cuGetProcAddress maps a base name to one of them (_v2, _ptsz, _v3_ptds). */
+static bool of_family(const char *name, const char *base)
 {
-	int i = name ? park_name_index(name) : -1;
-	return i >= 0 ? park_slot_stack[i] : GATE_STACK_ARGS;
+	size_t n = strlen(base);
+	if (strncmp(name, base, n) != 0)
+		return false;
+	const char *p = name + n;
+	if (p[0] == '_' && p[1] == 'v' && p[2] >= '0' && p[2] <= '9') {
+		p += 2;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	return *p == '\0' || strcmp(p, "_ptsz") == 0 || strcmp(p, "_ptds") == 0;
 }
 
-void *park_gate_wrap(void *real, const char *name)
+/* The bytes of stack arguments the function takes: by its exact name, or
+ * for a base name (cuGetProcAddress, which hands out one of its versions)
+ * the most any of its family takes. All the trampoline may copy where the
+ * name, or a member of the family, is not known (driver_stack.inc). */
+static unsigned stack_bytes(const char *name, bool base)
+{
+	if (name == NULL)
+		return GATE_STACK_ARGS;
+	if (!base) {
+		int i = park_name_index(name);
+		return i >= 0 ? park_slot_stack[i] : GATE_STACK_ARGS;
+	}
+	unsigned most = 0;
+	bool any = false;
+	for (unsigned i = 0; i < park_name_count; i++) {
+		const char *n = park_name_at(i);
+		if (n && of_family(n, name)) {
+			any = true;
+			most = park_slot_stack[i] > most ? park_slot_stack[i] : most;
+		}
+	}
+	return any ? most : GATE_STACK_ARGS;
+}
+
+void *park_gate_wrap(void *real, const char *name, bool base)
 {
 	if (real == NULL || park_gate_stub(real))
 		return real;
 	void *stub = NULL;
-	unsigned bytes = stack_bytes(name);
+	unsigned bytes = stack_bytes(name, base);
 	pthread_mutex_lock(&dyn_mu);
 	for (unsigned i = 0; i < dyn_used && stub == NULL; i++)
 		if (park_slot_real[park_name_count + i] == real) {
@@ -382,8 +429,29 @@ void *park_gate_wrap(void *real, const char *name)
 	return stub;
 }
 
+/* Whether the thread under the record's id o started after the record was
+ * taken: then it is another thread, the record's ended inside a call, and
+ * its count is left over (a thread starts before its first call, so the
+ * record's own never did). Anything unknown (the claim being noted, /proc
+ * unreadable, out of descriptors, the same clock tick) is the same thread:
+ * the count is waited for, never dropped on a guess. */
+static bool claim_says_gone(const struct gate_rec *r, pid_t o)
+{
+	unsigned long long c = atomic_load(&r->claim);
+	if ((pid_t)(unsigned)(c >> CLAIM_MS_BITS) != o)
+		return false;
+	long hz = sysconf(_SC_CLK_TCK);
+	unsigned long long start = task_start(o);
+	if (hz <= 0 || start == 0)
+		return false;
+	/* the claim's tick: no later than the tick of any time after it */
+	unsigned long long claim_tick = (c & CLAIM_MS) * (unsigned long long)hz / 1000ULL;
+	return start > claim_tick;
+}
+
 /* Calls inside now; *tid one thread that has one. Records of threads that
- * are gone count nothing. */
+ * are gone count nothing. The count is read before the claim: a claim's
+ * note is stored before its thread's first increment. */
 static long inside(pid_t *tid)
 {
 	long n = __atomic_load_n(&shared.count, __ATOMIC_SEQ_CST);
@@ -391,12 +459,7 @@ static long inside(pid_t *tid)
 	for (unsigned i = 0; i < used; i++) {
 		long c = __atomic_load_n(&recs[i].count, __ATOMIC_SEQ_CST);
 		pid_t o = atomic_load(&recs[i].owner);
-		if (c == 0 || o == 0)
-			continue;
-		if (!alive(o))
-			continue;
-		/* its thread ended inside a call, and another has its id now */
-		if (recs[i].start && task_start(o) != recs[i].start)
+		if (c == 0 || o == 0 || !alive(o) || claim_says_gone(&recs[i], o))
 			continue;
 		n += c;
 		*tid = o;

@@ -304,8 +304,8 @@ park_name_count:
 	.long park_nnames
 
 /* Bytes of stack arguments each stub's function takes: a named stub's from
- * driver_stack.inc (0 where it lists nothing, GATE_STACK_ARGS where it
- * does not know the name), a dynamic stub's set with its function. */
+ * driver_stack.inc (GATE_STACK_ARGS where it does not know the name), a
+ * dynamic stub's set with its function. */
 #undef N
 #undef S
 #define K(name, bytes) .set park_stk_##name, bytes;
@@ -315,9 +315,12 @@ park_name_count:
 #define S(name) gate_stack name
 	.macro gate_stack name
 	.ifdef park_stk_\name
+	.if park_stk_\name % 8 || park_stk_\name > GATE_STACK_ARGS
+	.error "stack arguments of \name: not whole words, or more than GATE_STACK_ARGS"
+	.endif
 	.byte park_stk_\name
 	.else
-	.byte 0
+	.byte GATE_STACK_ARGS
 	.endif
 	.endm
 

@@ -174,7 +174,9 @@ void *park_hand_out(const char *name, void *real, bool base, int version);
  * with *inside calls still in (*tid one of their threads), or why it could
  * not tell. */
 void park_gate_init(bool barriers);
-void *park_gate_wrap(void *real, const char *name); /* a gated entry point, or real when none is left */
+/* a gated entry point, or real when none is left; name: its exact name, or
+ * with base its family's (cuGetProcAddress), whose stack arguments it takes */
+void *park_gate_wrap(void *real, const char *name, bool base);
 bool park_gate_stub(const void *fn);
 int park_gate_close(unsigned timeout_ms, long *inside, pid_t *tid, const char **why);
 void park_gate_open(void);
@@ -190,6 +192,9 @@ bool park_gate_exempt_now(void);
 /* The exported names (driver_api.inc): the name of slot, its stub; the slot
  * of name, or -1. */
 const char *park_name_at(unsigned slot);
+/* The CUDA version whose driver names driver_api.inc lists (13.2): a
+ * cuGetProcAddress for a later one may hand out a version it lacks. */
+#define PARK_API_KNOWN 13020
 void *park_name_stub(unsigned slot);
 int park_name_index(const char *name);
 

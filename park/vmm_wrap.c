@@ -48,6 +48,8 @@ static void own_unmapped(CUdeviceptr va, size_t size)
 			owns[i] = owns[--nowns];
 		else
 			i++;
+	if (nowns == 0)
+		own_lost = false; /* nothing of its own is mapped any longer */
 	pthread_mutex_unlock(&own_mu);
 }
 

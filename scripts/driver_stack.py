@@ -1,94 +1,107 @@
 #!/usr/bin/env python3
-"""Writes park/driver_stack.inc from a cuda.h: how many bytes of arguments
-each driver entry point of park/driver_api.inc takes on the stack under the
-System V x86-64 calling convention, so that the gate's trampoline copies
-exactly those (never past the caller's stack, e.g. a makecontext stack's
-guard page).
+"""Writes park/driver_stack.inc: how many bytes of arguments each driver
+entry point of park/driver_api.inc takes on the stack (System V x86-64), so
+that the gate's trampoline copies exactly those and nothing past the
+caller's stack (a makecontext stack's guard page).
 
-    cd /usr/local/cuda/include
-    scripts/driver_stack.py cuda.h cudaGL.h cudaEGL.h cudaVDPAU.h cudaProfiler.h > park/driver_stack.inc
+The bytes are measured, not worked out from the types: for each function
+the headers declare under exactly that name (as they are, per-thread
+default stream, and the internal section that declares older versions), a
+C++ program built with g++ calls a function of the same signature and sees
+where each argument landed relative to its frame. A name the headers do
+not declare exactly (a later driver's) is written U(name): the trampoline
+copies GATE_STACK_ARGS bytes for it.
 
-A name gets the largest of its family's prototypes (its versions and
-per-thread-stream forms: cuGetProcAddress hands one out by the family's
-name); a name the header does not declare is written U(name):
-the trampoline copies GATE_STACK_ARGS bytes for it, as before."""
+    scripts/driver_stack.py /usr/local/cuda/include > park/driver_stack.inc
+"""
+import os
 import re
+import subprocess
 import sys
+import tempfile
 
-INT_REGS, SSE_REGS = 6, 8
-# Types passed by value that are not one integer register: SSE, or a
-# structure the ABI passes in memory (bytes). Everything else in the
-# driver's prototypes is an integer, an enum, a handle or a pointer.
-SSE = {"float", "double"}
-MEMORY = {"CUipcMemHandle": 64, "CUipcEventHandle": 64}
-TWO_INT = set()  # none today: CUmemLocation (two ints) fits one register
+HEADERS = """#include <stdint.h>
+typedef uint32_t VdpDevice; typedef uint32_t VdpVideoSurface; typedef uint32_t VdpOutputSurface;
+typedef int VdpStatus; typedef VdpStatus VdpGetProcAddress(VdpDevice, uint32_t, void **);
+#include <cuda.h>
+#include <cudaGL.h>
+#include <cudaEGL.h>
+#include <cudaVDPAU.h>
+#include <cudaProfiler.h>
+"""
+
+# Where each argument of a call landed: above the frame's return address
+# (frame + 16 at -O0 with a frame pointer) is the caller's stack.
+PROBE = """#include "hdrs.h"
+#include <stdio.h>
+#include <stddef.h>
+template <class F> struct Probe;
+template <class R, class... A> struct Probe<R (*)(A...)> {
+	static size_t top;
+	__attribute__((noinline)) static R fn(A... a)
+	{
+		char *above = (char *)__builtin_frame_address(0) + 16;
+		top = 0;
+		auto at = [&](void *p, size_t n) {
+			char *c = (char *)p;
+			size_t end = c >= above ? (size_t)(c - above + n + 7) & ~(size_t)7 : 0;
+			top = end > top ? end : top;
+		};
+		(at((void *)&a, sizeof a), ...);
+		return R();
+	}
+	static size_t run() { fn(A{}...); return top; }
+};
+template <class R, class... A> size_t Probe<R (*)(A...)>::top;
+template <class F> size_t stack_of(F) { return Probe<F>::run(); }
+int main()
+{
+"""
+
+MODES = {"plain": [], "ptds": ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"], "internal": ["-D__CUDA_API_VERSION_INTERNAL"]}
 
 
-def prototypes(text, found):
-    """Each declared name's parameter lists; a name the header renames with
-    #define (cuGraphInstantiate is cuGraphInstantiateWithFlags) under both."""
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    text = re.sub(r"//[^\n]*", " ", text)
-    for m in re.finditer(r"\bCUresult\s+CUDAAPI\s+(\w+)\s*\(([^;{]*?)\)\s*;", text, flags=re.S):
-        found.setdefault(m.group(1), []).append(" ".join(m.group(2).split()))
-    for m in re.finditer(r"^\s*#\s*define\s+(cu\w+)\s+(cu\w+)\s*$", text, flags=re.M):
-        found.setdefault(m.group(2), []).extend(found.get(m.group(1), []))
+def measure(include, names, tmp):
+    found = {}
+    with open(os.path.join(tmp, "hdrs.h"), "w") as f:
+        f.write(HEADERS)
+    for mode, flags in MODES.items():
+        pp = subprocess.run(["g++", "-E", "-P", "-x", "c++", "-I" + include, *flags, os.path.join(tmp, "hdrs.h")],
+                            capture_output=True, text=True, check=True).stdout
+        declared = set(re.findall(r"\bCUresult\s+(cu\w+)\s*\(", pp))
+        want = [n for n in names if n in declared and n not in found]
+        src, exe = os.path.join(tmp, f"probe_{mode}.cpp"), os.path.join(tmp, f"probe_{mode}")
+        with open(src, "w") as f:
+            f.write(PROBE)
+            for n in want:
+                f.write(f'\tprintf("%s %zu\\n", "{n}", stack_of((decltype(&{n}))0));\n')
+            f.write("}\n")
+        subprocess.run(["g++", "-O0", "-fno-omit-frame-pointer", "-std=c++17", "-w", "-I" + include, "-I" + tmp,
+                        *flags, src, "-o", exe], check=True)
+        for line in subprocess.run([exe], capture_output=True, text=True, check=True).stdout.splitlines():
+            n, b = line.split()
+            found[n] = int(b)
+    return found
 
 
-def stack_bytes(params):
-    ints = sses = stack = 0
-    if params in ("", "void"):
-        return 0
-    for p in params.split(","):
-        p = p.strip()
-        if "*" in p or "[" in p or "(" in p:
-            kind = "int"
-        else:
-            words = p.replace("const ", "").split()
-            t = " ".join(words[:-1]) if len(words) > 1 else words[0]
-            kind = "sse" if t in SSE else ("mem", MEMORY[t]) if t in MEMORY else "int"
-        if kind == "int":
-            ints += 1
-            stack += 8 if ints > INT_REGS else 0
-        elif kind == "sse":
-            sses += 1
-            stack += 8 if sses > SSE_REGS else 0
-        else:
-            stack += (kind[1] + 7) // 8 * 8
-    return stack
-
-
-def base(name):
-    return re.sub(r"(_v\d+)?(_ptds|_ptsz)?$", "", name)
+def version(include):
+    m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", open(os.path.join(include, "cuda.h")).read())
+    v = int(m.group(1)) if m else 0
+    return "%d.%d" % (v // 1000, v % 1000 // 10)
 
 
 def main():
-    protos = {}
-    for h in sys.argv[1:]:
-        prototypes(open(h).read(), protos)
+    include = sys.argv[1]
     names = re.findall(r"^[NS]\((\w+)\)", open("park/driver_api.inc").read(), flags=re.M)
-    by_base = {}
-    for n, ps in protos.items():
-        by_base.setdefault(base(n), []).extend(ps)
-    print("/* Bytes of stack arguments of the driver entry points that take any")
-    print(" * (System V x86-64), K(name, bytes); U(name): a name of driver_api.inc")
-    print(" * the header did not declare, for which the trampoline copies")
-    print(" * GATE_STACK_ARGS bytes. Written by scripts/driver_stack.py from the")
-    print(" * cuda.h of CUDA %s; sorted as driver_api.inc. */" % version(sys.argv[1]))
+    with tempfile.TemporaryDirectory() as tmp:
+        found = measure(include, names, tmp)
+    print("/* Bytes of stack arguments of each driver entry point of driver_api.inc")
+    print(" * (System V x86-64), as measured from the headers of CUDA %s by" % version(include))
+    print(" * scripts/driver_stack.py: K(name, bytes); U(name), a name those headers")
+    print(" * do not declare, for which the trampoline copies GATE_STACK_ARGS bytes.")
+    print(" * Sorted as driver_api.inc. */")
     for n in names:
-        ps = protos.get(n, []) + by_base.get(base(n), [])
-        if not ps:
-            print("U(%s)" % n)
-            continue
-        b = max(stack_bytes(p) for p in ps)
-        if b:
-            print("K(%s, %d)" % (n, b))
-
-
-def version(path):
-    m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", open(path).read())
-    v = int(m.group(1)) if m else 0
-    return "%d.%d" % (v // 1000, v % 1000 // 10)
+        print("K(%s, %d)" % (n, found[n]) if n in found else "U(%s)" % n)
 
 
 if __name__ == "__main__":

@@ -331,7 +331,7 @@ bool cs_park_own_vmm_say(const cs_park_info *info, char *out, size_t size)
 	if (!info->seen || info->own_vmm_maps == 0)
 		return false;
 	snprintf(out, size,
-		 "%.1f MiB of VMM memory it maps itself (%u mapping%s of cuMemCreate memory: PyTorch's "
+		 "the VMM memory it maps itself (%.1f MiB in %u mapping%s with cuMemMap: PyTorch's "
 		 "expandable_segments, JAX, NCCL) is not parked: the driver's checkpoint moves it",
 		 (double)info->own_vmm_bytes / (1 << 20), info->own_vmm_maps, info->own_vmm_maps == 1 ? "" : "s");
 	return true;

@@ -26,7 +26,8 @@ typedef struct cs_park_info {
 	unsigned unclaimed; /* VMM exports whose descriptor its interposer keeps until a park */
 	unsigned files; /* parked into this many files (0: into host memory, or not parked) */
 	/* VMM memory the program maps itself (cuMemCreate, cuMemMap), which a
-	 * park leaves to the driver's checkpoint: bytes, mappings */
+	 * park leaves to the driver's checkpoint: the bytes of its mappings (a
+	 * handle mapped twice counts twice), and how many */
 	unsigned long long own_vmm_bytes;
 	unsigned own_vmm_maps;
 	char why[160]; /* when not parkable */

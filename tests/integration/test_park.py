@@ -381,7 +381,7 @@ class Park(ParkCase):
         self.assertEqual((st["own_vmm_bytes"], st["own_vmm_maps"]), (str(4 << 20), "1"))
         procs, _ = self.ps()
         self.assertEqual((procs[a.pid]["park"]["own_vmm_bytes"], procs[a.pid]["park"]["own_vmm_maps"]), (4 << 20, 1))
-        said = ("4.0 MiB of VMM memory it maps itself (1 mapping of cuMemCreate memory: PyTorch's "
+        said = ("the VMM memory it maps itself (4.0 MiB in 1 mapping with cuMemMap: PyTorch's "
                 "expandable_segments, JAX, NCCL) is not parked: the driver's checkpoint moves it")
         self.assertIn(f"parking: {a.pid} (fakecuda-cuapp) runs the interposer: a checkpoint parks its 24.0 MiB of "
                       f"device memory first; {said}", self.cs("ps").out)
