@@ -10,9 +10,10 @@ packages of $INSTALLED), apt-get (records its arguments) and id.
 """
 import os
 import shutil
-import stat
 import subprocess
 import sys
+
+from lintutil import report, write_exe
 import tempfile
 
 FAKE_DPKG = """#!/bin/sh
@@ -24,13 +25,6 @@ FAKE_APT = """#!/bin/sh
 echo "$@" >> "$APT_LOG"
 """
 FAKE_ID = "#!/bin/sh\necho 0\n"
-
-
-def write_exe(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
 
 def run(root, tmp, script, installed="", apt=True):
@@ -84,10 +78,7 @@ def main():
         p, calls = run(root, tmp, "scripts/deps.sh", apt=False)
         if p.returncode != 2 or "no apt-get here" not in p.stderr or "libjson-c-dev" not in p.stderr:
             bad.append(f"scripts/deps.sh without apt: rc {p.returncode}, said {p.stderr!r}")
-    for b in bad:
-        print("FAIL", b)
-    print("ok" if not bad else f"{len(bad)} failed")
-    return 1 if bad else 0
+    return report(bad)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ are not the caller's.
 import re
 import sys
 
+from lintutil import report
+
 
 def main():
     root = sys.argv[1]
@@ -22,10 +24,7 @@ def main():
     for k, b, _ in rows:
         if k and (int(b) % 8 or int(b) > 128):
             bad.append(f"{k}: {b} bytes is not whole words up to 128")
-    for b in bad:
-        print("FAIL", b)
-    print("ok" if not bad else f"{len(bad)} failed")
-    return 1 if bad else 0
+    return report(bad)
 
 
 if __name__ == "__main__":

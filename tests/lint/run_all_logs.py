@@ -8,10 +8,11 @@ and tests/deps.sh that print what the real ones would.
 """
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
+
+from lintutil import write_exe
 
 # meson setup fails for dirs named in FAIL_SETUP; meson test prints the
 # summary block of a real run (3 ok, 1 failed).
@@ -28,13 +29,6 @@ test)
 esac
 """
 FAKE_NINJA = "#!/bin/sh\necho 'ninja: no work to do.'\n"
-
-
-def write_exe(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
 
 def scratch_tree(root, tmp):
