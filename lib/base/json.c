@@ -26,6 +26,10 @@ json_object *cs_json_error(const cs_error *e)
 
 int cs_json_print(json_object *o)
 {
+	/* what a reader checks before it trusts the keys (an array is the
+	 * history's, whose entries are kept as they were written) */
+	if (json_object_is_type(o, json_type_object) && !json_object_object_get_ex(o, "schema_version", NULL))
+		json_object_object_add(o, "schema_version", json_object_new_int(CS_JSON_SCHEMA));
 	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
 	int r = printf("%s\n", s) < 0 ? -1 : 0;
 	json_object_put(o);

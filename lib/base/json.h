@@ -25,7 +25,12 @@ void cs_json_shape_of(const char *buf, size_t len, cs_json_shape *out);
 /* Whether s has no more of each than max. */
 bool cs_json_shape_within(const cs_json_shape *s, const cs_json_shape *max);
 
-/* Prints o on stdout with a newline, and releases it. */
+/* The version of the JSON the commands print: a key added keeps it; a key
+ * removed, renamed or given another meaning raises it. */
+#define CS_JSON_SCHEMA 1
+
+/* Prints o on stdout with a newline, and releases it; an object gets
+ * "schema_version" (CS_JSON_SCHEMA). */
 int cs_json_print(json_object *o);
 
 #endif

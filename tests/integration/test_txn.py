@@ -388,6 +388,16 @@ class Transaction(Case):
         self.assertNotIn("device-holder", r.err)
         self.assertEqual(self.cs("restore", "--pid", str(pid)).rc, 0)
 
+    def test_every_json_object_says_its_schema_version(self):
+        pid, = self.start()
+        for args in (("ps", "--json"), ("verify", "--json"), ("doctor", "--json"),
+                     ("lock", "--dry-run", "--json"), ("checkpoint", "--json"), ("restore", "--json"),
+                     ("restore", "--device-map", "GPU-1", "--json")):
+            with self.subTest(args=args):
+                r = self.cs(*args)
+                self.assertIsNotNone(r.obj, r)
+                self.assertEqual(r.obj["schema_version"], 1, r)
+
     def test_restore_without_persistence_mode_calls_cuinit(self):
         pid, = self.start()
         self.assertEqual(self.cs("checkpoint").rc, 0)
