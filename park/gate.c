@@ -133,13 +133,8 @@ static void note_claim(struct gate_rec *r, pid_t tid)
  * ticks since boot), 0 when /proc cannot say. For the park's thread only. */
 static unsigned long long task_start(pid_t tid)
 {
-	char path[48] = "/proc/self/task/", digits[12], buf[512];
-	size_t n = 0, at = strlen(path);
-	for (unsigned v = (unsigned)tid; n == 0 || v; v /= 10)
-		digits[n++] = (char)('0' + v % 10);
-	while (n)
-		path[at++] = digits[--n];
-	memcpy(path + at, "/stat", sizeof("/stat"));
+	char path[48], buf[512];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;

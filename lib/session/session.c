@@ -363,6 +363,12 @@ static void keep_scoped_leftovers(cs_session *s)
 	s->nleft = k;
 }
 
+/* Whether a leftover of p counts against --strict: in the selection's scope. */
+static bool in_scope(const cs_session *s, const cs_proc *p)
+{
+	return s->o->scope || cs_selection_covers(&s->after, &s->o->sel, p->pid);
+}
+
 /* Leftover device references after a checkpoint: warnings, or with strict
  * a failure that rolls the transaction back. */
 static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
@@ -378,12 +384,11 @@ static int post_check(void *ctx, cs_target *targets, size_t n, cs_error *err)
 			0;
 	keep_scoped_leftovers(s);
 	for (size_t i = 0; i < s->nleft; i++)
-		s->nleft_scope += s->o->scope || cs_selection_covers(&s->after, &s->o->sel, s->left[i].proc->pid);
+		s->nleft_scope += in_scope(s, s->left[i].proc);
 	for (size_t i = 0, used; i < s->nleft; i += used) {
 		char line[768];
-		/* an error only where --strict fails for it: in the selection's scope */
-		bool fails =
-			strict && (s->o->scope || cs_selection_covers(&s->after, &s->o->sel, s->left[i].proc->pid));
+		/* an error only where --strict fails for it */
+		bool fails = strict && in_scope(s, s->left[i].proc);
 		cs_verify_line(s->left + i, s->nleft - i, &used, line, sizeof(line));
 		cs_session_warn(s, "%s: %s", fails ? "error" : "warning", line);
 	}
