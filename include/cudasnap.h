@@ -383,6 +383,7 @@ typedef struct cs_target {
 	 * (the engine sets it). */
 	bool park_seen, parkable, parked, was_parked; /* was_parked: when the command began */
 	bool park_wanted; /* its park has something to do (cs_park_wanted) */
+	bool park_grows; /* its interposer writes files while their space is reserved (cs_park_info.version) */
 	unsigned park_imports; /* other processes' memory it maps: it parks before them, unparks after */
 	unsigned long long park_bytes;
 	char park_why[160];

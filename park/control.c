@@ -325,6 +325,24 @@ unsigned park_control_held(void)
 	return atomic_load(&holding);
 }
 
+/* The read end of the pipe of a reservation under way (park_req: room),
+ * after the files: 0, or -1 (nothing kept). */
+static int take_room(int conn, struct park_files *f)
+{
+	char c;
+	int fd = -1;
+	struct stat st;
+	if (park_recv_fd(conn, &c, 1, &fd) != 1 || fd < 0 || c != 'R' || fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode) ||
+	    (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	f->room = fd;
+	f->has_room = true;
+	return 0;
+}
+
 /* The descriptors of a park or unpark into or from files: one message of
  * one byte each, after the request's line. 0, or -1 with the answer given
  * (those received are closed). */
@@ -343,6 +361,11 @@ static int take_files(int conn, const struct park_req *rq, struct park_files *f)
 			return -1;
 		}
 		f->fd[f->n++] = fd;
+	}
+	if (rq->room && take_room(conn, f) != 0) {
+		park_files_close(f);
+		answer(conn, "error code=0 stage=files why=the reservation's pipe did not come with the request\n");
+		return -1;
 	}
 	if (f->n && park_files_check(f, rq->verb == PARK_REQ_PARK, why, sizeof(why)) != 0) {
 		park_files_close(f);

@@ -18,6 +18,7 @@
  * anyone who can read a file can write another with the same sum. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +171,66 @@ void park_files_close(struct park_files *f)
 		if (f->fd[i] >= 0)
 			close(f->fd[i]);
 	f->n = 0;
+	if (f->has_room)
+		close(f->room);
+	f->has_room = false;
+}
+
+/* The room a park writes into: cudasnap reserves each file's space from
+ * its start on while the park writes it (every page of a memory-backed
+ * file taken by cudasnap is charged to cudasnap's memory cgroup, and one
+ * the park wrote first would be charged to the process's), and holds the
+ * write end of f->room open until it is done. A file's size is how far
+ * its space is reserved: the reservation grows it, and a write lands
+ * only below it. A cudasnap that stopped (stopped, or ended) has that
+ * long before: the park fails. */
+#define ROOM_STALL_MS 30000
+#define ROOM_POLL_MS 2
+
+/* Whether cudasnap's reservation has ended: its end of the pipe closed
+ * (waiting up to ms for it). */
+static bool room_over(const struct park_files *f, int ms)
+{
+	struct pollfd p = { .fd = f->room, .events = POLLIN };
+	int r = poll(&p, 1, ms);
+	return r != 0 && !(r < 0 && errno == EINTR);
+}
+
+/* Whether bytes [0, end) of file i are reserved, waiting for the
+ * reservation while it goes on and grows; false with an errno. */
+static int room_for(const struct park_files *f, unsigned i, unsigned long long end)
+{
+	off_t seen = -1;
+	double stalled = park_now();
+	for (;;) {
+		struct stat st;
+		if (fstat(f->fd[i], &st) != 0)
+			return errno;
+		if ((unsigned long long)st.st_size >= end)
+			return 0;
+		if (st.st_size != seen) {
+			seen = st.st_size;
+			stalled = park_now();
+		}
+		bool over = room_over(f, ROOM_POLL_MS);
+		if (over && fstat(f->fd[i], &st) == 0 && (unsigned long long)st.st_size >= end)
+			return 0;
+		if (over) /* more than cudasnap reserved for: it grew since */
+			return EFBIG;
+		if ((park_now() - stalled) * 1000 > ROOM_STALL_MS)
+			return ETIMEDOUT;
+	}
+}
+
+/* A park's file is cut to its size once the reservation, which would
+ * grow it, has ended. */
+static int room_done(const struct park_files *f)
+{
+	double from = park_now();
+	while (!room_over(f, 100))
+		if ((park_now() - from) * 1000 > ROOM_STALL_MS)
+			return ETIMEDOUT;
+	return 0;
 }
 
 /* Buffered from now on: the file system refused an O_DIRECT transfer. The
@@ -304,6 +365,8 @@ static void one_piece(struct job *j, unsigned i, unsigned long long k, unsigned 
 		if ((rc = copy_piece(j->r, true, buf, pos, len, j->limit)) != CU_OK)
 			return failed(j, "copy", i, k, 0, rc);
 		tag_piece(j->tags, k, buf, len, j->tags->tag[k]);
+		if (j->f->has_room && (err = room_for(j->f, i, (unsigned long long)off + len)) != 0)
+			return failed(j, "room", i, k, err, CU_OK);
 		if ((err = transfer(j->f, i, true, buf, len, off)) != 0)
 			return failed(j, "write", i, k, err, CU_OK);
 		return;
@@ -346,8 +409,13 @@ static void run_lane(struct job *j, unsigned i, unsigned lane, unsigned lanes)
 	unsigned long long first = i + (unsigned long long)j->f->n * lane;
 	if (first < park_pieces(j->total))
 		move_pieces(j, i, first, lanes);
-	if (j->out && atomic_fetch_sub(&j->busy[i], 1) == 1 && !atomic_load(&j->failed) &&
-	    (ftruncate(j->f->fd[i], (off_t)park_file_size(j->total, j->f->n, i)) != 0 || fdatasync(j->f->fd[i]) != 0))
+	if (!j->out || atomic_fetch_sub(&j->busy[i], 1) != 1 || atomic_load(&j->failed))
+		return;
+	int err = j->f->has_room ? room_done(j->f) : 0;
+	if (err != 0)
+		failed(j, "room", i, 0, err, CU_OK);
+	else if (ftruncate(j->f->fd[i], (off_t)park_file_size(j->total, j->f->n, i)) != 0 ||
+		 fdatasync(j->f->fd[i]) != 0)
 		failed(j, "flush", i, 0, errno, CU_OK);
 }
 
@@ -394,6 +462,10 @@ int park_files_move(const struct park_real *r, struct park_files *f, struct park
 		pthread_join(t[i], NULL);
 	pthread_mutex_destroy(&j.mu);
 	f->bytes = j.total;
+	if (out && f->has_room) { /* written (or not): the room is no more of use */
+		close(f->room);
+		f->has_room = false;
+	}
 	return atomic_load(&j.failed) ? -1 : 0;
 }
 

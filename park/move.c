@@ -800,7 +800,7 @@ void park_status(char *reply, size_t size)
 	unsigned own_maps = 0;
 	unsigned long long own_bytes = park_vmm_own_bytes(&own_maps);
 	int len = snprintf(reply, size,
-			   "ok version=1 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "
+			   "ok version=2 pid=%d parked=%d parkable=%d bytes=%llu allocs=%zu gate=%s ipc_exports=%u "
 			   "ipc_attached=%u ipc_imports=%u legacy_imports=%u vmm_imports=%u pool_imports=%u held=%u "
 			   "unclaimed=%u files=%u own_vmm_bytes=%llu own_vmm_maps=%u",
 			   (int)getpid(), parked, why[0] == 0, parked ? parked_bytes : park_tab.backed_bytes,

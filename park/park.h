@@ -245,6 +245,10 @@ struct park_files {
 	int fd[PARK_REQ_FILES_MAX];
 	bool direct[PARK_REQ_FILES_MAX]; /* moved with O_DIRECT */
 	unsigned n;
+	/* a park's files whose space cudasnap still reserves as they are
+	 * written: the read end of its pipe (files.c) */
+	bool has_room;
+	int room;
 	unsigned long long bytes;
 	/* a failure: its step ("write", "read", "verify", "copy", "flush"...),
 	 * file, piece, and errno or the driver's error */

@@ -91,8 +91,8 @@ static bool is(const char *t, size_t len, const char *word)
 }
 
 /* The words after the verb of status, park, unpark and commit: a wait
- * (park and unpark, first), unpin (park), files (park and unpark), the
- * key; each at most once. */
+ * (park and unpark, first), unpin (park), files (park and unpark), room
+ * (a park, after files), the key; each at most once. */
 static bool named(struct park_req *r, const char *t, size_t len, size_t pos)
 {
 	bool waits = r->verb == PARK_REQ_PARK || r->verb == PARK_REQ_UNPARK;
@@ -111,6 +111,10 @@ static bool named(struct park_req *r, const char *t, size_t len, size_t pos)
 				n = n * 10 + (unsigned)(t[i] - '0');
 		r->files = n;
 		return n >= 1 && n <= PARK_REQ_FILES_MAX;
+	}
+	if (r->verb == PARK_REQ_PARK && r->files && is(t, len, "room") && !r->room) {
+		r->room = true;
+		return true;
 	}
 	if (len > 4 && memcmp(t, "key=", 4) == 0 && !r->has_key) {
 		r->has_key = park_unhex(t + 4, len - 4, r->key, sizeof(r->key));

@@ -3,7 +3,7 @@
  * who reached the socket): one line each, parsed here without any state so
  * that a fuzzer can drive it. Grammar (single spaces, nothing else):
  *
- *   status [key=K]            park [MS] [unpin] [files=F] [key=K]
+ *   status [key=K]            park [MS] [unpin] [files=F [room]] [key=K]
  *   unpark [MS] [files=F] [key=K]                commit [key=K]
  *   fd VA N    vlive S N    vfd S N        (a proof exchange follows)
  *   detach VA  vclaim S  vdetach S  vdrop S
@@ -48,6 +48,7 @@ struct park_req {
 	unsigned timeout_ms; /* 0: not given */
 	bool unpin;
 	unsigned files; /* park, unpark: 0 none */
+	bool room; /* park into files: their space is still being reserved */
 	bool has_key;
 	uint8_t key[PARK_REQ_KEY_LEN];
 	uint64_t id; /* an allocation's address, or an export's serial */

@@ -110,7 +110,8 @@ static int make_files(const cs_target *t, const cs_park_info *info, int images, 
 	 * is not parked again), and this dump's images replace that dump's,
 	 * these files too. Left there, they would turn this park away. */
 	cs_park_files_remove(images, name, PARK_FILES_MAX);
-	if (cs_park_files_make(images, "the images directory", name, count, info->bytes, f, err) < 0)
+	if (cs_park_files_make(images, "the images directory", name, count, info->bytes, info->version >= 2, f, err) <
+	    0)
 		return -1;
 	*n = count;
 	return 0;
@@ -128,6 +129,10 @@ static int park_one(cs_driver *d, const cs_target *t, const cs_park_info *info, 
 	if (images >= 0 && info->bytes && make_files(t, info, images, &f, name, size, &files, err) < 0)
 		return -1;
 	int rc = cs_park_step(t, true, conn, ms, cs_park_answer_s(d, info->bytes, ms), &f, a, err);
+	/* out of the room still being reserved: the reservation's reason */
+	cs_error re = { 0 };
+	if (cs_park_files_reserved(&f, images, "the images directory", info->bytes, &re) != 0 && rc != 0)
+		*err = re;
 	cs_park_files_close(&f);
 	if (rc < 0 && files)
 		cs_park_files_remove(images, name, files);
@@ -274,6 +279,7 @@ int eng_park_files_open(const cs_engine *e, const char *name, unsigned n, unsign
 			cs_error *err)
 {
 	f->n = 0;
+	f->room = NULL;
 	if (n == 0)
 		return 0;
 	if (e->images < 0)

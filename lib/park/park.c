@@ -86,6 +86,8 @@ static void take(cs_park_answer *a, cs_park_info *info, const char *k, size_t kl
 		info->unclaimed = (unsigned)strtoul(v, &end, 10);
 	else if (key_is(k, klen, "own_vmm_bytes"))
 		info->own_vmm_bytes = strtoull(v, &end, 10);
+	else if (key_is(k, klen, "version"))
+		info->version = (unsigned)strtoul(v, &end, 10);
 	else if (key_is(k, klen, "own_vmm_maps"))
 		info->own_vmm_maps = (unsigned)strtoul(v, &end, 10);
 }
@@ -144,12 +146,13 @@ static void key_field(pid_t pid, char *out, size_t size)
 	explicit_bzero(key, sizeof(key));
 }
 
-/* " files=N", the word of a request whose files follow it; "" none. */
+/* " files=N" (and " room" while their space is still being reserved),
+ * the words of a request whose files follow it; "" none. */
 static void files_word(const cs_park_files *f, char *out, size_t size)
 {
 	out[0] = 0;
 	if (f && f->n)
-		snprintf(out, size, " files=%u", f->n);
+		snprintf(out, size, " files=%u%s", f->n, cs_park_room_fd(f) >= 0 ? " room" : "");
 }
 
 /* When the whole answer on conn is due: its receive timeout from now. A
@@ -212,6 +215,8 @@ static int send_files(int conn, const cs_park_files *f, int flags)
 	for (unsigned i = 0; f && i < f->n; i++)
 		if (park_send_fd(conn, "F", 1, f->fd[i], flags) != 0)
 			return -1;
+	if (f && f->n && cs_park_room_fd(f) >= 0 && park_send_fd(conn, "R", 1, cs_park_room_fd(f), flags) != 0)
+		return -1;
 	return 0;
 }
 
@@ -340,7 +345,7 @@ bool cs_park_own_vmm_say(const cs_park_info *info, char *out, size_t size)
 /* A park into files, or an unpark from them, that failed at a file. */
 static bool explain_files(const cs_target *t, bool park, const cs_park_answer *a, cs_error *err)
 {
-	static const char *const stages[] = { "files", "write", "read", "verify", "flush", "staging", "thread" };
+	static const char *const stages[] = { "files", "write", "read", "verify", "flush", "staging", "thread", "room" };
 	bool ours = false;
 	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++)
 		ours = ours || strcmp(a->stage, stages[i]) == 0;
@@ -353,6 +358,11 @@ static bool explain_files(const cs_target *t, bool park, const cs_park_answer *a
 			 a->piece);
 	else if (strcmp(a->stage, "files") == 0)
 		snprintf(what, sizeof(what), "%s", a->why[0] ? a->why : "its files were refused");
+	else if (strcmp(a->stage, "room") == 0)
+		snprintf(what, sizeof(what), "%s",
+			 a->err_no == EFBIG ? "it holds more GPU memory than when its files were sized (it allocated "
+					      "since): run the checkpoint again" :
+					      "the reservation of the files' space made no progress for 30 s");
 	else
 		snprintf(what, sizeof(what), "%s file %d (piece %llu): %s",
 			 strcmp(a->stage, "read") == 0          ? "reading" :

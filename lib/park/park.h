@@ -11,6 +11,9 @@
 /* What a process's control socket says of it. */
 typedef struct cs_park_info {
 	bool seen; /* it runs the interposer and answered */
+	/* its interposer's: 2 waits for the space of a park's files while
+	 * cudasnap reserves it (park/files.c); 1 writes at once */
+	unsigned version;
 	/* it runs an interposer that started its control socket, which did not
 	 * answer: removed, every connection taken, or the process overloaded */
 	bool unreachable;

@@ -87,6 +87,7 @@ void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, siz
 
 void cs_park_files_close(cs_park_files *f)
 {
+	cs_park_room_end(f); /* its threads use the descriptors */
 	for (unsigned i = 0; i < f->n; i++)
 		if (f->fd[i] >= 0)
 			close(f->fd[i]);
@@ -185,9 +186,9 @@ static void owner_of(pid_t pid, uid_t *uid, gid_t *gid)
 }
 
 /* Each file's room taken before anything is parked, so that a full
- * directory refuses the park instead of failing it half-way. On a
- * memory-backed file system this takes every page: one thread per file,
- * as the park writes them (one took 5 s for 25 GiB of tmpfs). */
+ * directory refuses the park instead of failing it half-way (parkroom.c):
+ * one thread per file, as the park writes them (one took 5 s for 25 GiB
+ * of tmpfs). */
 typedef struct reserve_arg {
 	off_t size;
 	int fd;
@@ -197,9 +198,7 @@ typedef struct reserve_arg {
 static void *reserve(void *p)
 {
 	reserve_arg *r = p;
-	r->rc = r->size ? posix_fallocate(r->fd, 0, r->size) : 0;
-	if (r->rc == EOPNOTSUPP)
-		r->rc = ftruncate(r->fd, r->size) == 0 ? 0 : errno;
+	r->rc = cs_park_reserve(r->fd, r->size);
 	return NULL;
 }
 
@@ -215,17 +214,29 @@ static int reserve_all(const cs_park_files *f, unsigned long long bytes)
 	return 0;
 }
 
-static int make_failed(int dirfd, const char *dir, const char *name, const char *file, unsigned made, int rc,
-		       unsigned long long bytes, cs_park_files *f, cs_error *err)
+/* dir has no room for the files (or another failure rc of making them). */
+static int no_room(int dirfd, const char *dir, const char *file, int rc, unsigned long long bytes, cs_error *err)
 {
 	long long avail = cs_park_dir_free(dirfd);
-	cs_park_files_close(f);
-	cs_park_files_remove(dirfd, name, made);
 	if (rc == ENOSPC || rc == EDQUOT)
 		return cs_error_set(err, CS_ESYS, "Free space in it, or give --park-to another directory.",
 				    "%s has no room for the %.2f GiB of GPU memory a park into files writes "
 				    "there (%.2f GiB free)",
 				    dir, (double)bytes / (1 << 30), avail < 0 ? 0.0 : (double)avail / (1 << 30));
+	return cs_error_errno(err, CS_ESYS, rc, NULL, "cannot make %s/%s", dir, file);
+}
+
+int cs_park_files_reserved(cs_park_files *f, int dirfd, const char *dir, unsigned long long bytes, cs_error *err)
+{
+	int rc = cs_park_room_end(f);
+	return rc == 0 ? 0 : no_room(dirfd, dir, "cudasnap-gpumem.*", rc, bytes, err);
+}
+
+static int make_failed(int dirfd, const char *dir, const char *name, const char *file, unsigned made, int rc,
+		       unsigned long long bytes, cs_park_files *f, cs_error *err)
+{
+	cs_park_files_close(f);
+	cs_park_files_remove(dirfd, name, made);
 	if (rc == EEXIST)
 		return cs_error_set(err, CS_ESYS,
 				    "Files of an earlier park of this process are there: 'cudasnap ps' says whether "
@@ -233,13 +244,14 @@ static int make_failed(int dirfd, const char *dir, const char *name, const char 
 				    "during a park or an unpark, or by restore --keep: remove them with rm), or give "
 				    "another --park-to.",
 				    "cannot make %s/%s: %s", dir, file, strerror(rc));
-	return cs_error_errno(err, CS_ESYS, rc, NULL, "cannot make %s/%s", dir, file);
+	return no_room(dirfd, dir, file, rc, bytes, err);
 }
 
-int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
+int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, bool grow,
 		       cs_park_files *f, cs_error *err)
 {
 	f->n = 0;
+	f->room = NULL;
 	char file[160];
 	for (unsigned i = 0; i < n && i < PARK_FILES_MAX; i++) {
 		snprintf(file, sizeof(file), "%s.%u", name, i);
@@ -253,6 +265,8 @@ int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n,
 		if (rc != 0)
 			return make_failed(dirfd, dir, name, file, rc == EEXIST ? i : i + 1, rc, bytes, f, err);
 	}
+	if (grow && cs_park_room_start(f, bytes) == 0)
+		return 0;
 	int rc = reserve_all(f, bytes);
 	if (rc != 0) {
 		snprintf(file, sizeof(file), "%s.*", name);
@@ -266,6 +280,7 @@ int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n,
 		       cs_park_files *f, cs_error *err)
 {
 	f->n = 0;
+	f->room = NULL;
 	char file[160];
 	uid_t uid = (uid_t)-1;
 	gid_t gid;

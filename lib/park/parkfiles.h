@@ -10,9 +10,11 @@
 #include "cudasnap.h"
 #include "park_find.h"
 
+typedef struct cs_park_room cs_park_room;
 typedef struct cs_park_files {
 	int fd[PARK_FILES_MAX];
 	unsigned n;
+	cs_park_room *room; /* their space still being reserved (parkroom.c); NULL none */
 } cs_park_files;
 
 /* The directory given: an absolute path to a directory (not a symbolic
@@ -35,10 +37,15 @@ void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, siz
 /* Makes the n files of bytes (new: an existing one is refused, which two
  * checkpoints of one process into one DIR would meet) with their space
  * allocated, this user's and mode 0600: what root parks, the process's
- * user can neither read nor change. 0, or -1 with err and nothing left
- * behind. */
-int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes,
+ * user can neither read nor change. grow: their space is reserved while
+ * the park writes them (an interposer that waits for it: cs_park_info's
+ * version 2), until cs_park_files_reserved; else before this returns. 0,
+ * or -1 with err and nothing left behind. */
+int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, bool grow,
 		       cs_park_files *f, cs_error *err);
+/* After the park: the reservation's end, waited for. 0, or -1 with err
+ * saying that dir has no room (the files are left to the caller). */
+int cs_park_files_reserved(cs_park_files *f, int dirfd, const char *dir, unsigned long long bytes, cs_error *err);
 /* Whether name.0 .. name.(n-1) in dirfd, and no more, are the files of a
  * park of bytes (each of its size). */
 bool cs_park_files_match(int dirfd, const char *name, unsigned n, unsigned long long bytes);
@@ -51,7 +58,20 @@ int cs_park_from_split(const char *path, char *dir, size_t dsize, char *name, si
  * missing, of another size or owner, or replaced by a link. */
 int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, pid_t pid,
 		       cs_park_files *f, cs_error *err);
+/* Closes them, once a reservation under way has ended. */
 void cs_park_files_close(cs_park_files *f);
+
+/* parkroom.c: the files' space. bytes [0, size) of fd reserved, a piece
+ * at a time from its start (the size grows with it): 0 or an errno. */
+int cs_park_reserve(int fd, off_t size);
+/* Reserves f's files for a park of bytes in threads of their own, each
+ * file from its start on: 0, or -1 (nothing started). */
+int cs_park_room_start(cs_park_files *f, unsigned long long bytes);
+/* The pipe's read end the park is given (its write end closes when the
+ * reservation ends); -1 when none is under way. */
+int cs_park_room_fd(const cs_park_files *f);
+/* Waits for it to end: 0, or the first file's errno. */
+int cs_park_room_end(cs_park_files *f);
 /* Removes them (the directory synced after). */
 void cs_park_files_remove(int dirfd, const char *name, unsigned n);
 

@@ -159,7 +159,8 @@ static int park_files(run *r, cs_target *t, bool park, int *dirfd, cs_park_files
 	int rc = *dirfd < 0 ?
 		-1 :
 		park ?
-		cs_park_files_make(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, f, &e) :
+		cs_park_files_make(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, t->park_grows, f,
+				   &e) :
 		cs_park_files_open(*dirfd, t->park_dir, t->park_name, t->park_nfiles, t->park_bytes, t->pid, f, &e);
 	if (rc == 0)
 		return 0;
@@ -217,6 +218,11 @@ static int park_call(run *r, cs_target *t, cs_step s, bool fwd)
 	double answer_s = cs_park_answer_s(r->d, t->park_bytes, r->o->timeout_ms);
 	int rc =
 		cs_park_step(t, park, &t->park_conn, r->o->timeout_ms ? r->o->timeout_ms : 10000, answer_s, &f, &a, &e);
+	/* A park that ran out of the room still being reserved failed for
+	 * the reservation's reason. */
+	cs_error re = { 0 };
+	if (cs_park_files_reserved(&f, dirfd, t->park_dir, t->park_bytes, &re) != 0 && rc != 0)
+		e = re;
 	cs_park_files_close(&f);
 	if (rc != 0 && files && park && strcmp(a.stage, "undo") == 0)
 		return park_stuck(r, t, dirfd, &a, &e);
@@ -736,6 +742,7 @@ static cs_target *look_for_parking(run *r)
 		t->parkable = info.seen && info.parkable;
 		t->parked = t->was_parked = info.seen && info.parked;
 		t->park_bytes = info.bytes;
+		t->park_grows = info.version >= 2;
 		t->park_imports = info.imports;
 		t->park_wanted = cs_park_wanted(&info);
 		snprintf(t->park_why, sizeof(t->park_why), "%s", info.why);

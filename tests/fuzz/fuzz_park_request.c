@@ -51,6 +51,8 @@ static int write_back(const struct park_req *rq, char *out, size_t size)
 		n += snprintf(out + n, size - (size_t)n, " unpin");
 	if (rq->files)
 		n += snprintf(out + n, size - (size_t)n, " files=%u", rq->files);
+	if (rq->room)
+		n += snprintf(out + n, size - (size_t)n, " room");
 	if (rq->has_key)
 		n += snprintf(out + n, size - (size_t)n, " key=%s", key);
 	return n;
@@ -71,6 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(line[i] >= 0x20 && line[i] <= 0x7e);
 		FUZZ_CHECK(rq.timeout_ms <= PARK_TIMEOUT_MAX);
 		FUZZ_CHECK(rq.verb == PARK_REQ_PARK || !rq.unpin);
+		FUZZ_CHECK(!rq.room || (rq.verb == PARK_REQ_PARK && rq.files));
 		char back[PARK_LINE_MAX * 2];
 		int n = write_back(&rq, back, sizeof(back));
 		FUZZ_CHECK(n > 0 && (size_t)n < sizeof(back));

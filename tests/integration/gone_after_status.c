@@ -18,7 +18,7 @@ ssize_t send(int fd, const void *buf, size_t len, int flags)
 	const char *trigger = getenv("GONE_AFTER_STATUS");
 	struct sockaddr_un a;
 	socklen_t alen = sizeof(a);
-	if (r > 0 && len >= 13 && memcmp(buf, "ok version=1 ", 13) == 0 && trigger && access(trigger, F_OK) == 0 &&
+	if (r > 0 && len >= 11 && memcmp(buf, "ok version=", 11) == 0 && trigger && access(trigger, F_OK) == 0 &&
 	    getsockname(fd, (struct sockaddr *)&a, &alen) == 0 && a.sun_family == AF_UNIX && a.sun_path[0]) {
 		unlink(a.sun_path);
 		unlink(trigger);

@@ -3,6 +3,8 @@
  *   thread allocates PFS_MIB MiB through the (gated) driver; at the "park"
  *   request line it frees it again -- a program thread's cuMemFree that lands
  *   between cudasnap's status and its park, made deterministic.
+ * PFS_MODE=alloc_at_park: at the "park" request line it allocates PFS_MIB
+ *   MiB: the program holds more at its park than its status said.
  * PFS_MODE=grab: every descriptor received over SCM_RIGHTS that is a park
  *   file (cudasnap-gpumem.*) is dup'ed to fd 900+k (kept: what any thread of
  *   the program can do); once the file PFS_GO exists, a thread
@@ -11,6 +13,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,10 +48,11 @@ static void *drv(const char *name)
 static void on_line(void)
 {
 	const char *mode = getenv("PFS_MODE");
-	if (!mode || strcmp(mode, "free_at_park"))
+	bool later = mode && strcmp(mode, "alloc_at_park") == 0;
+	if (!mode || (strcmp(mode, "free_at_park") && !later))
 		return;
 	long mib = getenv("PFS_MIB") ? atol(getenv("PFS_MIB")) : 8;
-	if (strncmp(line, "status", 6) == 0 && statuses++ == 0) {
+	if (strncmp(line, later ? "park " : "status", later ? 5 : 6) == 0 && statuses++ == 0) {
 		CUresult (*retain)(void **, int) = drv("cuDevicePrimaryCtxRetain");
 		CUresult (*set)(void *) = drv("cuCtxSetCurrent");
 		CUresult (*alloc)(CUdeviceptr *, size_t) = drv("cuMemAlloc_v2");
@@ -58,8 +62,8 @@ static void on_line(void)
 			rc = set(ctx);
 		if (rc == 0)
 			rc = alloc(&mine, (size_t)mib << 20);
-		logf_("alloc at first %s: rc=%lld\n", "status", rc);
-	} else if (strncmp(line, "park ", 5) == 0 && mine) {
+		logf_("alloc at first %s: rc=%lld\n", later ? "park" : "status", rc);
+	} else if (strncmp(line, "park ", 5) == 0 && mine && !later) {
 		CUresult (*fr)(CUdeviceptr) = drv("cuMemFree_v2");
 		int rc = fr ? fr(mine) : -1;
 		mine = 0;

@@ -14,7 +14,7 @@ ssize_t send(int fd, const void *buf, size_t len, int flags)
 	if (real == NULL)
 		*(void **)&real = dlsym(RTLD_NEXT, "send");
 	const char *flag = getenv("SILENT_STATUS");
-	if (len >= 13 && memcmp(buf, "ok version=1 ", 13) == 0 && flag && access(flag, F_OK) == 0)
+	if (len >= 11 && memcmp(buf, "ok version=", 11) == 0 && flag && access(flag, F_OK) == 0)
 		sleep(30);
 	return real(fd, buf, len, flags);
 }

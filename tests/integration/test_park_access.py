@@ -425,7 +425,7 @@ class Access(ParkCase):
             s.sendall(b"x" * 300 + b" status\n" + f"status key={key_of(a.pid)}\n".encode())
             got = read_lines(s, 2)
             self.assertEqual(got[0], "error code=0 stage=request")
-            self.assertTrue(got[1].startswith("ok version=1"), got)
+            self.assertTrue(got[1].startswith("ok version=2"), got)
         # no newline at all, then the end; many connections at once
         with connect(path) as s:
             s.sendall(b"park" * 1000)
@@ -441,7 +441,7 @@ class Access(ParkCase):
                     answer = read_lines(s)
             except OSError:
                 time.sleep(0.05)
-        self.assertTrue(answer and answer[0].startswith("ok version=1"), answer)
+        self.assertTrue(answer and answer[0].startswith("ok version=2"), answer)
         self.assertEqual(status(a.pid)["parked"], "0")
         self.assertEqual(status(a.pid)["gate"], "open")
         self.assertEqual(a.verify(), f"verify ok bytes={a.bytes}")

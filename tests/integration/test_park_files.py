@@ -69,8 +69,8 @@ class ParkFiles(Case):
     def files(self):
         return sorted(os.listdir(self.dir))
 
-    def checkpoint(self, a, *extra, rc=0):
-        r = self.cs("checkpoint", "--pid", a.pid, "--json", "--park-to", self.dir, *extra)
+    def checkpoint(self, a, *extra, rc=0, env=None):
+        r = self.cs("checkpoint", "--pid", a.pid, "--json", "--park-to", self.dir, *extra, env=env)
         self.assertEqual(r.rc, rc, r)
         return r
 
@@ -479,6 +479,50 @@ class ParkFiles(Case):
         self.assertEqual(sizes, [file_size(total, pf["count"], i) for i in range(pf["count"])])
         r = self.cs("restore", "--pid", a.pid)
         self.assertEqual(r.rc, 0, r)
+        self.assertBack(a)
+
+    @unittest.skipUnless(SHIM, "no shim")
+    def test_memory_allocated_between_status_and_park_is_refused(self):
+        # the program allocates 40 MiB after cudasnap sized (and began to
+        # reserve) the files: the park needs room nobody reserved, which
+        # it would take in the process's own memory cgroup; it is refused
+        a = self.shim_app("alloc_at_park", PFS_MIB="40")
+        r = self.checkpoint(a, rc=1)
+        self.assertEqual(r.obj["outcome"], "rolled-back", r)
+        self.assertIn("it holds more GPU memory than when its files were sized", r.err)
+        self.assertEqual(self.files(), [])
+        self.assertEqual(self.states([a.pid]), {a.pid: "running"})
+        self.assertEqual(status(a.pid)["parked"], "0")
+        r = self.checkpoint(a)  # sized for what it holds now, it parks
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertBack(a)
+
+    @unittest.skipUnless(IO_FAULT, "no I/O fault library")
+    def test_the_park_writes_while_its_room_is_reserved_and_never_past_it(self):
+        """cudasnap reserves the files' space while the park writes them:
+        with each 32 MiB of it taking 0.4 s more, the park waits for it
+        (its copy takes the reservation's time, not a reservation before
+        it), and no write of the program lands past what is reserved (the
+        fault library fails such a write with EFBIG)."""
+        a = self.app(mib=170)  # eleven pieces: files 0-2 take two each
+        self.io_fault("slowroom 400 0")
+        r = self.checkpoint(a, env={"LD_PRELOAD": IO_FAULT, "CS_IO_FAULT_FILE": self.faultfile})
+        self.io_fault()
+        park = r.obj["processes"][0]["park"]
+        self.assertGreaterEqual(park["copy_seconds"], 0.7, park)
+        self.assertEqual(len(self.files()), 8)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertBack(a)
+
+    @unittest.skipUnless(IO_FAULT, "no I/O fault library")
+    def test_a_reservation_that_runs_out_half_way_undoes_the_park(self):
+        a = self.app(mib=170)
+        self.io_fault(f"fallocate 28 {3 * PIECE}")  # ENOSPC once 96 MiB are reserved
+        r = self.checkpoint(a, rc=1, env={"LD_PRELOAD": IO_FAULT, "CS_IO_FAULT_FILE": self.faultfile})
+        self.io_fault()
+        self.assertEqual(r.obj["outcome"], "rolled-back", r)
+        self.assertIn("has no room for the 0.33 GiB of GPU memory a park into files writes", r.err)
+        self.assertEqual(self.files(), [])
         self.assertBack(a)
 
     @unittest.skipUnless(SHIM, "no shim")
