@@ -134,16 +134,18 @@ int cli_exit_txn(const cs_txn_result *r, int rc)
 {
 	if (r->outcome == CS_OUTCOME_INCOMPLETE)
 		return EXIT_INCOMPLETE;
-	if (rc < 0 && r->refused_no_room)
-		return EXIT_USAGE; /* as a plan's refusal of the same cause */
+	/* refused before anything changed (a stopped, traced or frozen
+	 * process; an interposer that stopped answering): as every refusal */
+	if (rc < 0 && (r->refused_no_room || r->outcome == CS_OUTCOME_REFUSED))
+		return EXIT_USAGE;
 	return rc < 0 ? EXIT_FAILED : EXIT_DONE;
 }
 
 /* What a plan's real command would end with, in the order it meets its
  * obstacles: the claims refuse a busy process, restore's own checks (the
- * manifest, the device map) and the host memory and CUDA IPC checks come
- * next, all before anything changes (2); the transaction then refuses a
- * stopped or frozen process, and what the driver or --strict refuses is
+ * manifest, the device map), the host memory and CUDA IPC checks, and the
+ * transaction's refusal of a stopped or frozen process come next, all
+ * before anything changes (2); what the driver or --strict refuses is
  * rolled back (1). */
 int cli_exit_plan(const cs_plan *p)
 {
@@ -154,7 +156,8 @@ int cli_exit_plan(const cs_plan *p)
 		for (size_t k = 0; k < p->e[i].nreasons; k++) {
 			const cs_reason *r = &p->e[i].reason[k];
 			busy |= r->blocks && strcmp(r->code, "busy") == 0;
-			checked |= cs_reason_refused_by_check(r);
+			checked |= cs_reason_refused_by_check(r) ||
+				(r->blocks && (strcmp(r->code, "stopped") == 0 || strcmp(r->code, "frozen") == 0));
 		}
 	if (busy)
 		return EXIT_USAGE;

@@ -333,7 +333,9 @@ static void check_holders(cs_doctor_report *r, const cs_ptable *t)
 	size_t n = 0;
 	for (size_t i = 0; i < t->n; i++) {
 		const cs_proc *p = &t->procs[i];
-		if (p->cls != CS_CLASS_DEVICE_HOLDER && p->cls != CS_CLASS_UNKNOWN)
+		/* an unknown one (no driver to ask, or it did not answer) is
+		 * named only when it holds device files, as ps shows them */
+		if (p->cls != CS_CLASS_DEVICE_HOLDER && !(p->cls == CS_CLASS_UNKNOWN && p->nrefs > 0))
 			continue;
 		n++;
 		cs_doctor_list_add(list, sizeof(list), "%d (%s, %s)", (int)p->pid, p->comm, cs_class_name(p->cls));

@@ -775,6 +775,19 @@ class FakeDriver(unittest.TestCase):
         self.assertIn("%d (" % kids[0], c["message"])
         self.assertIn('multiprocessing_context="spawn" or "forkserver"', c["fix"])
 
+    def test_a_process_of_unknown_class_without_device_files_is_no_holder(self):
+        # without a driver to ask, a process that maps libcuda and holds no
+        # device file is "unknown" to ps, which shows no device file of it:
+        # doctor does not say it holds any
+        pid = self.start_app("--no-init")
+        nodriver = dict(self.fake, CUDASNAP_LIBCUDA="/nonexistent/libcuda.so.1")
+        r = subprocess.run([EXE, "ps", "--json"], capture_output=True, text=True, env=clean_env(**nodriver))
+        got = [p for p in json.loads(r.stdout)["processes"] if p["pid"] == pid]
+        self.assertEqual([(p["class"], p.get("device_refs", [])) for p in got], [("unknown", [])], r.stdout)
+        _, rep = doctor_json(**nodriver)
+        holders = [c for c in rep["checks"] if c["name"] == "device-holders"]
+        self.assertFalse([c for c in holders if "%d (" % pid in c["message"]], holders)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
