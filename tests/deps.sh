@@ -13,8 +13,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # libxxhash-dev: a test's forgery of an unkeyed checksum (header only).
 # libarchive13: what cudasnap inspect loads to read checkpoint archives.
 # iptables: iptables-restore, which CRIU's network lock runs in a
-# container's network namespace.
-pkgs="libcmocka-dev cppcheck clang clang-tidy clang-format pyflakes3 valgrind libcap2-bin libarchive13 libxxhash-dev iptables"
+# container's network namespace. zsh, fish: the completions' tests.
+# python3-yaml: the lint of the guides' Kubernetes manifests.
+pkgs="libcmocka-dev cppcheck clang clang-tidy clang-format pyflakes3 valgrind libcap2-bin libarchive13 libxxhash-dev iptables zsh fish python3-yaml"
 # The engines: Debian's runc, podman and containerd conflict with Docker's
 # containerd.io (and with Podman's own builds): where such a package is
 # installed, the engine it conflicts with is not installed.
