@@ -36,7 +36,7 @@ static void usage(FILE *f)
 		"together. Every way the program reaches the driver's exported functions (by\n"
 		"name, as code linked with -lcuda does, dlsym, cuGetProcAddress) is held during\n"
 		"a park (not the driver's private tables, cuGetExportTable, which the CUDA\n"
-		"runtime uses: see the man page); a process that can reach a driver function\n"
+		"runtime uses: see cudasnap(7)); a process that can reach a driver function\n"
 		"past the interposer, and what the interposer cannot carry (managed memory,\n"
 		"VMM memory the program maps itself), is left to the driver's checkpoint\n"
 		"('cudasnap ps' says why). VMM memory a program passes to another as a file descriptor itself\n"

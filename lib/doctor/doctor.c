@@ -302,7 +302,7 @@ static void check_settings(cs_doctor_report *r)
 	if (c->ignored[0])
 		cs_doctor_add(r, "settings", WARN, 0,
 			      "Make it a regular file owned by root, mode 0644 or stricter, in directories owned by "
-			      "root that only root can write, with no symbolic link on its path (see cudasnap(1), "
+			      "root that only root can write, with no symbolic link on its path (see cudasnap(7), "
 			      "FILES).",
 			      "%s is ignored: %s", c->path, c->ignored);
 	else if (c->nskipped)

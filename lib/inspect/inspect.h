@@ -130,7 +130,7 @@ CS_DEFINE_CLEANUP_STRUCT(cs_verdict, cs_verdict_free)
 /* "13.0" for a cuDriverGetVersion of 13000. */
 void cs_cuda_version_text(int version, char *buf, size_t size);
 
-/* The whole report as one JSON object (documented in cudasnap(1)); v may
+/* The whole report as one JSON object (documented in cudasnap(7)); v may
  * be NULL (no GPU part). */
 json_object *cs_json_inspect(const cs_inspect *c, const cs_verdict *v, int exit_status);
 /* The object of an inspect that could not read c->path: "path",

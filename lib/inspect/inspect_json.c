@@ -1,5 +1,5 @@
 /* 'cudasnap inspect --json': one object with what the checkpoint holds and
- * the verdict for this node (keys documented in cudasnap(1)). */
+ * the verdict for this node (keys documented in cudasnap(7)). */
 #include "inspect.h"
 #include "util.h"
 

@@ -8,8 +8,9 @@ Runs `meson install --destdir TMP` on the build directory and checks that:
   - the library (shared and static), cudasnap.h and cudasnap.pc are there, and a
     small C program builds against them with `pkg-config --cflags --libs`
     (and with --static against libcudasnap.a) and runs;
-  - the man page cudasnap(1) is in man1 and renders, and cuda-checkpoint(1)
-    points to it;
+  - the man page cudasnap(1) is in man1 and renders, names cudasnap(7) in
+    SEE ALSO, and cuda-checkpoint(1) points to it; cudasnap(7) is in man7 and
+    renders;
   - the bash completion is in share/bash-completion/completions, for both
     names, and offers every command and every option the --help texts list;
   - the installed binary needs nothing but glibc at run time (see GLIBC) and
@@ -104,6 +105,7 @@ class Installed(unittest.TestCase):
         cls.version = info["version"]
         plan = json.loads(run(cls.meson + ["introspect", "--installed", BUILD], check=True).stdout)
         cls.man_planned = any(src.endswith(os.sep + "cudasnap.1") for src in plan)
+        cls.man7_planned = any(src.endswith(os.sep + "cudasnap.7") for src in plan)
 
         cls.tmp = tempfile.mkdtemp(prefix="cudasnap-install-")
         cls.destdir = os.path.join(cls.tmp, "root")
@@ -119,8 +121,12 @@ class Installed(unittest.TestCase):
         cls.libdir = under(cls.destdir, prefix, cls.opt["libdir"])
         cls.includedir = under(cls.destdir, prefix, cls.opt["includedir"])
         cls.man1 = os.path.join(under(cls.destdir, prefix, cls.opt["mandir"]), "man1")
+        cls.man7 = os.path.join(under(cls.destdir, prefix, cls.opt["mandir"]), "man7")
         cls.completions = os.path.join(under(cls.destdir, prefix, cls.opt["datadir"]),
                                        "bash-completion", "completions")
+        share = under(cls.destdir, prefix, cls.opt["datadir"])
+        cls.fish = os.path.join(share, "fish", "vendor_completions.d")
+        cls.zsh = os.path.join(share, "zsh", "vendor-completions" if prefix == "/usr" else "site-functions")
         cls.exe = os.path.join(cls.bindir, "cudasnap")
 
     @classmethod
@@ -291,19 +297,44 @@ class Installed(unittest.TestCase):
                     "CUDASNAP_HOOK_STRICT", "GVISOR_SAVE_RESTORE_AUTO_EXEC_MODE"):
             self.assertIn(var, roff.replace("\\_", "_"))
 
-    def test_man_page_renders(self):
-        page = self.man_page()
+    def render(self, page):
         man = shutil.which("man")
         if not man:
             self.skipTest("man is not installed (the roff is checked by test_man_page_roff)")
         p = run([man, "-l", page], env=dict(os.environ, MANPAGER="cat", PAGER="cat", MANWIDTH="80",
                                               LC_ALL="C.UTF-8"))
         self.assertEqual(p.returncode, 0, p)
-        text = p.stdout
+        return p.stdout
+
+    def test_man_page_renders(self):
+        text = self.render(self.man_page())
         self.assertIn("cudasnap(1)", text)
         self.assertIn("EXIT STATUS", text)
         for cmd in COMMANDS:
             self.assertRegex(text, rf"(?m)^\s+{re.escape(cmd)}\b", f"no entry for {cmd}")
+        see_also = text.rsplit("SEE ALSO", 1)[-1]
+        self.assertIn("cudasnap(7)", see_also, "cudasnap(1)'s SEE ALSO does not name cudasnap(7)")
+
+    def man7_page(self):
+        page = os.path.join(self.man7, "cudasnap.7")
+        if not self.man7_planned:
+            self.skipTest("the build was configured without scdoc, so cudasnap(7) is not built "
+                          "(scripts/deps.sh installs scdoc; then reconfigure)")
+        self.assertFile(page)
+        return page
+
+    def test_man7_page_roff(self):
+        with open(self.man7_page()) as f:
+            roff = f.read()
+        self.assertRegex(roff, r'(?im)^\.TH "?cudasnap"? "?7"?')
+        for section in ("NAME", "COMMANDS IN DETAIL", "BEFORE ANYTHING CHANGES", "FILES", "SEE ALSO"):
+            self.assertRegex(roff, rf'(?m)^\.SH "?{section}"?$')
+
+    def test_man7_page_renders(self):
+        text = self.render(self.man7_page())
+        self.assertIn("cudasnap(7)", text)
+        self.assertIn("BEFORE ANYTHING CHANGES", text)
+        self.assertIn("cudasnap(1)", text.rsplit("SEE ALSO", 1)[-1])
 
     def test_man_link(self):
         self.man_page()
@@ -336,8 +367,7 @@ class Installed(unittest.TestCase):
     def test_completion_commands(self):
         if not shutil.which("bash"):
             self.skipTest("bash is not installed")
-        p = run([self.exe, "--help"], check=True)
-        listed = set(re.findall(r"(?m)^  ([a-z][a-z-]+)  ", p.stdout.split("Commands:")[1].split("Options:")[0]))
+        listed = self.help_commands()
         self.assertTrue(set(COMMANDS) <= listed, f"--help lists {sorted(listed)}")
         self.assertEqual(self.complete(["cudasnap"]), listed)
 
@@ -358,6 +388,74 @@ class Installed(unittest.TestCase):
         self.assertEqual(offered, help_options(p.stdout), "cuda-checkpoint: completion vs --help")
         self.assertEqual(self.complete(["cuda-checkpoint", "--action"]),
                          {"lock", "checkpoint", "restore", "unlock"})
+
+    # --- fish and zsh completion ------------------------------------------
+
+    def documented(self, cmd):
+        p = run([self.exe, cmd, "--help"] if cmd != "cuda-checkpoint" else
+                [os.path.join(self.bindir, "cuda-checkpoint"), "--help"])
+        self.assertEqual(p.returncode, 0, p)
+        return help_options(p.stdout)
+
+    def help_commands(self):
+        p = run([self.exe, "--help"], check=True)
+        return set(re.findall(r"(?m)^  ([a-z][a-z-]+)  ", p.stdout.split("Commands:")[1].split("Options:")[0]))
+
+    def test_fish_and_zsh_completion_files(self):
+        self.assertFile(os.path.join(self.fish, "cudasnap.fish"))
+        self.assertLinkTo(os.path.join(self.fish, "cuda-checkpoint.fish"), os.path.join(self.fish, "cudasnap.fish"))
+        self.assertFile(os.path.join(self.zsh, "_cudasnap"))
+
+    def fish_complete(self, line):
+        prog = f"source {shlex.quote(os.path.join(self.fish, 'cudasnap.fish'))}; complete -C {shlex.quote(line)}"
+        p = run(["fish", "--no-config", "-c", prog])
+        self.assertEqual(p.returncode, 0, p)
+        return {ln.split("\t")[0] for ln in p.stdout.splitlines()}
+
+    def test_fish_completion(self):
+        """fish offers the commands --help lists, and for each command
+        every option its --help defines, and no other."""
+        if not shutil.which("fish"):
+            self.skipTest("fish is not installed")
+        self.assertEqual(self.fish_complete("cudasnap "), self.help_commands())
+        for cmd in COMMANDS:
+            with self.subTest(command=cmd):
+                offered = {w for w in self.fish_complete(f"cudasnap {cmd} --") if w.startswith("--")}
+                self.assertEqual(offered, self.documented(cmd), f"cudasnap {cmd}: fish vs --help")
+        offered = {w for w in self.fish_complete("cuda-checkpoint --") if w.startswith("--")}
+        self.assertEqual(offered, self.documented("cuda-checkpoint"))
+        self.assertEqual(self.fish_complete("cuda-checkpoint --action "), {"lock", "checkpoint", "restore", "unlock"})
+
+    def zsh_specs(self, *words, service="cudasnap"):
+        """The option specs the zsh completion hands _arguments for the
+        command words (zsh's own _arguments stood in for by one that prints
+        them, the top level's left out), or the commands it offers."""
+        script = os.path.join(self.zsh, "_cudasnap")
+        prog = textwrap.dedent(f"""\
+            _arguments() {{ if [[ $1 == -C ]]; then (( $#words )) && state=argument || state=command; return; fi
+                print -rl -- "$@" }}
+            _describe() {{ print -rl -- ${{(P)${{@[-1]}}}} }}
+            service={shlex.quote(service)}
+            words=({" ".join(shlex.quote(w) for w in words)})
+            source {shlex.quote(script)}
+            """)
+        p = run(["zsh", "-f", "-c", prog])
+        self.assertEqual(p.returncode, 0, p)
+        return p.stdout
+
+    def test_zsh_completion(self):
+        """zsh offers the commands --help lists, and for each command
+        every option its --help defines, and no other."""
+        if not shutil.which("zsh"):
+            self.skipTest("zsh is not installed")
+        out = self.zsh_specs()
+        listed = set(re.findall(r"(?m)^([a-z][a-z-]+):", out))
+        self.assertEqual(listed, self.help_commands())
+        spec = re.compile(r"(?m)^(?:\([^)]*\))?\*?(--[a-z][a-z-]*)\[")
+        for cmd in COMMANDS:
+            with self.subTest(command=cmd):
+                out = self.zsh_specs(cmd) if cmd != "cuda-checkpoint" else self.zsh_specs(service=cmd)
+                self.assertEqual(set(spec.findall(out)), self.documented(cmd), f"cudasnap {cmd}: zsh vs --help")
 
 
 if __name__ == "__main__":
