@@ -402,7 +402,7 @@ class Park(ParkCase):
             self.assertLess(r.wall, 1.5, r)
             self.assertNotIn(f"parking: {a.pid}", r.out)
             r = self.cs("checkpoint", "--pid", a.pid)
-            self.assertEqual(r.rc, 1, r)
+            self.assertEqual(r.rc, 2, r)  # refused before anything changed
             self.assertIn("it is stopped", r.err)
             self.assertLess(r.wall, 1.5, r)
         finally:
