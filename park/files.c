@@ -188,49 +188,79 @@ void park_files_close(struct park_files *f)
 #define ROOM_POLL_MS 2
 
 /* Whether cudasnap's reservation has ended: its end of the pipe closed
- * (waiting up to ms for it). */
+ * (waiting up to ms for it). A failed poll says nothing. */
 static bool room_over(const struct park_files *f, int ms)
 {
 	struct pollfd p = { .fd = f->room, .events = POLLIN };
-	int r = poll(&p, 1, ms);
-	return r != 0 && !(r < 0 && errno == EINTR);
+	return poll(&p, 1, ms) > 0 && (p.revents & (POLLHUP | POLLIN | POLLERR | POLLNVAL));
 }
 
-/* Whether bytes [0, end) of file i are reserved, waiting for the
- * reservation while it goes on and grows; false with an errno. */
-static int room_for(const struct park_files *f, unsigned i, unsigned long long end)
+/* How far the reservation has got in all the files: what tells it still
+ * goes on. */
+static unsigned long long room_reserved(const struct park_files *f)
 {
-	off_t seen = -1;
+	unsigned long long sum = 0;
+	struct stat st;
+	for (unsigned i = 0; i < f->n; i++)
+		if (fstat(f->fd[i], &st) == 0)
+			sum += (unsigned long long)st.st_size;
+	return sum;
+}
+
+/* Waits while the reservation goes on, until ready() (file i, end) or it
+ * ends or makes no progress for ROOM_STALL_MS: 0, or EFBIG (it ended, and
+ * ready() is false: the process holds more than cudasnap reserved for),
+ * ETIMEDOUT, or fstat's errno. */
+static int room_wait(const struct park_files *f, unsigned i, unsigned long long end,
+		     int (*ready)(const struct park_files *, unsigned, unsigned long long))
+{
+	unsigned long long seen = 0;
 	double stalled = park_now();
 	for (;;) {
-		struct stat st;
-		if (fstat(f->fd[i], &st) != 0)
-			return errno;
-		if ((unsigned long long)st.st_size >= end)
-			return 0;
-		if (st.st_size != seen) {
-			seen = st.st_size;
+		int rc = ready(f, i, end);
+		if (rc <= 0)
+			return -rc;
+		unsigned long long now = room_reserved(f);
+		if (now != seen) {
+			seen = now;
 			stalled = park_now();
 		}
-		bool over = room_over(f, ROOM_POLL_MS);
-		if (over && fstat(f->fd[i], &st) == 0 && (unsigned long long)st.st_size >= end)
-			return 0;
-		if (over) /* more than cudasnap reserved for: it grew since */
-			return EFBIG;
+		if (room_over(f, ROOM_POLL_MS))
+			return (rc = ready(f, i, end)) <= 0 ? -rc : EFBIG;
 		if ((park_now() - stalled) * 1000 > ROOM_STALL_MS)
 			return ETIMEDOUT;
 	}
 }
 
+/* Bytes [0, end) of file i reserved: 0, 1 not yet, or -errno. */
+static int reserved_to(const struct park_files *f, unsigned i, unsigned long long end)
+{
+	struct stat st;
+	if (fstat(f->fd[i], &st) != 0)
+		return -errno;
+	return (unsigned long long)st.st_size >= end ? 0 : 1;
+}
+
+/* Never ready: waits for the reservation's end. */
+static int never(const struct park_files *f, unsigned i, unsigned long long end)
+{
+	(void)f, (void)i, (void)end;
+	return 1;
+}
+
+/* Whether bytes [0, end) of file i are reserved, waiting for the
+ * reservation while it goes on: 0, or an errno. */
+static int room_for(const struct park_files *f, unsigned i, unsigned long long end)
+{
+	return room_wait(f, i, end, reserved_to);
+}
+
 /* A park's file is cut to its size once the reservation, which would
- * grow it, has ended. */
+ * grow it, has ended: 0, or ETIMEDOUT. */
 static int room_done(const struct park_files *f)
 {
-	double from = park_now();
-	while (!room_over(f, 100))
-		if ((park_now() - from) * 1000 > ROOM_STALL_MS)
-			return ETIMEDOUT;
-	return 0;
+	int rc = room_wait(f, 0, 0, never);
+	return rc == EFBIG ? 0 : rc;
 }
 
 /* Buffered from now on: the file system refused an O_DIRECT transfer. The

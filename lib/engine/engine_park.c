@@ -131,7 +131,8 @@ static int park_one(cs_driver *d, const cs_target *t, const cs_park_info *info, 
 	int rc = cs_park_step(t, true, conn, ms, cs_park_answer_s(d, info->bytes, ms), &f, a, err);
 	/* out of the room still being reserved: the reservation's reason */
 	cs_error re = { 0 };
-	if (cs_park_files_reserved(&f, images, "the images directory", info->bytes, &re) != 0 && rc != 0)
+	if (cs_park_files_reserved(&f, rc != 0, images, "the images directory", name, info->bytes, &re) != 0 &&
+	    rc != 0 && strcmp(a->stage, "room") == 0)
 		*err = re;
 	cs_park_files_close(&f);
 	if (rc < 0 && files)

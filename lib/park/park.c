@@ -358,11 +358,15 @@ static bool explain_files(const cs_target *t, bool park, const cs_park_answer *a
 			 a->piece);
 	else if (strcmp(a->stage, "files") == 0)
 		snprintf(what, sizeof(what), "%s", a->why[0] ? a->why : "its files were refused");
-	else if (strcmp(a->stage, "room") == 0)
+	else if (strcmp(a->stage, "room") == 0 && a->err_no == EFBIG)
 		snprintf(what, sizeof(what), "%s",
-			 a->err_no == EFBIG ? "it holds more GPU memory than when its files were sized (it allocated "
-					      "since): run the checkpoint again" :
-					      "the reservation of the files' space made no progress for 30 s");
+			 "it holds more GPU memory than when its files were sized (it allocated since): run the "
+			 "checkpoint again");
+	else if (strcmp(a->stage, "room") == 0 && a->err_no == ETIMEDOUT)
+		snprintf(what, sizeof(what), "%s", "the reservation of the files' space made no progress for 30 s");
+	else if (strcmp(a->stage, "room") == 0)
+		snprintf(what, sizeof(what), "reading how far the files' space is reserved (file %d): %s", a->file,
+			 strerror(a->err_no));
 	else
 		snprintf(what, sizeof(what), "%s file %d (piece %llu): %s",
 			 strcmp(a->stage, "read") == 0          ? "reading" :

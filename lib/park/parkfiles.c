@@ -185,10 +185,9 @@ static void owner_of(pid_t pid, uid_t *uid, gid_t *gid)
 	*gid = (gid_t)g;
 }
 
-/* Each file's room taken before anything is parked, so that a full
- * directory refuses the park instead of failing it half-way (parkroom.c):
- * one thread per file, as the park writes them (one took 5 s for 25 GiB
- * of tmpfs). */
+/* Each file's room taken before anything is parked, for an interposer
+ * that cannot wait for it (parkroom.c): one thread per file, as the park
+ * writes them (one took 5 s for 25 GiB of tmpfs). */
 typedef struct reserve_arg {
 	off_t size;
 	int fd;
@@ -198,7 +197,7 @@ typedef struct reserve_arg {
 static void *reserve(void *p)
 {
 	reserve_arg *r = p;
-	r->rc = cs_park_reserve(r->fd, r->size);
+	r->rc = cs_park_reserve(r->fd, r->size, NULL);
 	return NULL;
 }
 
@@ -214,8 +213,10 @@ static int reserve_all(const cs_park_files *f, unsigned long long bytes)
 	return 0;
 }
 
-/* dir has no room for the files (or another failure rc of making them). */
-static int no_room(int dirfd, const char *dir, const char *file, int rc, unsigned long long bytes, cs_error *err)
+/* dir has no room for the files (or another failure rc of making them:
+ * what, "make" or "reserve the space of"). */
+static int no_room(int dirfd, const char *dir, const char *what, const char *file, int rc, unsigned long long bytes,
+		   cs_error *err)
 {
 	long long avail = cs_park_dir_free(dirfd);
 	if (rc == ENOSPC || rc == EDQUOT)
@@ -223,13 +224,18 @@ static int no_room(int dirfd, const char *dir, const char *file, int rc, unsigne
 				    "%s has no room for the %.2f GiB of GPU memory a park into files writes "
 				    "there (%.2f GiB free)",
 				    dir, (double)bytes / (1 << 30), avail < 0 ? 0.0 : (double)avail / (1 << 30));
-	return cs_error_errno(err, CS_ESYS, rc, NULL, "cannot make %s/%s", dir, file);
+	return cs_error_errno(err, CS_ESYS, rc, NULL, "cannot %s %s/%s", what, dir, file);
 }
 
-int cs_park_files_reserved(cs_park_files *f, int dirfd, const char *dir, unsigned long long bytes, cs_error *err)
+int cs_park_files_reserved(cs_park_files *f, bool failed, int dirfd, const char *dir, const char *name,
+			   unsigned long long bytes, cs_error *err)
 {
+	if (failed)
+		cs_park_room_stop(f);
 	int rc = cs_park_room_end(f);
-	return rc == 0 ? 0 : no_room(dirfd, dir, "cudasnap-gpumem.*", rc, bytes, err);
+	char file[160];
+	snprintf(file, sizeof(file), "%s.*", name);
+	return rc == 0 ? 0 : no_room(dirfd, dir, "reserve the space of", file, rc, bytes, err) < 0 ? -1 : 0;
 }
 
 static int make_failed(int dirfd, const char *dir, const char *name, const char *file, unsigned made, int rc,
@@ -244,7 +250,7 @@ static int make_failed(int dirfd, const char *dir, const char *name, const char 
 				    "during a park or an unpark, or by restore --keep: remove them with rm), or give "
 				    "another --park-to.",
 				    "cannot make %s/%s: %s", dir, file, strerror(rc));
-	return no_room(dirfd, dir, file, rc, bytes, err);
+	return no_room(dirfd, dir, "make", file, rc, bytes, err);
 }
 
 int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, bool grow,
@@ -265,8 +271,10 @@ int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n,
 		if (rc != 0)
 			return make_failed(dirfd, dir, name, file, rc == EEXIST ? i : i + 1, rc, bytes, f, err);
 	}
-	if (grow && cs_park_room_start(f, bytes) == 0)
+	if (grow && cs_park_room_start(f, bytes) == 0) {
+		fsync(dirfd); /* the files' names, whatever their space */
 		return 0;
+	}
 	int rc = reserve_all(f, bytes);
 	if (rc != 0) {
 		snprintf(file, sizeof(file), "%s.*", name);

@@ -10,6 +10,8 @@
 #include "cudasnap.h"
 #include "park_find.h"
 
+#include <stdatomic.h>
+
 typedef struct cs_park_room cs_park_room;
 typedef struct cs_park_files {
 	int fd[PARK_FILES_MAX];
@@ -43,9 +45,12 @@ void cs_park_files_name(pid_t pid, unsigned long long start_time, char *out, siz
  * or -1 with err and nothing left behind. */
 int cs_park_files_make(int dirfd, const char *dir, const char *name, unsigned n, unsigned long long bytes, bool grow,
 		       cs_park_files *f, cs_error *err);
-/* After the park: the reservation's end, waited for. 0, or -1 with err
- * saying that dir has no room (the files are left to the caller). */
-int cs_park_files_reserved(cs_park_files *f, int dirfd, const char *dir, unsigned long long bytes, cs_error *err);
+/* After the park: the reservation's end, waited for (failed: the park
+ * failed, and the reservation stops at its next piece). 0, or -1 with err
+ * saying that dir has no room (the files, dir/name.*, are left to the
+ * caller). */
+int cs_park_files_reserved(cs_park_files *f, bool failed, int dirfd, const char *dir, const char *name,
+			   unsigned long long bytes, cs_error *err);
 /* Whether name.0 .. name.(n-1) in dirfd, and no more, are the files of a
  * park of bytes (each of its size). */
 bool cs_park_files_match(int dirfd, const char *name, unsigned n, unsigned long long bytes);
@@ -62,14 +67,18 @@ int cs_park_files_open(int dirfd, const char *dir, const char *name, unsigned n,
 void cs_park_files_close(cs_park_files *f);
 
 /* parkroom.c: the files' space. bytes [0, size) of fd reserved, a piece
- * at a time from its start (the size grows with it): 0 or an errno. */
-int cs_park_reserve(int fd, off_t size);
+ * at a time from its start (the size grows with it), until *stop: 0 or an
+ * errno (ECANCELED: stopped). Where the file system reserves nothing
+ * (ramfs), zeros are written: its pages are then this process's too. */
+int cs_park_reserve(int fd, off_t size, const atomic_bool *stop);
 /* Reserves f's files for a park of bytes in threads of their own, each
  * file from its start on: 0, or -1 (nothing started). */
 int cs_park_room_start(cs_park_files *f, unsigned long long bytes);
 /* The pipe's read end the park is given (its write end closes when the
  * reservation ends); -1 when none is under way. */
 int cs_park_room_fd(const cs_park_files *f);
+/* Asks it to stop at its next piece (nothing will be written). */
+void cs_park_room_stop(cs_park_files *f);
 /* Waits for it to end: 0, or the first file's errno. */
 int cs_park_room_end(cs_park_files *f);
 /* Removes them (the directory synced after). */

@@ -31,23 +31,47 @@ struct cs_park_room {
 	} g[PARK_FILES_MAX];
 	unsigned n;
 	atomic_uint left; /* files still being reserved */
+	atomic_bool stop; /* the park failed: no more of it */
 	int rfd, wfd;
 };
 
-int cs_park_reserve(int fd, off_t size)
+/* [off, off + len) of fd written with zeros: where fallocate reserves
+ * nothing (ramfs), the pages are taken here, as glibc's posix_fallocate
+ * would. Aligned for O_DIRECT, which the interposer may set on the file
+ * (its descriptor shares this one's flags; pieces are whole pages). 0 or
+ * an errno. */
+static int fill_zeros(int fd, off_t off, off_t len)
 {
+	_Alignas(4096) static const unsigned char zeros[1 << 16];
+	while (len > 0) {
+		ssize_t n = pwrite(fd, zeros, len < (off_t)sizeof(zeros) ? (size_t)len : sizeof(zeros), off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? errno : EIO;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int cs_park_reserve(int fd, off_t size, const atomic_bool *stop)
+{
+	bool zeros = false;
 	for (off_t off = 0; off < size;) {
+		if (stop && atomic_load(stop))
+			return ECANCELED;
 		off_t len = size - off < (off_t)PARK_PIECE ? size - off : (off_t)PARK_PIECE;
-		if (fallocate(fd, 0, off, len) == 0) {
-			off += len;
+		int rc = zeros ? fill_zeros(fd, off, len) : fallocate(fd, 0, off, len) == 0 ? 0 : errno;
+		if (rc == EOPNOTSUPP && !zeros) {
+			zeros = true;
 			continue;
 		}
-		if (errno == EINTR)
+		if (rc == EINTR)
 			continue;
-		/* a file system that cannot reserve: the size alone */
-		if (errno == EOPNOTSUPP)
-			return ftruncate(fd, size) == 0 ? 0 : errno;
-		return errno;
+		if (rc != 0)
+			return rc;
+		off += len;
 	}
 	return 0;
 }
@@ -55,7 +79,7 @@ int cs_park_reserve(int fd, off_t size)
 static void *grow_one(void *arg)
 {
 	struct grow *g = arg;
-	g->rc = cs_park_reserve(g->fd, g->size);
+	g->rc = cs_park_reserve(g->fd, g->size, &g->room->stop);
 	if (atomic_fetch_sub(&g->room->left, 1) == 1)
 		close(g->room->wfd); /* the last: the park waits no more */
 	return NULL;
@@ -73,6 +97,7 @@ int cs_park_room_start(cs_park_files *f, unsigned long long bytes)
 	room->wfd = p[1];
 	room->n = f->n;
 	atomic_init(&room->left, f->n);
+	atomic_init(&room->stop, false);
 	f->room = room;
 	if (f->n == 0)
 		close(room->wfd);
@@ -92,6 +117,12 @@ int cs_park_room_fd(const cs_park_files *f)
 	return f->room ? f->room->rfd : -1;
 }
 
+void cs_park_room_stop(cs_park_files *f)
+{
+	if (f->room)
+		atomic_store(&f->room->stop, true);
+}
+
 int cs_park_room_end(cs_park_files *f)
 {
 	cs_park_room *room = f->room;
@@ -101,7 +132,7 @@ int cs_park_room_end(cs_park_files *f)
 	for (unsigned i = 0; i < room->n; i++) {
 		if (room->g[i].thread)
 			pthread_join(room->g[i].th, NULL);
-		rc = rc ? rc : room->g[i].rc;
+		rc = rc ? rc : room->g[i].rc == ECANCELED ? 0 : room->g[i].rc;
 	}
 	close(room->rfd);
 	free(room);

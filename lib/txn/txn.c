@@ -221,7 +221,8 @@ static int park_call(run *r, cs_target *t, cs_step s, bool fwd)
 	/* A park that ran out of the room still being reserved failed for
 	 * the reservation's reason. */
 	cs_error re = { 0 };
-	if (cs_park_files_reserved(&f, dirfd, t->park_dir, t->park_bytes, &re) != 0 && rc != 0)
+	if (cs_park_files_reserved(&f, rc != 0, dirfd, t->park_dir, t->park_name, t->park_bytes, &re) != 0 && rc != 0 &&
+	    strcmp(a.stage, "room") == 0)
 		e = re;
 	cs_park_files_close(&f);
 	if (rc != 0 && files && park && strcmp(a.stage, "undo") == 0)

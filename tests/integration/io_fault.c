@@ -11,8 +11,9 @@
  * "fallocate ERRNO BYTES" fails each fallocate once BYTES are reserved,
  * "slowroom MS BYTES" makes each one past BYTES take MS ms more, and in the
  * program each pwrite then fails with EFBIG where it would land past the
- * file's size (beyond what cudasnap reserved). Read at every call, so a
- * test turns faults on and off while the program runs. */
+ * file's size (beyond what cudasnap reserved). Each call takes the first
+ * line of a kind it knows (a line of each kind may be there). Read at every
+ * call, so a test turns faults on and off while the program runs. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,15 +36,25 @@ static bool parked_file(int fd)
 	return strstr(path, "/cudasnap-gpumem.") != NULL;
 }
 
-/* The fault file's line: 3 when it has one. */
-static int rule(char what[16], int *err, unsigned long long *after)
+/* The fault file's first line whose word is one of words (a list of
+ * space-separated words): 3 when it has one. */
+static int rule(const char *words, char what[16], int *err, unsigned long long *after)
 {
 	const char *file = getenv("CS_IO_FAULT_FILE");
 	FILE *f = file ? fopen(file, "re") : NULL;
-	if (f == NULL)
-		return 0;
-	int got = fscanf(f, "%15s %d %llu", what, err, after);
-	fclose(f);
+	char line[128];
+	int got = 0;
+	while (f && got != 3 && fgets(line, sizeof(line), f)) {
+		got = sscanf(line, "%15s %d %llu", what, err, after);
+		char padded[20];
+		snprintf(padded, sizeof(padded), " %s ", what);
+		char list[128];
+		snprintf(list, sizeof(list), " %s ", words);
+		if (got == 3 && strstr(list, padded) == NULL)
+			got = 0;
+	}
+	if (f)
+		fclose(f);
 	return got;
 }
 
@@ -57,7 +68,7 @@ static int room_fault(int fd, off_t len)
 	if (!parked_file(fd))
 		return 0;
 	unsigned long long done = atomic_fetch_add(&moved[2], (unsigned long long)len);
-	if (rule(what, &err, &after) != 3 || done + (unsigned long long)len <= after)
+	if (rule("fallocate slowroom", what, &err, &after) != 3 || done + (unsigned long long)len <= after)
 		return 0;
 	if (strcmp(what, "slowroom") == 0 && err > 0)
 		usleep((useconds_t)err * 1000);
@@ -67,16 +78,19 @@ static int room_fault(int fd, off_t len)
 	return err;
 }
 
-/* A write past the file's size while a "slowroom" line is there: where
- * cudasnap has not reserved yet. */
+/* A write of the program past the file's size while a "slowroom" line is
+ * there: where cudasnap has not reserved yet (cudasnap's own writes, which
+ * reserve, are not asked about). */
 static bool past_room(int fd, size_t len, off_t off)
 {
+	if (strcmp(program_invocation_short_name, "cudasnap") == 0)
+		return false;
 	char what[16] = "";
 	int err = 0;
 	unsigned long long after = 0;
 	struct stat st;
-	return parked_file(fd) && rule(what, &err, &after) == 3 && strcmp(what, "slowroom") == 0 &&
-		fstat(fd, &st) == 0 && off + (off_t)len > st.st_size;
+	return parked_file(fd) && rule("slowroom", what, &err, &after) == 3 && fstat(fd, &st) == 0 &&
+		off + (off_t)len > st.st_size;
 }
 
 static int reserve(const char *name, int fd, int mode, off_t off, off_t len)
@@ -112,7 +126,7 @@ static int fault(int fd, bool write, size_t len)
 	char what[16] = "";
 	int err = 0;
 	unsigned long long after = 0;
-	int got = rule(what, &err, &after);
+	int got = rule(write ? "write slow direct" : "read slowread direct", what, &err, &after);
 	if (got == 3 && strcmp(what, write ? "slow" : "slowread") == 0 && done + len > after && err > 0) {
 		usleep((useconds_t)err * 1000);
 		return 0;

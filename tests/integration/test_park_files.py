@@ -525,6 +525,36 @@ class ParkFiles(Case):
         self.assertEqual(self.files(), [])
         self.assertBack(a)
 
+    @unittest.skipUnless(IO_FAULT, "no I/O fault library")
+    def test_a_park_that_fails_stops_the_reservation_of_its_files(self):
+        """The park fails at its first copy while cudasnap still reserves
+        the files (each 32 MiB taking 2 s more, files 0-2 two of them):
+        the reservation stops after the pieces under way, the error is the
+        copy's, and everything is as it was."""
+        a = self.app(mib=170)
+        self.io_fault("slowroom 2000 0")
+        self.fault(f"{a.pid} dtoh error=999")
+        r = self.checkpoint(a, rc=1, env={"LD_PRELOAD": IO_FAULT, "CS_IO_FAULT_FILE": self.faultfile})
+        self.io_fault()
+        self.fault()
+        self.assertLess(r.wall, 3.5, r)  # 4 s and more when the whole reservation is waited for
+        self.assertNotIn("no room", r.err)
+        self.assertEqual(self.files(), [])
+        self.assertBack(a)
+
+    @unittest.skipUnless(IO_FAULT, "no I/O fault library")
+    def test_a_file_system_without_fallocate_gets_its_space_written(self):
+        # fallocate answers EOPNOTSUPP (ramfs reserves nothing that way):
+        # cudasnap writes the space with zeros, a piece at a time, and the
+        # park waits for it as for any reservation
+        a = self.app(mib=170)
+        self.io_fault("fallocate 95 0\nslowroom 0 0")
+        self.checkpoint(a, env={"LD_PRELOAD": IO_FAULT, "CS_IO_FAULT_FILE": self.faultfile})
+        self.io_fault()
+        self.assertEqual(len(self.files()), 8)
+        self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
+        self.assertBack(a)
+
     @unittest.skipUnless(SHIM, "no shim")
     def test_a_failed_release_whose_undo_cannot_read_is_named_and_held(self):
         # the driver fails the second allocation's release, and the files
