@@ -66,8 +66,8 @@ static void usage(FILE *f)
 		"privileges (setuid or file capabilities: AT_SECURE) no variable is read,\n" MODE_ENV
 		" included, so the hook does nothing and exits 2.\n"
 		"Exit status: 0 done (or nothing to do); 1 failed, everything rolled back; 2\n"
-		"usage or environment error, or no mode given (nothing changed); 3 failed and\n"
-		"rollback incomplete.\n",
+		"usage or environment error, no mode given, or refused (nothing changed); 3\n"
+		"failed and rollback incomplete.\n",
 		cs_prog);
 }
 

@@ -215,7 +215,7 @@ static void usage(FILE *f)
 		"  CUDASNAP_LIBCUDA   path of the driver library (default: libcuda.so.1)\n"
 		"  CUDASNAP_DEV_DIR   directory whose nvidia* files are GPU devices (default: /dev)\n"
 		"\nExit status: 0 done; 1 failed (everything rolled back); 2 usage or environment\n"
-		"error; 3 failed and rollback incomplete.\n",
+		"error, or refused (nothing changed); 3 failed and rollback incomplete.\n",
 		cs_prog);
 }
 

@@ -126,7 +126,8 @@ class Installed(unittest.TestCase):
                                        "bash-completion", "completions")
         share = under(cls.destdir, prefix, cls.opt["datadir"])
         cls.fish = os.path.join(share, "fish", "vendor_completions.d")
-        cls.zsh = os.path.join(share, "zsh", "vendor-completions" if prefix == "/usr" else "site-functions")
+        zdir = cls.opt.get("zsh_completions_dir") or os.path.join(prefix, cls.opt["datadir"], "zsh", "site-functions")
+        cls.zsh = under(cls.destdir, prefix, zdir)
         cls.exe = os.path.join(cls.bindir, "cudasnap")
 
     @classmethod

@@ -138,9 +138,10 @@ def blocks(path):
     """(language, first line number, text) of each fenced block."""
     out, lang, start, buf, indent = [], None, 0, [], 0
     for n, line in enumerate(open(path, encoding="utf-8"), 1):
-        m = re.match(r"^(\s*)```(\w*)\s*$", line)
+        m = re.match(r"^(\s*)(?:```|~~~)(\w*)\s*$", line)
         if m and lang is None:
             lang, start, buf, indent = m.group(2) or "text", n + 1, [], len(m.group(1))
+            lang = {"yml": "yaml", "shell": "sh", "console": "sh", "bash": "sh"}.get(lang, lang)
         elif m:
             out.append((lang, start, "".join(buf)))
             lang = None
@@ -151,42 +152,79 @@ def blocks(path):
 
 
 def help_options(exe, cmd, cache):
+    """Whether cmd is a command ("" the program itself), and the long and
+    short options its --help defines."""
     if cmd not in cache:
-        argv = [exe, cmd, "--help"]
+        argv = [exe, cmd, "--help"] if cmd else [exe, "--help"]
         p = subprocess.run(argv, capture_output=True, text=True)
         text = p.stdout + p.stderr
-        cache[cmd] = (p.returncode == 0, set(re.findall(r"(?m)^\s*(?:-\w, )?(--[a-z][a-z-]*)", text)) |
-                      set(re.findall(r"(?m)^(--[a-z][a-z-]*)", text)))
+        opts = set(re.findall(r"(?m)^\s*(?:-\w, )?(--[a-z][a-z-]*)", text))
+        opts |= set(re.findall(r"(?m)^(--[a-z][a-z-]*)", text))
+        opts |= set(re.findall(r"(?m)^\s*(-\w)[, ]", text)) | set(re.findall(r"\|(-\w)\b", text))
+        cache[cmd] = (p.returncode == 0, opts)
     return cache[cmd]
+
+
+def invocations(words):
+    """The argument lists of cudasnap and cuda-checkpoint among words,
+    wherever they stand (after sudo, env, exec, kubectl exec --, a prompt)
+    and inside a quoted argument that runs one."""
+    for i, w in enumerate(words):
+        # the program by name or a path to it (bin/, sbin/, src/, ./), not
+        # a directory such as /etc/cudasnap
+        m = re.fullmatch(r"(?:.*(?:^|/)(?:s?bin|src|\.)/)?(cudasnap|cuda-checkpoint)", w)
+        if m:
+            yield m.group(1), words[i + 1:]
+            return
+        if " " in w and re.search(r"(^|[/ =\"'])(cudasnap|cuda-checkpoint)( |$)", w):
+            try:
+                yield from invocations(shlex.split(w.split("=", 1)[1] if re.match(r"^--?[\w-]+=", w) else w))
+            except ValueError:
+                pass
+
+
+def check_one(where, prog, args, exe, cache, bad):
+    if prog == "cuda-checkpoint":
+        cmd, rest = "cuda-checkpoint", args
+    else:
+        i = 0
+        while i < len(args) and args[i].startswith("-"):
+            i += 1
+        glob_ok, glob_opts = help_options(exe, "", cache)
+        for o in args[:i]:
+            if o.split("=")[0] not in glob_opts:
+                bad.append(f"{where}: {o} is not an option of cudasnap ({' '.join(args)})")
+        if i >= len(args) or args[i] in ("-h", "--help", "-V", "--version"):
+            return
+        cmd, rest = args[i], args[i + 1:]
+    ok, opts = help_options(exe, cmd, cache)
+    if not ok:
+        bad.append(f"{where}: 'cudasnap {cmd}' is not a command ({' '.join(args)})")
+        return
+    if cmd == "run":
+        return  # what follows is the program's
+    for w in rest:
+        o = w.split("=")[0]
+        if w == "--":
+            break
+        if (o.startswith("--") or re.fullmatch(r"-[A-Za-z]", o)) and o not in opts:
+            bad.append(f"{where}: {o} is not an option of 'cudasnap {cmd}' ({' '.join(args)})")
 
 
 def check_commands(where, text, exe, cache, bad):
     text = re.sub(r"\\\n", " ", text)
     for line in text.splitlines():
-        line = line.split(" #")[0].strip()
+        if re.match(r"^\s*#", line):
+            continue  # a comment
+        line = re.sub(r"^\s*\$ ", "", line)  # a prompt
+        line = re.split(r"\s#\s", line)[0].strip()
         for part in re.split(r"&&|\|\||;|\|", line):
             try:
                 words = shlex.split(part)
             except ValueError:
                 continue
-            while words and re.match(r"^[A-Z_]+=", words[0]):
-                words.pop(0)
-            if not words or os.path.basename(words[0]) not in ("cudasnap", "cuda-checkpoint"):
-                continue
-            cmd = "cuda-checkpoint" if os.path.basename(words[0]) == "cuda-checkpoint" else \
-                (words[1] if len(words) > 1 and not words[1].startswith("-") else None)
-            if cmd is None or cmd in ("-h", "--help", "-V", "--version"):
-                continue
-            ok, opts = help_options(exe, cmd, cache)
-            if not ok:
-                bad.append(f"{where}: 'cudasnap {cmd}' is not a command ({part.strip()})")
-                continue
-            if cmd == "run":
-                continue  # what follows is the program's
-            for w in words[2:] if cmd != "cuda-checkpoint" else words[1:]:
-                o = w.split("=")[0]
-                if o.startswith("--") and o not in opts:
-                    bad.append(f"{where}: {o} is not an option of 'cudasnap {cmd}' ({part.strip()})")
+            for prog, args in invocations(words):
+                check_one(where, prog, args, exe, cache, bad)
 
 
 def main():
@@ -214,7 +252,7 @@ def main():
                     tomllib.loads(text)
                 except tomllib.TOMLDecodeError as e:
                     bad.append(f"{where}: TOML does not parse: {e}")
-            elif lang in ("sh", "bash", "console", "text"):
+            elif lang == "sh":
                 counts["sh"] += 1
                 check_commands(where, text, exe, cache, bad)
     print(f"{counts['yaml']} YAML, {counts['toml']} TOML and {counts['sh']} shell blocks")

@@ -23,10 +23,12 @@ def main():
     root, so = sys.argv[1], sys.argv[2]
     bad = []
     out = subprocess.run(["readelf", "-W", "-V", "-d", so], capture_output=True, text=True, check=True).stdout
-    needs = set(re.findall(r"Name: (GLIBC_[0-9.]+)", out.split(".gnu.version_r", 1)[-1]))
+    needs = set(re.findall(r"Name: (GLIBC_\S+)", out.split(".gnu.version_r", 1)[-1]))
     if not needs:
         bad.append(f"{so}: no GLIBC version needed at all (readelf's output changed?)")
-    for n in sorted(needs, key=version):
+    for n in sorted(n for n in needs if not re.fullmatch(r"GLIBC_[0-9.]+", n)):
+        bad.append(f"{so} needs {n}, which no numbered glibc release promises (GLIBC_ABI_DT_RELR: 2.36)")
+    for n in sorted((n for n in needs if re.fullmatch(r"GLIBC_[0-9.]+", n)), key=version):
         if version(n) > FLOOR:
             bad.append(f"{so} needs {n}, newer than glibc {FLOOR[0]}.{FLOOR[1]}: bind it in park/glibc_floor.h")
     needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", out))
