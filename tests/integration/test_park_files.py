@@ -58,6 +58,13 @@ class ParkFiles(Case):
         return App(self, ["--alloc-mib", str(mib), "--allocs", str(allocs), "--interval-ms", "600000"],
                    env_more=env, **kw)
 
+    def faulty_cs(self):
+        """cudasnap's environment with the fault library preloaded (in the
+        sanitizer build, before the runtime cudasnap links itself)."""
+        asan = self.env.get("ASAN_OPTIONS", "")
+        return {"LD_PRELOAD": IO_FAULT, "CS_IO_FAULT_FILE": self.faultfile,
+                "ASAN_OPTIONS": (asan + ":" if asan else "") + "verify_asan_link_order=0"}
+
     def io_fault(self, line=None):
         if line is None:
             if os.path.exists(self.faultfile):
@@ -506,7 +513,7 @@ class ParkFiles(Case):
         fault library fails such a write with EFBIG)."""
         a = self.app(mib=170)  # eleven pieces: files 0-2 take two each
         self.io_fault("slowroom 400 0")
-        r = self.checkpoint(a, env={"LD_PRELOAD": IO_FAULT, "CS_IO_FAULT_FILE": self.faultfile})
+        r = self.checkpoint(a, env=self.faulty_cs())
         self.io_fault()
         park = r.obj["processes"][0]["park"]
         self.assertGreaterEqual(park["copy_seconds"], 0.7, park)
@@ -518,7 +525,7 @@ class ParkFiles(Case):
     def test_a_reservation_that_runs_out_half_way_undoes_the_park(self):
         a = self.app(mib=170)
         self.io_fault(f"fallocate 28 {3 * PIECE}")  # ENOSPC once 96 MiB are reserved
-        r = self.checkpoint(a, rc=1, env={"LD_PRELOAD": IO_FAULT, "CS_IO_FAULT_FILE": self.faultfile})
+        r = self.checkpoint(a, rc=1, env=self.faulty_cs())
         self.io_fault()
         self.assertEqual(r.obj["outcome"], "rolled-back", r)
         self.assertIn("has no room for the 0.33 GiB of GPU memory a park into files writes", r.err)
@@ -534,7 +541,7 @@ class ParkFiles(Case):
         a = self.app(mib=170)
         self.io_fault("slowroom 2000 0")
         self.fault(f"{a.pid} dtoh error=999")
-        r = self.checkpoint(a, rc=1, env={"LD_PRELOAD": IO_FAULT, "CS_IO_FAULT_FILE": self.faultfile})
+        r = self.checkpoint(a, rc=1, env=self.faulty_cs())
         self.io_fault()
         self.fault()
         self.assertLess(r.wall, 3.5, r)  # 4 s and more when the whole reservation is waited for
@@ -549,7 +556,7 @@ class ParkFiles(Case):
         # park waits for it as for any reservation
         a = self.app(mib=170)
         self.io_fault("fallocate 95 0\nslowroom 0 0")
-        self.checkpoint(a, env={"LD_PRELOAD": IO_FAULT, "CS_IO_FAULT_FILE": self.faultfile})
+        self.checkpoint(a, env=self.faulty_cs())
         self.io_fault()
         self.assertEqual(len(self.files()), 8)
         self.assertEqual(self.cs("restore", "--pid", a.pid).rc, 0)
