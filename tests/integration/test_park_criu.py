@@ -236,6 +236,7 @@ class ParkUnderCriu(CriuCase):
                 pid = self.start()
                 r = self.dump("--shell-job")
                 self.assertEqual(r.rc, 0, r)
+                self.assertTrue(self.lines(r, f"process {pid} (fakecuda-cuapp) parked"), r)  # else nothing unparks
                 self.assertGone([pid])
                 self.fault("* mem_create error=2")  # out of GPU memory
                 r = self.criu("restore", "-D", self.images, "-L", self.plugins, *args, log="restore.log", env=env)
