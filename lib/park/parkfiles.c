@@ -186,31 +186,17 @@ static void owner_of(pid_t pid, uid_t *uid, gid_t *gid)
 }
 
 /* Each file's room taken before anything is parked, for an interposer
- * that cannot wait for it (parkroom.c): one thread per file, as the park
- * writes them (one took 5 s for 25 GiB of tmpfs). */
-typedef struct reserve_arg {
-	off_t size;
-	int fd;
-	int rc;
-} reserve_arg;
-
-static void *reserve(void *p)
+ * that cannot wait for it: parkroom.c's thread per file (one took 5 s for
+ * 25 GiB of tmpfs), waited for here; without its pipe (out of
+ * descriptors), in this thread, one file after the other. */
+static int reserve_all(cs_park_files *f, unsigned long long bytes)
 {
-	reserve_arg *r = p;
-	r->rc = cs_park_reserve(r->fd, r->size, NULL);
-	return NULL;
-}
-
-static int reserve_all(const cs_park_files *f, unsigned long long bytes)
-{
-	reserve_arg r[PARK_FILES_MAX];
-	for (unsigned i = 0; i < f->n; i++)
-		r[i] = (reserve_arg){ .size = (off_t)park_file_size(bytes, f->n, i), .fd = f->fd[i] };
-	each_file(f->n, reserve, r, sizeof(r[0]));
-	for (unsigned i = 0; i < f->n; i++)
-		if (r[i].rc != 0)
-			return r[i].rc;
-	return 0;
+	if (cs_park_room_start(f, bytes) == 0)
+		return cs_park_room_end(f);
+	int rc = 0;
+	for (unsigned i = 0; i < f->n && rc == 0; i++)
+		rc = cs_park_reserve(f->fd[i], (off_t)park_file_size(bytes, f->n, i), NULL);
+	return rc;
 }
 
 /* dir has no room for the files (or another failure rc of making them:
